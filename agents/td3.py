@@ -1,0 +1,269 @@
+"""TD3: Twin Delayed Deep Deterministic policy gradient (Fujimoto, van Hoof, Meger, ICML 2018; arXiv 1802.09477).
+
+Defaults are CleanRL's `td3_continuous_action.py`: lr 3e-4, batch 256, buffer 1e6, γ 0.99, τ 0.005,
+policy noise 0.2, noise clip 0.5, exploration noise 0.1, 25k random steps, policy delay 2, 256-256 ReLU.
+
+    for every environment step:
+        a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A),  ε ~ N(0, (0.1·scale)²)
+        store (s, a, r, s', terminated)                 # time-limit truncation is not terminal: bootstrap
+        sample a batch;  ã = clip(μ̄(s') + clip(N(0, 0.2²), −0.5, 0.5)·scale, A)
+        y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)
+        minimise Σᵢ (Qᵢ(s, a) − y)²
+        every `policy_frequency` critic updates: maximise Q₁(s, μ(s)); θ̄ ← (1 − τ)θ̄ + τθ for μ̄, Q̄₁, Q̄₂
+
+Run: python agents/td3.py --env-id Hopper-v5 --seed 1      (python agents/td3.py --help lists every flag)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+
+import gymnasium as gym
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import envs
+from cleanrl_plus.checkpoint import capture_rng_state, restore_rng_state
+from cleanrl_plus.config import RunArgs
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
+from cleanrl_plus.progress import Progress
+from cleanrl_plus.replay import Batch, ReplayBuffer
+from cleanrl_plus.run import cli_main, start_run
+
+
+@dataclasses.dataclass
+class Args(RunArgs):
+    exp_name: str = "td3"
+    """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
+    env_id: str = "Hopper-v5"
+    """the environment id (a continuous-action task, e.g. Hopper-v5, Pendulum-v1, InvertedPendulum-v5)"""
+    learning_rate: float = 3e-4
+    """Adam learning rate of the actor and the critics"""
+    buffer_size: int = 1_000_000
+    """replay capacity in transitions"""
+    gamma: float = 0.99
+    """discount factor γ"""
+    tau: float = 0.005
+    """target smoothing coefficient τ (Polyak averaging)"""
+    batch_size: int = 256
+    """transitions per gradient step"""
+    policy_noise: float = 0.2
+    """std of the target policy smoothing noise, in units of the action scale"""
+    noise_clip: float = 0.5
+    """target policy noise is clipped to ±noise_clip (units of the action scale)"""
+    exploration_noise: float = 0.1
+    """std of the Gaussian exploration noise, in units of the action scale"""
+    learning_starts: int = 25_000
+    """environment steps of uniformly random actions before learning starts"""
+    policy_frequency: int = 2
+    """the actor and the targets are updated once every `policy_frequency` critic updates (policy delay)"""
+    gradient_steps: int = 1
+    """critic updates per vector-env step (1 = CleanRL's replay ratio with one env)"""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer widths of the actor and of each critic"""
+
+
+class Actor(nn.Module):
+    """μ(s) = tanh(MLP(s))·scale + bias, so actions land inside the Box bounds."""
+
+    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, action_space.shape[0], hidden)
+        low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
+        self.register_buffer("action_scale", ((high - low) / 2).float())
+        self.register_buffer("action_bias", ((high + low) / 2).float())
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.net(obs)) * self.action_scale + self.action_bias
+
+
+class TwinCritic(nn.Module):
+    """Q₁ and Q₂ as one ensemble: (2, batch) values from a single batched matmul per layer."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        widths = (obs_dim + action_dim, *hidden, 1)
+        self.layers = nn.ModuleList(EnsembleLinear(2, i, o) for i, o in zip(widths[:-1], widths[1:]))
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
+        for layer in self.layers[:-1]:
+            x = F.relu(layer(x))
+        return self.layers[-1](x).squeeze(-1)
+
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([obs, action], dim=-1)
+        for layer in self.layers[:-1]:
+            x = F.relu(layer.member(0, x))
+        return self.layers[-1].member(0, x).squeeze(-1)
+
+
+def td3_target(
+    batch: Batch,
+    actor_target: Actor,
+    critic_target: TwinCritic,
+    gamma: float,
+    smoothing_noise: torch.Tensor,
+    noise_clip: float,
+) -> torch.Tensor:
+    """y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã), ã = clip(μ̄(s') + clip(noise, ±c)·scale, bounds)."""
+    with torch.no_grad():
+        noise = smoothing_noise.clamp(-noise_clip, noise_clip) * actor_target.action_scale
+        low = actor_target.action_bias - actor_target.action_scale
+        high = actor_target.action_bias + actor_target.action_scale
+        next_action = (actor_target(batch.next_obs) + noise).clamp(low, high)
+        next_q = critic_target(batch.next_obs, next_action).min(dim=0).values
+        return batch.rewards + gamma * (1.0 - batch.terminated) * next_q
+
+
+def main(args: Args) -> dict:
+    run = start_run(args)
+    device = run.device
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device)
+    if not isinstance(env.single_action_space, gym.spaces.Box):
+        raise UserError(f"TD3 needs continuous (Box) actions; {args.env_id} has {env.single_action_space} — use agents/ddqn.py or agents/ppo.py")
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device)
+    obs_dim = int(env.single_observation_space.shape[0])
+    action_dim = int(env.single_action_space.shape[0])
+
+    actor = Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device)
+    critic = TwinCritic(obs_dim, action_dim, args.hidden_sizes).to(device)
+    actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
+    actor_optimizer = adam(actor.parameters(), args.learning_rate, device)
+    critic_optimizer = adam(critic.parameters(), args.learning_rate, device)
+    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device)
+    action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
+
+    global_step, num_updates = 0, 0
+    obs = env.reset(seed=args.seed)
+    if run.resumed:
+        state = run.resumed
+        for module, key in ((actor, "actor"), (critic, "critic"), (actor_target, "actor_target"), (critic_target, "critic_target")):
+            module.load_state_dict(state[key])
+        actor_optimizer.load_state_dict(state["actor_optimizer"])
+        critic_optimizer.load_state_dict(state["critic_optimizer"])
+        replay.load_state_dict(state["replay"])
+        env.load_state_dict(state["env"])
+        obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
+        restore_rng_state(state["rng"])
+
+    def checkpoint_state() -> dict:
+        return {
+            "global_step": global_step, "num_updates": num_updates, "obs": obs,
+            "actor": actor.state_dict(), "critic": critic.state_dict(),
+            "actor_target": actor_target.state_dict(), "critic_target": critic_target.state_dict(),
+            "actor_optimizer": actor_optimizer.state_dict(), "critic_optimizer": critic_optimizer.state_dict(),
+            "replay": replay.state_dict(), "env": env.state_dict(), "rng": capture_rng_state(),
+        }
+
+    logger, progress = run.logger, Progress(args.total_timesteps, global_step, f"td3 {args.env_id}", args.progress)
+    session_start, session_start_step = time.perf_counter(), global_step
+    learning_clock: tuple[float, int, int] | None = None  # (time, step, updates) when updates began this session
+    last_eval: dict = {}
+    eval_history: list[tuple[int, float]] = []
+    losses: dict[str, torch.Tensor] = {}
+
+    def evaluate() -> None:
+        returns = evaluator(actor)
+        last_eval.update(step=global_step, mean=float(returns.mean()), returns=returns.tolist())
+        eval_history.append((global_step, last_eval["mean"]))
+        logger.scalar("eval/episodic_return", last_eval["mean"], global_step)
+        progress.set(eval=last_eval["mean"])
+
+    def summary(finished: bool, now: float) -> dict:
+        sps = (global_step - session_start_step) / max(now - session_start, 1e-9)
+        result = {
+            "agent": "td3", "env_id": args.env_id, "seed": args.seed, "run_dir": str(run.dir),
+            "global_step": global_step, "num_updates": num_updates, "finished": finished,
+            "device": str(device), "threads": torch.get_num_threads(), "sps": sps,
+            "eval": dict(last_eval), "eval_history": list(eval_history),
+        }
+        if learning_clock is not None:
+            elapsed = max(now - learning_clock[0], 1e-9)
+            result["sps_learning"] = (global_step - learning_clock[1]) / elapsed
+            result["updates_per_second"] = (num_updates - learning_clock[2]) / elapsed
+        return result
+
+    while global_step < args.total_timesteps and not run.stop_requested:
+        # ---- act -------------------------------------------------------------------------------------
+        with torch.no_grad():
+            if global_step < args.learning_starts:
+                actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
+            else:
+                noise = torch.randn((env.num_envs, action_dim), device=device) * actor.action_scale * args.exploration_noise
+                actions = (actor(obs) + noise).clamp(action_low, action_high)
+        # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) ---------
+        step = env.step(actions)
+        replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
+        obs = step.obs
+        previous_step, global_step = global_step, global_step + env.num_envs
+
+        # ---- learn -----------------------------------------------------------------------------------
+        if global_step > args.learning_starts:
+            if learning_clock is None:
+                learning_clock = (time.perf_counter(), global_step, num_updates)
+            for _ in range(args.gradient_steps):
+                batch = replay.sample(args.batch_size)
+                smoothing_noise = torch.randn_like(batch.actions) * args.policy_noise
+                target = td3_target(batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip)
+                q_values = critic(batch.obs, batch.actions)
+                qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
+                critic_optimizer.zero_grad(set_to_none=True)
+                qf_losses.sum().backward()
+                critic_optimizer.step()
+                num_updates += 1
+                if num_updates % args.policy_frequency == 0:
+                    with frozen(critic):
+                        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean()
+                    actor_optimizer.zero_grad(set_to_none=True)
+                    actor_loss.backward()
+                    actor_optimizer.step()
+                    polyak_update(actor_target, actor, args.tau)
+                    polyak_update(critic_target, critic, args.tau)
+                    losses["losses/actor_loss"] = actor_loss.detach()
+            losses.update({
+                "losses/qf1_values": q_values[0].detach().mean(), "losses/qf2_values": q_values[1].detach().mean(),
+                "losses/qf1_loss": qf_losses[0].detach(), "losses/qf2_loss": qf_losses[1].detach(),
+                "losses/qf_loss": qf_losses.detach().sum() / 2,
+            })
+
+        # ---- log, evaluate, checkpoint (each at most once per `every` env steps) ------------------------
+        def crossed(every: int) -> bool:
+            return every > 0 and global_step // every > previous_step // every
+
+        if crossed(args.log_every):
+            logger.episodes(env.drain_episode_stats())
+            if losses:
+                logger.scalars(losses, global_step)
+            sps = (global_step - session_start_step) / (time.perf_counter() - session_start)
+            logger.scalar("charts/SPS", sps, global_step)
+            if logger.last_episodic_return is not None:
+                progress.set(ret=logger.last_episodic_return)
+        if crossed(args.eval_every):
+            evaluate()
+        if crossed(args.checkpoint_every):
+            run.save(checkpoint_state(), summary(False, time.perf_counter()))
+        progress.update(global_step)
+
+    loop_end, finished = time.perf_counter(), global_step >= args.total_timesteps
+    logger.episodes(env.drain_episode_stats())
+    if finished and last_eval.get("step") != global_step:
+        evaluate()
+    result = summary(finished, loop_end)
+    run.save(checkpoint_state(), result)
+    progress.close(global_step)
+    run.close()
+    env.close()
+    evaluator.close()
+    state = "finished" if finished else f"stopped at step {global_step}; continue with --resume {run.dir}"
+    print(f"td3 {state} — TensorBoard logs in {run.dir} (tensorboard --logdir {run.dir.parent})")
+    return result
+
+
+if __name__ == "__main__":
+    cli_main(main, Args)

@@ -1,0 +1,66 @@
+"""`cleanrl-plus bench <agent>`: speed of the real training loop after warm-up (env steps/s, updates/s)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import tempfile
+from typing import Literal
+
+import tyro
+
+AGENTS = {"td3": "agents.td3"}
+
+
+@dataclasses.dataclass
+class BenchArgs:
+    agent: tyro.conf.Positional[Literal["td3"]]
+    """which agent's training loop to time"""
+    env_id: str = "Hopper-v5"
+    """environment to run"""
+    steps: int = 3_000
+    """timed environment steps after warm-up (learning is on for all of them)"""
+    warmup: int = 1_000
+    """untimed random-action steps that fill the replay before learning starts"""
+    num_envs: int = 1
+    """parallel environments"""
+    threads: int = 0
+    """torch CPU threads (0 = the agents' default, min(2, cores))"""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """device for networks, replay and env tensors"""
+    seed: int = 1
+    """seed"""
+    json_out: bool = False
+    """print the result as one JSON line"""
+
+
+def bench(args: BenchArgs) -> dict:
+    module = importlib.import_module(AGENTS[args.agent])
+    with tempfile.TemporaryDirectory() as runs_dir:
+        agent_args = module.Args(
+            env_id=args.env_id, total_timesteps=args.warmup + args.steps, learning_starts=args.warmup,
+            num_envs=args.num_envs, threads=args.threads, device=args.device, seed=args.seed,
+            eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000, runs_dir=runs_dir, progress=False,
+        )
+        result = module.main(agent_args)
+    return {
+        "agent": args.agent, "env_id": args.env_id, "num_envs": args.num_envs, "device": result["device"],
+        "threads": result["threads"], "timed_steps": args.steps,
+        "env_steps_per_second": round(result["sps_learning"], 1),
+        "updates_per_second": round(result["updates_per_second"], 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = tyro.cli(BenchArgs, args=argv)
+    result = bench(args)
+    if args.json_out:
+        print(json.dumps(result))
+    else:
+        print(
+            f"{result['agent']} on {result['env_id']} ({result['num_envs']} env, {result['device']}, {result['threads']} threads): "
+            f"{result['env_steps_per_second']:.1f} env steps/s, {result['updates_per_second']:.1f} updates/s "
+            f"over {result['timed_steps']} steps after {args.warmup} warm-up steps"
+        )
+    return result

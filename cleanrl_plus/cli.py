@@ -1,0 +1,36 @@
+"""The `cleanrl-plus` console command. Subcommands: bench (later: sweep, report, compare)."""
+
+from __future__ import annotations
+
+import sys
+
+from cleanrl_plus.errors import UserError, exit_with
+
+USAGE = """usage: cleanrl-plus <command> [flags]
+
+commands:
+  bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
+
+Agents run as scripts: python agents/td3.py --help
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return
+    command, rest = argv[0], argv[1:]
+    try:
+        if command == "bench":
+            from cleanrl_plus import bench
+
+            bench.main(rest)
+        else:
+            raise UserError(f"unknown command '{command}' — run `cleanrl-plus --help` for the list")
+    except UserError as error:
+        exit_with(error)
+
+
+if __name__ == "__main__":
+    main()

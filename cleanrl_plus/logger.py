@@ -1,0 +1,60 @@
+"""TensorBoard logging with CleanRL's tag names; the hyperparameter table is the run's first text entry."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from envs.base import EpisodeStats
+
+
+def hyperparameter_table(args: Any) -> str:
+    rows = flatten_args(dataclasses.asdict(args))
+    return "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in rows.items())
+
+
+def flatten_args(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested remedy settings become dotted keys (`swd.enabled`), as on the command line."""
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten_args(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+class Logger:
+    def __init__(self, run_dir: str, args: Any, purge_step: int | None = None) -> None:
+        # purge_step drops events a killed run wrote after its last checkpoint, so curves do not fold back.
+        self.writer = SummaryWriter(run_dir, purge_step=purge_step)
+        if purge_step is None:
+            self.writer.add_text("hyperparameters", hyperparameter_table(args))
+        self.last_episodic_return: float | None = None
+
+    def scalar(self, tag: str, value: float | torch.Tensor, step: int) -> None:
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        self.writer.add_scalar(tag, value, step)
+
+    def scalars(self, values: Mapping[str, float | torch.Tensor], step: int) -> None:
+        """Log several values with a single device sync (tensors are stacked and copied together)."""
+        tensors = {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}
+        if tensors:
+            host = torch.stack([v.detach().float().reshape(()) for v in tensors.values()]).cpu().tolist()
+            values = {**values, **dict(zip(tensors, host))}
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, value, step)
+
+    def episodes(self, stats: EpisodeStats) -> None:
+        for episodic_return, length, step in zip(stats.returns, stats.lengths, stats.end_steps):
+            self.writer.add_scalar("charts/episodic_return", episodic_return, step)
+            self.writer.add_scalar("charts/episodic_length", length, step)
+        if len(stats):
+            self.last_episodic_return = stats.returns[-1]
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,129 @@
+"""Device-resident, preallocated replay with an insertion stamp per transition and a pluggable sampler.
+
+The stamp `insertion_step[i]` is the buffer's insertion counter when transition i was written
+(0, 1, 2, ... over the whole run), so the age of a stored transition is `num_inserted - 1 - insertion_step`.
+Samplers (uniform here; Sample Weight Decay in `plasticity/`) only choose indices.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import torch
+
+
+class Batch(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor  # float 1.0 only for true terminations: time-limit truncations bootstrap
+    insertion_step: torch.Tensor
+
+
+class Sampler(Protocol):
+    def sample_indices(self, buffer: "ReplayBuffer", batch_size: int) -> torch.Tensor: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class UniformSampler:
+    """Every stored transition equally likely (with replacement), as in CleanRL."""
+
+    def sample_indices(self, buffer: "ReplayBuffer", batch_size: int) -> torch.Tensor:
+        return torch.randint(0, buffer.size, (batch_size,), device=buffer.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class ReplayBuffer:
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        device: torch.device | str = "cpu",
+        obs_dtype: torch.dtype = torch.float32,
+        action_dtype: torch.dtype = torch.float32,
+        sampler: Sampler | None = None,
+    ) -> None:
+        self.capacity, self.device = capacity, torch.device(device)
+        self.sampler = sampler or UniformSampler()
+        self.obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.next_obs = torch.zeros_like(self.obs)
+        self.actions = torch.zeros((capacity, *action_shape), dtype=action_dtype, device=self.device)
+        self.rewards = torch.zeros(capacity, device=self.device)
+        self.terminated = torch.zeros(capacity, device=self.device)
+        self.insertion_step = torch.full((capacity,), -1, dtype=torch.int64, device=self.device)
+        self.position = 0  # next slot to write
+        self.size = 0
+        self.num_inserted = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> None:
+        """Store a batch of transitions (leading dim = num_envs); `terminated` must exclude truncations."""
+        n = obs.shape[0]
+        if n > self.capacity:
+            raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
+        stamps = torch.arange(self.num_inserted, self.num_inserted + n, device=self.device)
+        if self.position + n <= self.capacity:
+            slots: slice | torch.Tensor = slice(self.position, self.position + n)
+        else:
+            slots = (self.position + torch.arange(n, device=self.device)) % self.capacity
+        self.obs[slots] = obs
+        self.next_obs[slots] = next_obs
+        self.actions[slots] = actions
+        self.rewards[slots] = rewards
+        self.terminated[slots] = terminated.to(self.terminated.dtype)
+        self.insertion_step[slots] = stamps
+        self.position = (self.position + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        self.num_inserted += n
+
+    def slots_by_age(self, ages: torch.Tensor) -> torch.Tensor:
+        """Buffer slots of the transitions that are `ages` insertions old (0 = newest)."""
+        return (self.position - 1 - ages) % self.capacity
+
+    def sample(self, batch_size: int) -> Batch:
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        index = self.sampler.sample_indices(self, batch_size)
+        return Batch(
+            self.obs[index],
+            self.actions[index],
+            self.rewards[index],
+            self.next_obs[index],
+            self.terminated[index],
+            self.insertion_step[index],
+        )
+
+    _STORED = ("obs", "next_obs", "actions", "rewards", "terminated", "insertion_step")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Only the filled part is saved (a 1M buffer at 25k steps costs 25k rows on disk)."""
+        state: dict[str, Any] = {name: getattr(self, name)[: self.size].clone() for name in self._STORED}
+        state.update(position=self.position, size=self.size, num_inserted=self.num_inserted, sampler=self.sampler.state_dict())
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["size"] > self.capacity:
+            raise ValueError(f"checkpoint replay holds {state['size']} transitions but capacity is {self.capacity}")
+        for name in self._STORED:
+            getattr(self, name)[: state["size"]] = state[name].to(self.device)
+        self.position, self.size, self.num_inserted = state["position"], state["size"], state["num_inserted"]
+        self.sampler.load_state_dict(state["sampler"])

@@ -1,0 +1,65 @@
+"""One factory for every environment backend: `envs.make(env_id, num_envs, seed, device)`.
+
+Every backend returns a `TorchVecEnv` (see `envs/base.py`) whose `step` gives torch tensors on the
+chosen device: the observation to act on, reward, terminated, truncated and the true next observation.
+Backends are chosen from the id (`dmc:` / `continual:` prefixes, later) or by `backend=`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from cleanrl_plus.errors import UserError
+from envs.base import EpisodeStats, StepResult, TorchVecEnv
+
+BackendFactory = Callable[..., TorchVecEnv]
+
+
+def _gymnasium(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> TorchVecEnv:
+    from envs.gymnasium_backend import GymnasiumVecEnv
+
+    return GymnasiumVecEnv(env_id, num_envs, seed, device, **kwargs)
+
+
+# name -> factory; later issues add "dmc", "atari", "envpool", "torch", "warp".
+BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium}
+# id prefix -> backend name, for ids that say which backend they need.
+PREFIXES: dict[str, str] = {}
+
+
+def backend_for(env_id: str) -> str:
+    for prefix, backend in PREFIXES.items():
+        if env_id.startswith(prefix):
+            return backend
+    return "gymnasium"
+
+
+def validate_env_id(env_id: str) -> None:
+    """Raise a one-line UserError for an id no backend knows (cheap: no environment is built)."""
+    if backend_for(env_id) == "gymnasium":
+        from envs.gymnasium_backend import check_env_id
+
+        check_env_id(env_id)
+
+
+def make(
+    env_id: str,
+    num_envs: int = 1,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    backend: str = "auto",
+    **env_kwargs: Any,
+) -> TorchVecEnv:
+    """Build `num_envs` copies of `env_id`, seeded `seed, seed+1, ...`, returning torch tensors on `device`."""
+    if num_envs < 1:
+        raise UserError(f"num_envs must be at least 1, got {num_envs}")
+    name = backend_for(env_id) if backend == "auto" else backend
+    if name not in BACKENDS:
+        raise UserError(f"unknown env backend '{name}' — choose one of {sorted(BACKENDS)} or 'auto'")
+    env = BACKENDS[name](env_id, num_envs, seed, torch.device(device), **env_kwargs)
+    return env
+
+
+__all__ = ["make", "validate_env_id", "BACKENDS", "EpisodeStats", "StepResult", "TorchVecEnv"]

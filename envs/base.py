@@ -1,0 +1,100 @@
+"""The batched-environment contract every backend speaks: torch tensors in, torch tensors out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from cleanrl_plus.errors import UserError
+
+
+class StepResult(NamedTuple):
+    """One step of a batch of environments; every tensor has leading dimension num_envs, on the env's device.
+
+    `obs` is what to act on next (already the reset observation where an episode ended);
+    `next_obs` is the true next observation to store (the final observation where an episode ended).
+    """
+
+    obs: torch.Tensor
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    next_obs: torch.Tensor
+
+
+@dataclass
+class EpisodeStats:
+    """Episodes that finished since the last drain: undiscounted return, length, and the env step at which each ended."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    end_steps: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.returns)
+
+
+class TorchVecEnv:
+    """Base class of the batched environments returned by `envs.make`.
+
+    Subclasses implement `reset`, `step`, `state_dict` and `load_state_dict`; they fill
+    `num_envs`, `single_observation_space`, `single_action_space`, `device`, and call
+    `_record_episodes` so that `drain_episode_stats` works the same for every backend.
+    """
+
+    env_id: str
+    num_envs: int
+    device: torch.device
+    single_observation_space: gym.Space
+    single_action_space: gym.Space
+
+    def __init__(self) -> None:
+        self.env_steps = 0  # total sub-env steps taken, i.e. the global env-step counter
+        self._finished = EpisodeStats()
+
+    # --- interface --------------------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    # --- shared helpers -----------------------------------------------------------------------------------
+    def drain_episode_stats(self) -> EpisodeStats:
+        """Return the episodes finished since the previous call (cheap; call it at logging intervals)."""
+        finished, self._finished = self._finished, EpisodeStats()
+        return finished
+
+    def _record_episodes(self, returns: np.ndarray, lengths: np.ndarray, done: np.ndarray) -> None:
+        for i in np.flatnonzero(done):
+            self._finished.returns.append(float(returns[i]))
+            self._finished.lengths.append(int(lengths[i]))
+            self._finished.end_steps.append(self.env_steps)
+
+    def _check_action(self, action: torch.Tensor) -> None:
+        space = self.single_action_space
+        expected = (self.num_envs, *space.shape)
+        if not isinstance(action, torch.Tensor):
+            raise UserError(f"{self.env_id}: actions must be a torch.Tensor of shape {expected}, got {type(action).__name__}")
+        if tuple(action.shape) != expected:
+            raise UserError(
+                f"{self.env_id}: action batch has shape {tuple(action.shape)} but this env expects {expected} "
+                f"(num_envs={self.num_envs}, action space {space})"
+            )
+
+    @property
+    def is_continuous(self) -> bool:
+        return isinstance(self.single_action_space, gym.spaces.Box)

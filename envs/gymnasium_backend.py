@@ -1,0 +1,156 @@
+"""gymnasium backend: a SyncVectorEnv in SAME_STEP autoreset mode, speaking torch.
+
+gymnasium 1.x defaults to NEXT_STEP autoreset (the step after `done` is a dummy reset step). We use
+SAME_STEP instead: the vector env resets a finished sub-env inside the same `step`, returns the reset
+observation to act on, and hands us the true final observation in `info["final_obs"]`, which we splice
+into `next_obs` so that replay stores (s, a, r, s_final) and never (s, a, r, s_reset).
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from cleanrl_plus.errors import UserError, did_you_mean
+from envs.base import StepResult, TorchVecEnv
+
+
+def registered_ids() -> list[str]:
+    return list(gym.registry.keys())
+
+
+def check_env_id(env_id: str) -> None:
+    if env_id.startswith("ALE/"):
+        import ale_py
+
+        gym.register_envs(ale_py)
+    if env_id not in gym.registry:
+        raise UserError(f"unknown env id '{env_id}'{did_you_mean(env_id, registered_ids())}")
+
+
+class GymnasiumVecEnv(TorchVecEnv):
+    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, **env_kwargs: Any) -> None:
+        super().__init__()
+        check_env_id(env_id)
+        self.env_id, self.num_envs, self.device, self.seed = env_id, num_envs, device, seed
+        self.vec = SyncVectorEnv(
+            [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
+        )
+        self.single_observation_space = self.vec.single_observation_space
+        self.single_action_space = self.vec.single_action_space
+        # Float observations become float32 (MuJoCo emits float64); images stay uint8 to keep replay small.
+        obs_dtype = self.single_observation_space.dtype
+        self.obs_dtype = torch.uint8 if obs_dtype == np.uint8 else torch.float32
+        if isinstance(self.single_action_space, gym.spaces.Box):
+            self._np_action_dtype = self.single_action_space.dtype
+        else:
+            self._np_action_dtype = np.int64
+        self._episode_return = np.zeros(num_envs, dtype=np.float64)
+        self._episode_length = np.zeros(num_envs, dtype=np.int64)
+
+    def _to_torch(self, array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(array), dtype=dtype).to(self.device, non_blocking=True)
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        obs, _ = self.vec.reset(seed=self.seed if seed is None else seed)
+        self._episode_return[:] = 0.0
+        self._episode_length[:] = 0
+        return self._to_torch(obs, self.obs_dtype)
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        self._check_action(action)
+        action_np = action.detach().cpu().numpy().astype(self._np_action_dtype, copy=False)
+        obs, reward, terminated, truncated, info = self.vec.step(action_np)
+        next_obs = obs
+        done = terminated | truncated
+        if done.any():
+            next_obs = obs.copy()
+            for i in np.flatnonzero(info["_final_obs"]):
+                next_obs[i] = info["final_obs"][i]
+        self.env_steps += self.num_envs
+        self._episode_return += reward
+        self._episode_length += 1
+        if done.any():
+            self._record_episodes(self._episode_return, self._episode_length, done)
+            self._episode_return[done] = 0.0
+            self._episode_length[done] = 0
+        return StepResult(
+            obs=self._to_torch(obs, self.obs_dtype),
+            reward=self._to_torch(reward, torch.float32),
+            terminated=self._to_torch(terminated, torch.bool),
+            truncated=self._to_torch(truncated, torch.bool),
+            next_obs=self._to_torch(next_obs, self.obs_dtype),
+        )
+
+    # --- checkpointing: the exact mid-episode state of every sub-env ---------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "env_steps": self.env_steps,
+            "episode_return": self._episode_return.copy(),
+            "episode_length": self._episode_length.copy(),
+            "sub_envs": [_sub_env_state(env) for env in self.vec.envs],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env_steps = state["env_steps"]
+        self._episode_return[:] = state["episode_return"]
+        self._episode_length[:] = state["episode_length"]
+        for i, sub_state in enumerate(state["sub_envs"]):
+            self.vec.envs[i] = _restore_sub_env(self.vec.envs[i], sub_state)
+
+    def close(self) -> None:
+        self.vec.close()
+
+
+def _find_wrapper(env: gym.Env, wrapper_type: type) -> gym.Wrapper | None:
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, wrapper_type):
+            return env
+        env = env.env
+    return None
+
+
+def _sub_env_state(env: gym.Env) -> dict[str, Any]:
+    """MuJoCo envs pickle as 'rebuild from constructor args', so their physics state is saved explicitly."""
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
+    base = env.unwrapped
+    time_limit = _find_wrapper(env, gym.wrappers.TimeLimit)
+    state: dict[str, Any] = {
+        "elapsed_steps": getattr(time_limit, "_elapsed_steps", None),
+        "np_random": base.np_random.bit_generator.state,
+    }
+    if isinstance(base, MujocoEnv):
+        import mujoco
+
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        physics = np.empty(mujoco.mj_stateSize(base.model, spec))
+        mujoco.mj_getState(base.model, base.data, physics, spec)
+        state["mujoco_state"] = physics
+        return state
+    try:
+        state["pickled_env"] = pickle.dumps(env)
+    except Exception as error:  # an env we cannot snapshot resumes from a fresh episode instead
+        warnings.warn(f"{type(base).__name__} cannot be pickled ({error}); resume will start a fresh episode")
+    return state
+
+
+def _restore_sub_env(env: gym.Env, state: dict[str, Any]) -> gym.Env:
+    if "pickled_env" in state:
+        return pickle.loads(state["pickled_env"])
+    base = env.unwrapped
+    base.np_random.bit_generator.state = state["np_random"]
+    time_limit = _find_wrapper(env, gym.wrappers.TimeLimit)
+    if time_limit is not None and state["elapsed_steps"] is not None:
+        time_limit._elapsed_steps = state["elapsed_steps"]
+    if "mujoco_state" in state:
+        import mujoco
+
+        mujoco.mj_setState(base.model, base.data, state["mujoco_state"], mujoco.mjtState.mjSTATE_INTEGRATION)
+    return env

@@ -1,0 +1,25 @@
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Tests run two at a time on CI's 2 cores at most; one torch thread each keeps them from fighting.
+    torch.set_num_threads(1)
+    yield
+
+
+@pytest.fixture
+def runs_dir(tmp_path):
+    return str(tmp_path / "runs")
+
+
+def run_script(*args: str, timeout: float = 300, **kwargs):
+    import subprocess
+
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, **kwargs)

@@ -1,0 +1,105 @@
+"""The command line as a user meets it: help, one-line errors, kill and resume, the bench command."""
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import torch
+
+from conftest import run_script
+from cleanrl_plus.checkpoint import load_checkpoint
+
+TINY_FLAGS = ["--batch-size", "32", "--hidden-sizes", "32", "32", "--eval-episodes", "2", "--buffer-size", "100000", "--threads", "1"]
+
+
+def _assert_one_line_error(result, expected: str):
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"error: {expected}"], result.stderr
+
+
+def test_help_lists_every_flag_with_its_docstring():
+    result = run_script("agents/td3.py", "--help")
+    assert result.returncode == 0
+    for flag in ("--learning-starts", "--policy-frequency", "--resume", "--eval-every", "--checkpoint-every", "--no-progress"):
+        assert flag in result.stdout
+    assert "target smoothing coefficient" in result.stdout
+
+
+def test_unknown_env_id_is_one_line_and_leaves_no_run_dir(tmp_path):
+    result = run_script("agents/td3.py", "--env-id", "Hoper-v5", "--runs-dir", str(tmp_path))
+    _assert_one_line_error(result, "unknown env id 'Hoper-v5' — did you mean 'Hopper-v5'?")
+    assert not any(tmp_path.iterdir())
+
+
+def test_misspelt_flag_exits_non_zero_and_suggests_the_flag():
+    result = run_script("agents/td3.py", "--learning-rat", "0.1")
+    assert result.returncode == 2 and "--learning-rate" in result.stderr + result.stdout
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    if torch.cuda.is_available():
+        return
+    result = run_script("agents/td3.py", "--device", "cuda", "--runs-dir", str(tmp_path))
+    _assert_one_line_error(result, "--device cuda but no CUDA device is visible — use --device auto or --device cpu")
+
+
+def test_sigterm_checkpoints_then_resume_finishes(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    flags = ["--env-id", "Pendulum-v1", "--learning-starts", "300", "--eval-every", "0", "--checkpoint-every", "400", "--runs-dir", str(tmp_path), "--no-progress", *TINY_FLAGS]
+    process = subprocess.Popen([sys.executable, "agents/td3.py", "--total-timesteps", "1000000", *flags], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list(tmp_path.glob("*/checkpoint.pt")) and time.time() < deadline:
+        time.sleep(0.2)  # the first periodic checkpoint proves the loop is learning (past step 300)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr
+    run_dir = next(tmp_path.iterdir())
+    assert f"stopped at step" in stdout and f"--resume {run_dir}" in stdout
+    stopped_at = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
+    assert 0 < stopped_at < 1_000_000
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["finished"] is False and summary["global_step"] == stopped_at
+
+    result = run_script("agents/td3.py", "--resume", str(run_dir), "--total-timesteps", str(stopped_at + 300))
+    assert result.returncode == 0, result.stderr
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == stopped_at + 300
+    assert json.loads((run_dir / "summary.json").read_text())["finished"] is True
+
+
+def test_corrupt_checkpoint_is_a_clear_error_and_is_kept(tmp_path):
+    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--total-timesteps", "120", "--learning-starts", "100", "--eval-every", "0", "--runs-dir", str(tmp_path), "--no-progress", *TINY_FLAGS)
+    assert result.returncode == 0, result.stderr
+    run_dir = next(tmp_path.iterdir())
+    checkpoint = run_dir / "checkpoint.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # a truncated write, as after a crash of some other tool
+    result = run_script("agents/td3.py", "--resume", str(run_dir))
+    _assert_one_line_error(
+        result,
+        f"checkpoint {checkpoint} is corrupt or unreadable (RuntimeError) — delete it to restart the run, or resume another run",
+    )
+    assert checkpoint.stat().st_size == 1000
+
+
+def test_resume_of_a_directory_that_is_not_a_run(tmp_path):
+    result = run_script("agents/td3.py", "--resume", str(tmp_path))
+    _assert_one_line_error(result, f"--resume {tmp_path}: no args.json there — pass the directory of a run started by cleanrl_plus")
+
+
+def test_bench_reports_steps_and_updates_per_second():
+    result = run_script("-m", "cleanrl_plus.cli", "bench", "td3", "--env-id", "Pendulum-v1", "--steps", "200", "--warmup", "100", "--threads", "1", "--json-out")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["env_steps_per_second"] > 0 and report["updates_per_second"] > 0
+    assert report["threads"] == 1 and report["device"] == "cpu"
+
+
+def test_unknown_cli_command():
+    result = run_script("-m", "cleanrl_plus.cli", "nope")
+    _assert_one_line_error(result, "unknown command 'nope' — run `cleanrl-plus --help` for the list")

@@ -1,0 +1,93 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import envs
+from cleanrl_plus.errors import UserError
+
+
+def test_make_speaks_torch_with_batch_dimension():
+    env = envs.make("Hopper-v5", num_envs=3, seed=0)
+    obs = env.reset()
+    assert obs.shape == (3, 11) and obs.dtype == torch.float32
+    step = env.step(torch.zeros(3, 3))
+    assert step.reward.shape == (3,) and step.reward.dtype == torch.float32
+    assert step.terminated.dtype == torch.bool and step.truncated.dtype == torch.bool
+    assert step.next_obs.shape == step.obs.shape == (3, 11)
+
+
+def test_next_obs_is_the_final_observation_at_truncation():
+    """Pendulum truncates at 200 steps: next_obs must be gymnasium's final obs, obs the reset obs."""
+    env = envs.make("Pendulum-v1", num_envs=1, seed=3)
+    reference = gym.make("Pendulum-v1")
+    obs = env.reset(seed=3)
+    reference_obs, _ = reference.reset(seed=3)
+    np.testing.assert_allclose(obs[0].numpy(), reference_obs)
+    actions = torch.linspace(-2, 2, 200).reshape(200, 1, 1)
+    for t in range(200):
+        step = env.step(actions[t])
+        reference_obs, reward, terminated, truncated, _ = reference.step(actions[t][0].numpy())
+        np.testing.assert_allclose(step.next_obs[0].numpy(), reference_obs, rtol=1e-6)
+        assert step.reward[0].item() == pytest.approx(reward, rel=1e-5)
+        assert bool(step.truncated[0]) == truncated and bool(step.terminated[0]) == terminated
+    assert truncated and not terminated
+    assert not torch.equal(step.obs, step.next_obs), "obs to act on must be the reset observation"
+    stats = env.drain_episode_stats()
+    assert stats.lengths == [200] and stats.end_steps == [200]
+    assert env.drain_episode_stats().returns == []
+
+
+def test_termination_is_reported_with_final_obs_and_episode_stats():
+    env = envs.make("Hopper-v5", num_envs=1, seed=0)
+    env.reset()
+    total = 0.0
+    for _ in range(1000):
+        step = env.step(torch.ones(1, 3))  # full torque: Hopper falls within a few dozen steps
+        total += step.reward.item()
+        if step.terminated[0]:
+            break
+    assert bool(step.terminated[0]) and not bool(step.truncated[0])
+    z_height = step.next_obs[0, 0].item()
+    assert not torch.equal(step.obs, step.next_obs) and (z_height < 0.7 or abs(step.next_obs[0, 1].item()) > 0.2)
+    stats = env.drain_episode_stats()
+    assert len(stats) == 1 and stats.returns[0] == pytest.approx(total, rel=1e-5)
+
+
+def test_unknown_env_id_suggests_the_closest():
+    with pytest.raises(UserError, match="unknown env id 'Hoper-v5' — did you mean 'Hopper-v5'"):
+        envs.make("Hoper-v5")
+
+
+def test_wrong_action_shape_is_a_clear_error():
+    env = envs.make("Hopper-v5", num_envs=2)
+    env.reset()
+    with pytest.raises(UserError, match=r"action batch has shape \(3,\) but this env expects \(2, 3\)"):
+        env.step(torch.zeros(3))
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "Pendulum-v1"])
+def test_state_dict_restores_mid_episode_exactly(env_id):
+    env = envs.make(env_id, num_envs=2, seed=5)
+    env.reset()
+    action_dim = env.single_action_space.shape[0]
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(37):
+        env.step(torch.rand(2, action_dim, generator=generator) * 0.5)
+    state = env.state_dict()
+    actions = torch.rand(60, 2, action_dim, generator=generator) * 0.5
+    original = [env.step(a) for a in actions]
+
+    restored_env = envs.make(env_id, num_envs=2, seed=99)
+    restored_env.reset()
+    restored_env.load_state_dict(state)
+    restored = [restored_env.step(a) for a in actions]
+    for a, b in zip(original, restored):
+        assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward)
+        assert torch.equal(a.terminated, b.terminated) and torch.equal(a.truncated, b.truncated)
+    assert env.env_steps == restored_env.env_steps
+
+
+def test_unknown_backend_is_a_clear_error():
+    with pytest.raises(UserError, match="unknown env backend 'nope'"):
+        envs.make("Pendulum-v1", backend="nope")

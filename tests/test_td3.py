@@ -1,0 +1,106 @@
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from agents.td3 import Actor, Args, TwinCritic, main, td3_target
+from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.replay import Batch
+
+TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=2, progress=False, buffer_size=10_000)
+
+
+def _linear_critic(k: tuple[float, float], c: tuple[float, float]) -> TwinCritic:
+    """Q_i(s, a) = k_i·(a + 10) + c_i: hidden unit 0 carries a + 10 (> 0, so ReLU passes it)."""
+    critic = TwinCritic(obs_dim=1, action_dim=1, hidden=(2, 2))
+    with torch.no_grad():
+        for layer in critic.layers:
+            layer.weight.zero_()
+            layer.bias.zero_()
+        first, middle, last = critic.layers
+        first.weight[:, 1, 0] = 1.0  # input 1 is the action
+        first.bias[:, 0, 0] = 10.0
+        middle.weight[:, 0, 0] = 1.0
+        for i in range(2):
+            last.weight[i, 0, 0] = k[i]
+            last.bias[i, 0, 0] = c[i]
+    return critic
+
+
+def _constant_actor(value: float) -> Actor:
+    actor = Actor(1, gym.spaces.Box(-2.0, 2.0, (1,)), hidden=(2,))
+    with torch.no_grad():
+        for parameter in actor.parameters():
+            parameter.zero_()
+        actor.net[-1].bias.fill_(float(np.arctanh(value / 2.0)))  # μ̄(s') = value for every s'
+    return actor
+
+
+def test_td3_target_on_a_hand_computed_batch():
+    actor_target = _constant_actor(1.0)
+    critic_target = _linear_critic(k=(1.0, 2.0), c=(0.0, -15.0))
+    batch = Batch(
+        obs=torch.zeros(3, 1), actions=torch.zeros(3, 1), rewards=torch.tensor([1.0, -1.0, 0.5]),
+        next_obs=torch.zeros(3, 1), terminated=torch.tensor([0.0, 1.0, 0.0]), insertion_step=torch.arange(3),
+    )
+    # noise (×scale 2, clipped to ±0.5·2): 0.1 → +0.2; 5 → clipped +1 then action clamped to 2; −0.3 → −0.6
+    noise = torch.tensor([[0.1], [5.0], [-0.3]])
+    target = td3_target(batch, actor_target, critic_target, gamma=0.9, smoothing_noise=noise, noise_clip=0.5)
+    # ã = 1.2, 2.0, 0.4; Q1 = ã + 10; Q2 = 2(ã + 10) − 15; min(Q1, Q2)
+    q_min = [min(a + 10, 2 * (a + 10) - 15) for a in (1.2, 2.0, 0.4)]  # 11.2 → 7.4, 12 → 9, 10.4 → 5.8
+    expected = torch.tensor([1.0 + 0.9 * q_min[0], -1.0, 0.5 + 0.9 * q_min[2]])
+    torch.testing.assert_close(target, expected)
+
+
+def test_truncation_bootstraps_and_termination_does_not(runs_dir):
+    # Pendulum never terminates, only truncates at 200 steps: no stored transition may be terminal,
+    # and the stored next_obs at the time limit is the final observation, not the reset one.
+    result = main(Args(env_id="Pendulum-v1", total_timesteps=450, learning_starts=100, runs_dir=runs_dir, eval_every=0, **TINY))
+    replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
+    assert replay["size"] == 450 and replay["terminated"].sum() == 0
+    assert not torch.equal(replay["next_obs"][199], replay["obs"][200])  # obs[200] is the reset observation
+    assert torch.equal(replay["next_obs"][198], replay["obs"][199])
+    # Hopper terminates when it falls: those transitions are stored terminal (no bootstrap).
+    result = main(Args(env_id="Hopper-v5", total_timesteps=300, learning_starts=100, runs_dir=runs_dir, eval_every=0, **TINY))
+    replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
+    assert replay["terminated"].sum() >= 1
+
+
+def _parameters(run_dir: str) -> dict:
+    state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
+    return {k: state[k] for k in ("actor", "critic", "actor_target", "critic_target")} | {"obs": state["obs"]}
+
+
+def test_resume_continues_bit_identically(runs_dir):
+    common = dict(env_id="Hopper-v5", learning_starts=200, eval_every=0, runs_dir=runs_dir, **TINY)
+    straight = main(Args(total_timesteps=800, exp_name="straight", **common))
+    half = main(Args(total_timesteps=450, exp_name="split", **common))
+    resumed = main(Args(total_timesteps=800, exp_name="split", resume=half["run_dir"], **common))
+    assert resumed["run_dir"] == half["run_dir"] and resumed["global_step"] == 800
+    a, b = _parameters(straight["run_dir"]), _parameters(resumed["run_dir"])
+    assert torch.equal(a["obs"], b["obs"])
+    for name in ("actor", "critic", "actor_target", "critic_target"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
+
+
+def test_logs_cleanrl_tags_and_evaluation(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result = main(Args(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, log_every=200, eval_every=300, runs_dir=runs_dir, **TINY))
+    events = EventAccumulator(result["run_dir"]).Reload()
+    tags = set(events.Tags()["scalars"])
+    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "losses/qf1_loss", "losses/qf1_values", "losses/actor_loss", "eval/episodic_return"):
+        assert tag in tags, tag
+    assert [e.step for e in events.Scalars("eval/episodic_return")] == [300, 600]
+    assert "hyperparameters/text_summary" in events.Tags()["tensors"]
+    assert result["eval"]["step"] == 600 and len(result["eval"]["returns"]) == 2
+
+
+def test_rejects_discrete_action_envs(runs_dir):
+    from cleanrl_plus.errors import UserError
+
+    with pytest.raises(UserError, match="TD3 needs continuous"):
+        main(Args(env_id="CartPole-v1", total_timesteps=10, runs_dir=runs_dir, **TINY))
