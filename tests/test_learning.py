@@ -24,20 +24,25 @@ def _train(env_id: str, seed: int, total_timesteps: int, eval_every: int, runs_d
 
 
 def seeds_passing(env_id: str, total_timesteps: int, eval_every: int, threshold: float, runs_dir: str, needed: int = 2, seeds=(1, 2, 3)) -> dict:
-    """Train seeds two at a time and stop as soon as `needed` reached the threshold (or can no longer)."""
+    """Train seeds two at a time; start the next seed only while `needed` passes are still open and reachable."""
     results: dict[int, list[tuple[int, float]]] = {}
+    waiting = list(seeds)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-        pending = {pool.submit(_train, env_id, seed, total_timesteps, eval_every, runs_dir): seed for seed in seeds}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                results[pending.pop(future)] = future.result()
-            passed = sum(max(r for _, r in history) >= threshold for history in results.values())
-            if passed >= needed or passed + len(pending) < needed:
-                for future in pending:
-                    future.cancel()
+        running: dict = {}
+        while True:
+            passed = _count_passing(results, threshold)
+            still_possible = passed + len(running) + len(waiting) >= needed
+            if passed >= needed or not still_possible:
                 break
+            while waiting and len(running) < 2 and passed + len(running) < needed:
+                seed = waiting.pop(0)
+                running[pool.submit(_train, env_id, seed, total_timesteps, eval_every, runs_dir)] = seed
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                results[running.pop(future)] = future.result()
+        for future in running:
+            future.result()  # never leave a worker behind
     for seed, history in sorted(results.items()):
         print(f"{env_id} seed {seed}: " + ", ".join(f"{step}: {ret:.0f}" for step, ret in history))
     return results
