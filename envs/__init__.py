@@ -23,10 +23,16 @@ def _gymnasium(env_id: str, num_envs: int, seed: int, device: torch.device, **kw
     return GymnasiumVecEnv(env_id, num_envs, seed, device, **kwargs)
 
 
-# name -> factory; later issues add "dmc", "atari", "envpool", "torch", "warp".
-BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium}
+def _dmc(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> TorchVecEnv:
+    from envs.dmc_backend import DMCVecEnv
+
+    return DMCVecEnv(env_id, num_envs, seed, device, **kwargs)
+
+
+# name -> factory; later issues add "atari", "envpool", "torch", "warp".
+BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium, "dmc": _dmc}
 # id prefix -> backend name, for ids that say which backend they need.
-PREFIXES: dict[str, str] = {}
+PREFIXES: dict[str, str] = {"dmc:": "dmc"}
 
 
 def backend_for(env_id: str) -> str:
@@ -38,10 +44,15 @@ def backend_for(env_id: str) -> str:
 
 def validate_env_id(env_id: str) -> None:
     """Raise a one-line UserError for an id no backend knows (cheap: no environment is built)."""
-    if backend_for(env_id) == "gymnasium":
+    backend = backend_for(env_id)
+    if backend == "gymnasium":
         from envs.gymnasium_backend import check_env_id
 
         check_env_id(env_id)
+    elif backend == "dmc":
+        from envs.dmc_backend import parse_dmc_id
+
+        parse_dmc_id(env_id)
 
 
 def make(

@@ -51,6 +51,7 @@ class TorchVecEnv:
     device: torch.device
     single_observation_space: gym.Space
     single_action_space: gym.Space
+    can_terminate: bool = True  # False for tasks that only ever end by time limit (SimBa then uses one critic)
 
     def __init__(self) -> None:
         self.env_steps = 0  # total sub-env steps taken, i.e. the global env-step counter

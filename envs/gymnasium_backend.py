@@ -21,6 +21,10 @@ from cleanrl_plus.errors import UserError, did_you_mean
 from envs.base import StepResult, TorchVecEnv
 
 
+# Tasks whose episodes only end at the time limit (no termination condition in gymnasium's source).
+NEVER_TERMINATE = {"Pendulum-v1", "HalfCheetah-v5", "HalfCheetah-v4", "Swimmer-v5", "Reacher-v5", "Pusher-v5"}
+
+
 def registered_ids() -> list[str]:
     return list(gym.registry.keys())
 
@@ -44,6 +48,7 @@ class GymnasiumVecEnv(TorchVecEnv):
         )
         self.single_observation_space = self.vec.single_observation_space
         self.single_action_space = self.vec.single_action_space
+        self.can_terminate = env_id not in NEVER_TERMINATE
         # Float observations become float32 (MuJoCo emits float64); images stay uint8 to keep replay small.
         obs_dtype = self.single_observation_space.dtype
         self.obs_dtype = torch.uint8 if obs_dtype == np.uint8 else torch.float32

@@ -91,3 +91,60 @@ def test_state_dict_restores_mid_episode_exactly(env_id):
 def test_unknown_backend_is_a_clear_error():
     with pytest.raises(UserError, match="unknown env backend 'nope'"):
         envs.make("Pendulum-v1", backend="nope")
+
+
+def test_dmc_episode_ends_by_truncation_at_1000_steps_with_final_obs():
+    env = envs.make("dmc:cheetah-run", num_envs=1, seed=0)
+    assert env.single_action_space.shape == (6,) and env.single_observation_space.shape == (17,)
+    assert not env.can_terminate
+    obs = env.reset()
+    assert obs.dtype == torch.float32 and obs.shape == (1, 17)
+    for t in range(1000):
+        step = env.step(torch.zeros(1, 6))
+        if t < 999:
+            assert not bool(step.truncated[0] | step.terminated[0])
+            assert torch.equal(step.obs, step.next_obs)
+    assert bool(step.truncated[0]) and not bool(step.terminated[0])
+    assert not torch.equal(step.obs, step.next_obs)
+    stats = env.drain_episode_stats()
+    assert stats.lengths == [1000] and env.frames == 1000
+
+
+def test_dmc_action_repeat_counts_frames_and_agent_steps_apart():
+    env = envs.make("dmc:cheetah-run", num_envs=2, seed=0, action_repeat=4)
+    env.reset()
+    for _ in range(250):
+        step = env.step(torch.zeros(2, 6))
+    assert bool(step.truncated.all()) and env.frames == 2000 and env.env_steps == 500
+    assert env.drain_episode_stats().lengths == [250, 250]
+
+
+def test_dmc_seeds_reproduce_and_differ():
+    first = envs.make("dmc:walker-walk", num_envs=2, seed=3).reset()
+    again = envs.make("dmc:walker-walk", num_envs=2, seed=3).reset()
+    other = envs.make("dmc:walker-walk", num_envs=2, seed=4).reset()
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    assert not torch.equal(first[0], first[1])
+
+
+def test_dmc_state_dict_restores_mid_episode_exactly():
+    env = envs.make("dmc:walker-walk", num_envs=1, seed=1)
+    env.reset()
+    for _ in range(20):
+        env.step(torch.full((1, 6), 0.3))
+    state = env.state_dict()
+    original = [env.step(torch.full((1, 6), -0.2)) for _ in range(30)]
+    restored_env = envs.make("dmc:walker-walk", num_envs=1, seed=9)
+    restored_env.load_state_dict(state)
+    restored = [restored_env.step(torch.full((1, 6), -0.2)) for _ in range(30)]
+    assert all(torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward) for a, b in zip(original, restored))
+
+
+def test_unknown_dmc_id_suggests_the_closest():
+    with pytest.raises(UserError, match="unknown env id 'dmc:cheetah-runn' — did you mean 'dmc:cheetah-run'"):
+        envs.make("dmc:cheetah-runn")
+
+
+def test_never_terminating_gymnasium_tasks_are_marked():
+    assert not envs.make("Pendulum-v1").can_terminate
+    assert envs.make("Hopper-v5").can_terminate

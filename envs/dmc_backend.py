@@ -1,0 +1,130 @@
+"""DeepMind Control Suite backend, built on dm-control directly: ids `dmc:<domain>-<task>` (e.g. dmc:cheetah-run).
+
+- Observations: the task's observation dict flattened in its own key order, float32.
+- Actions: the agent acts in [-1, 1]^|A|; they are mapped affinely onto the task's action bounds.
+- Action repeat (`action_repeat=k`): each agent step applies the action for k physics control steps and sums
+  the rewards. `frames` counts control steps, `env_steps` counts agent steps.
+- Episodes: suite tasks end at their time limit (1000 control steps) with discount 1: that is a *truncation*
+  and the target bootstraps. An end with discount 0 (no suite task does this today) is a termination.
+- Seeding: sub-env i uses `task_kwargs={"random": seed + i}`; later episodes continue that RandomState.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from cleanrl_plus.errors import UserError, did_you_mean
+from envs.base import StepResult, TorchVecEnv
+
+PREFIX = "dmc:"
+
+
+def parse_dmc_id(env_id: str) -> tuple[str, str]:
+    from dm_control import suite
+
+    name = env_id[len(PREFIX):]
+    known = [f"{domain}-{task}" for domain, task in suite.ALL_TASKS]
+    domain, _, task = name.partition("-")
+    if (domain, task) not in suite.ALL_TASKS:
+        suggestion = did_you_mean(name, known)
+        suggestion = suggestion.replace("did you mean '", f"did you mean '{PREFIX}") if suggestion else ""
+        raise UserError(f"unknown env id '{env_id}'{suggestion or ' — dm-control ids look like dmc:cheetah-run'}")
+    return domain, task
+
+
+def _flatten(observation: dict[str, np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.asarray(v, dtype=np.float32).ravel() for v in observation.values()])
+
+
+class DMCVecEnv(TorchVecEnv):
+    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, action_repeat: int = 1) -> None:
+        super().__init__()
+        from dm_control import suite
+
+        domain, task = parse_dmc_id(env_id)
+        if action_repeat < 1:
+            raise UserError(f"action_repeat must be >= 1, got {action_repeat}")
+        self.env_id, self.num_envs, self.device, self.seed = env_id, num_envs, device, seed
+        self.domain, self.task, self.action_repeat = domain, task, action_repeat
+        self.envs = [suite.load(domain, task, task_kwargs={"random": seed + i}) for i in range(num_envs)]
+        spec = self.envs[0].action_spec()
+        self._action_low, self._action_high = spec.minimum.astype(np.float64), spec.maximum.astype(np.float64)
+        obs_dim = sum(int(np.prod(s.shape)) for s in self.envs[0].observation_spec().values())
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, spec.shape, np.float32)
+        self.can_terminate = False  # suite tasks only end at their time limit
+        self.frames = 0
+        self._episode_return = np.zeros(num_envs)
+        self._episode_length = np.zeros(num_envs, dtype=np.int64)
+
+    def _to_torch(self, array: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.as_tensor(array, dtype=dtype).to(self.device, non_blocking=True)
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        if seed is not None and seed != self.seed:
+            from dm_control import suite
+
+            self.seed = seed
+            self.envs = [suite.load(self.domain, self.task, task_kwargs={"random": seed + i}) for i in range(self.num_envs)]
+        self._episode_return[:] = 0.0
+        self._episode_length[:] = 0
+        return self._to_torch(np.stack([_flatten(env.reset().observation) for env in self.envs]))
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        self._check_action(action)
+        unit = np.clip(action.detach().cpu().numpy().astype(np.float64), -1.0, 1.0)
+        scaled = self._action_low + (unit + 1.0) * 0.5 * (self._action_high - self._action_low)
+        obs, next_obs = [], []
+        reward = np.zeros(self.num_envs, dtype=np.float32)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        for i, env in enumerate(self.envs):
+            for _ in range(self.action_repeat):
+                time_step = env.step(scaled[i])
+                reward[i] += time_step.reward or 0.0
+                self.frames += 1
+                if time_step.last():
+                    break
+            final = _flatten(time_step.observation)
+            next_obs.append(final)
+            if time_step.last():
+                terminated[i] = time_step.discount == 0.0
+                truncated[i] = not terminated[i]
+                obs.append(_flatten(env.reset().observation))
+            else:
+                obs.append(final)
+        self.env_steps += self.num_envs
+        self._episode_return += reward
+        self._episode_length += 1
+        done = terminated | truncated
+        if done.any():
+            self._record_episodes(self._episode_return, self._episode_length, done)
+            self._episode_return[done] = 0.0
+            self._episode_length[done] = 0
+        return StepResult(
+            obs=self._to_torch(np.stack(obs)), reward=self._to_torch(reward),
+            terminated=self._to_torch(terminated, torch.bool), truncated=self._to_torch(truncated, torch.bool),
+            next_obs=self._to_torch(np.stack(next_obs)),
+        )
+
+    def render(self, height: int = 240, width: int = 320, camera_id: int = 0) -> np.ndarray:
+        """RGB frame of sub-env 0 (needs a MuJoCo GL backend, e.g. MUJOCO_GL=egl on a headless GPU box)."""
+        return self.envs[0].physics.render(height=height, width=width, camera_id=camera_id)
+
+    def state_dict(self) -> dict[str, Any]:
+        # dm-control environments pickle whole (physics, task RNG, step counter): ~12 MB each.
+        return {
+            "env_steps": self.env_steps, "frames": self.frames, "episode_return": self._episode_return.copy(),
+            "episode_length": self._episode_length.copy(), "pickled_envs": [pickle.dumps(env) for env in self.envs],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env_steps, self.frames = state["env_steps"], state["frames"]
+        self._episode_return[:] = state["episode_return"]
+        self._episode_length[:] = state["episode_length"]
+        self.envs = [pickle.loads(blob) for blob in state["pickled_envs"]]
