@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import time
 
 import gymnasium as gym
 import torch
@@ -26,14 +25,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import envs
-from cleanrl_plus.checkpoint import capture_rng_state, restore_rng_state
+from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
-from cleanrl_plus.progress import Progress
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.session import TrainingSession
 
 
 @dataclasses.dataclass
@@ -139,55 +138,24 @@ def main(args: Args) -> dict:
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
+    stateful = dict(
+        actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
+        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env,
+    )
     global_step, num_updates = 0, 0
     obs = env.reset(seed=args.seed)
     if run.resumed:
         state = run.resumed
-        for module, key in ((actor, "actor"), (critic, "critic"), (actor_target, "actor_target"), (critic_target, "critic_target")):
-            module.load_state_dict(state[key])
-        actor_optimizer.load_state_dict(state["actor_optimizer"])
-        critic_optimizer.load_state_dict(state["critic_optimizer"])
-        replay.load_state_dict(state["replay"])
-        env.load_state_dict(state["env"])
+        load_state_dicts(state, **stateful)
         obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
         restore_rng_state(state["rng"])
 
     def checkpoint_state() -> dict:
-        return {
-            "global_step": global_step, "num_updates": num_updates, "obs": obs,
-            "actor": actor.state_dict(), "critic": critic.state_dict(),
-            "actor_target": actor_target.state_dict(), "critic_target": critic_target.state_dict(),
-            "actor_optimizer": actor_optimizer.state_dict(), "critic_optimizer": critic_optimizer.state_dict(),
-            "replay": replay.state_dict(), "env": env.state_dict(), "rng": capture_rng_state(),
-        }
+        counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
+        return counters | state_dicts(**stateful)
 
-    logger, progress = run.logger, Progress(args.total_timesteps, global_step, f"td3 {args.env_id}", args.progress)
-    session_start, session_start_step = time.perf_counter(), global_step
-    learning_clock: tuple[float, int, int] | None = None  # (time, step, updates) when updates began this session
-    last_eval: dict = {}
-    eval_history: list[tuple[int, float]] = []
+    session = TrainingSession(run, "td3", env, evaluator, start_step=global_step)
     losses: dict[str, torch.Tensor] = {}
-
-    def evaluate() -> None:
-        returns = evaluator(actor)
-        last_eval.update(step=global_step, mean=float(returns.mean()), returns=returns.tolist())
-        eval_history.append((global_step, last_eval["mean"]))
-        logger.scalar("eval/episodic_return", last_eval["mean"], global_step)
-        progress.set(eval=last_eval["mean"])
-
-    def summary(finished: bool, now: float) -> dict:
-        sps = (global_step - session_start_step) / max(now - session_start, 1e-9)
-        result = {
-            "agent": "td3", "env_id": args.env_id, "seed": args.seed, "run_dir": str(run.dir),
-            "global_step": global_step, "num_updates": num_updates, "finished": finished,
-            "device": str(device), "threads": torch.get_num_threads(), "sps": sps,
-            "eval": dict(last_eval), "eval_history": list(eval_history),
-        }
-        if learning_clock is not None:
-            elapsed = max(now - learning_clock[0], 1e-9)
-            result["sps_learning"] = (global_step - learning_clock[1]) / elapsed
-            result["updates_per_second"] = (num_updates - learning_clock[2]) / elapsed
-        return result
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act -------------------------------------------------------------------------------------
@@ -205,8 +173,7 @@ def main(args: Args) -> dict:
 
         # ---- learn -----------------------------------------------------------------------------------
         if global_step > args.learning_starts:
-            if learning_clock is None:
-                learning_clock = (time.perf_counter(), global_step, num_updates)
+            session.learning_started(global_step, num_updates)
             for _ in range(args.gradient_steps):
                 batch = replay.sample(args.batch_size)
                 smoothing_noise = torch.randn_like(batch.actions) * args.policy_noise
@@ -232,37 +199,9 @@ def main(args: Args) -> dict:
                 "losses/qf_loss": qf_losses.detach().sum() / 2,
             })
 
-        # ---- log, evaluate, checkpoint (each at most once per `every` env steps) ------------------------
-        def crossed(every: int) -> bool:
-            return every > 0 and global_step // every > previous_step // every
+        session.after_step(previous_step, global_step, num_updates, losses, actor, checkpoint_state)
 
-        if crossed(args.log_every):
-            logger.episodes(env.drain_episode_stats())
-            if losses:
-                logger.scalars(losses, global_step)
-            sps = (global_step - session_start_step) / (time.perf_counter() - session_start)
-            logger.scalar("charts/SPS", sps, global_step)
-            if logger.last_episodic_return is not None:
-                progress.set(ret=logger.last_episodic_return)
-        if crossed(args.eval_every):
-            evaluate()
-        if crossed(args.checkpoint_every):
-            run.save(checkpoint_state(), summary(False, time.perf_counter()))
-        progress.update(global_step)
-
-    loop_end, finished = time.perf_counter(), global_step >= args.total_timesteps
-    logger.episodes(env.drain_episode_stats())
-    if finished and last_eval.get("step") != global_step:
-        evaluate()
-    result = summary(finished, loop_end)
-    run.save(checkpoint_state(), result)
-    progress.close(global_step)
-    run.close()
-    env.close()
-    evaluator.close()
-    state = "finished" if finished else f"stopped at step {global_step}; continue with --resume {run.dir}"
-    print(f"td3 {state} — TensorBoard logs in {run.dir} (tensorboard --logdir {run.dir.parent})")
-    return result
+    return session.finish(global_step, num_updates, actor, checkpoint_state)
 
 
 if __name__ == "__main__":

@@ -56,3 +56,13 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def state_dicts(**objects: Any) -> dict[str, Any]:
+    """{name: obj.state_dict()} for modules, optimisers, replay, envs, normalisers alike."""
+    return {name: obj.state_dict() for name, obj in objects.items()}
+
+
+def load_state_dicts(state: dict[str, Any], **objects: Any) -> None:
+    for name, obj in objects.items():
+        obj.load_state_dict(state[name])

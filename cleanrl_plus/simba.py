@@ -1,0 +1,86 @@
+"""SimBa network blocks (Lee et al., "SimBa: Simplicity Bias for Scaling Up Parameters in Deep RL", ICLR 2025).
+
+Encoder: h₀ = W_in·z (orthogonal, gain 1, no activation); N residual blocks h ← h + W₂·ReLU(W₁·LN(h)) with
+W₁: d → 4d and W₂: 4d → d (He-normal, truncated as in flax); a final LN. Every layer is an ensemble layer,
+so twin critics run as one batched matmul per layer: inputs (E, B, in) → features (E, B, d).
+The plain-MLP torso (ReLU MLP, PyTorch default init) lets a user compare SAC with SAC+SimBa in one file.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from cleanrl_plus.nn import EnsembleLinear
+
+LAYER_NORM_EPS = 1e-6  # flax's LayerNorm default, as in the official SimBa code
+
+
+def orthogonal_(layer: EnsembleLinear, gain: float = 1.0) -> EnsembleLinear:
+    with torch.no_grad():
+        for member in layer.weight:
+            nn.init.orthogonal_(member, gain=gain)
+        layer.bias.zero_()
+    return layer
+
+
+def he_normal_(layer: EnsembleLinear) -> EnsembleLinear:
+    """flax he_normal: truncated normal at ±2σ, rescaled so the std is √(2 / fan_in)."""
+    std = math.sqrt(2.0 / layer.weight.shape[1]) / 0.87962566103423978
+    with torch.no_grad():
+        nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+        layer.bias.zero_()
+    return layer
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the last dim with a separate affine (scale, shift) per ensemble member."""
+
+    def __init__(self, ensemble_size: int, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ensemble_size, 1, width))
+        self.bias = nn.Parameter(torch.zeros(ensemble_size, 1, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[-1:], eps=LAYER_NORM_EPS) * self.weight + self.bias
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, ensemble_size: int, width: int) -> None:
+        super().__init__()
+        self.norm = EnsembleLayerNorm(ensemble_size, width)
+        self.expand = he_normal_(EnsembleLinear(ensemble_size, width, 4 * width))
+        self.contract = he_normal_(EnsembleLinear(ensemble_size, 4 * width, width))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.contract(F.relu(self.expand(self.norm(h))))
+
+
+class SimbaEncoder(nn.Module):
+    def __init__(self, ensemble_size: int, in_features: int, width: int, num_blocks: int) -> None:
+        super().__init__()
+        self.embed = orthogonal_(EnsembleLinear(ensemble_size, in_features, width))
+        self.blocks = nn.Sequential(*(ResidualBlock(ensemble_size, width) for _ in range(num_blocks)))
+        self.final_norm = EnsembleLayerNorm(ensemble_size, width)
+        self.out_features = width
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.final_norm(self.blocks(self.embed(x)))
+
+
+class MLPEncoder(nn.Module):
+    """Plain ReLU MLP torso (the 'SAC' baseline), ensemble layers with nn.Linear's default init."""
+
+    def __init__(self, ensemble_size: int, in_features: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        widths = (in_features, *hidden)
+        self.layers = nn.ModuleList(EnsembleLinear(ensemble_size, i, o) for i, o in zip(widths[:-1], widths[1:]))
+        self.out_features = widths[-1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = F.relu(layer(x))
+        return x
