@@ -5,17 +5,18 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import shlex
 import tempfile
 from typing import Literal
 
 import tyro
 
-AGENTS = {"td3": "agents.td3"}
+AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba"}
 
 
 @dataclasses.dataclass
 class BenchArgs:
-    agent: tyro.conf.Positional[Literal["td3"]]
+    agent: tyro.conf.Positional[Literal["td3", "sac_simba"]]
     """which agent's training loop to time"""
     env_id: str = "Hopper-v5"
     """environment to run"""
@@ -31,6 +32,8 @@ class BenchArgs:
     """device for networks, replay and env tensors"""
     seed: int = 1
     """seed"""
+    agent_flags: str = ""
+    """extra flags for the agent, e.g. --agent-flags='--network mlp --updates-per-step 1'"""
     json_out: bool = False
     """print the result as one JSON line"""
 
@@ -43,12 +46,14 @@ def bench(args: BenchArgs) -> dict:
             num_envs=args.num_envs, threads=args.threads, device=args.device, seed=args.seed,
             eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000, runs_dir=runs_dir, progress=False,
         )
+        if args.agent_flags:
+            agent_args = tyro.cli(module.Args, args=shlex.split(args.agent_flags), default=agent_args)
         result = module.main(agent_args)
     return {
         "agent": args.agent, "env_id": args.env_id, "num_envs": args.num_envs, "device": result["device"],
         "threads": result["threads"], "timed_steps": args.steps,
         "env_steps_per_second": round(result["sps_learning"], 1),
-        "updates_per_second": round(result["updates_per_second"], 1),
+        "updates_per_second": round(result["updates_per_second"], 1), "agent_flags": args.agent_flags,
     }
 
 
@@ -61,6 +66,6 @@ def main(argv: list[str] | None = None) -> dict:
         print(
             f"{result['agent']} on {result['env_id']} ({result['num_envs']} env, {result['device']}, {result['threads']} threads): "
             f"{result['env_steps_per_second']:.1f} env steps/s, {result['updates_per_second']:.1f} updates/s "
-            f"over {result['timed_steps']} steps after {args.warmup} warm-up steps"
+            f"over {result['timed_steps']} steps after {args.warmup} warm-up steps {args.agent_flags}".rstrip()
         )
     return result

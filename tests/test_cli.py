@@ -5,6 +5,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from conftest import run_script
@@ -92,12 +93,21 @@ def test_resume_of_a_directory_that_is_not_a_run(tmp_path):
     _assert_one_line_error(result, f"--resume {tmp_path}: no args.json there — pass the directory of a run started by cleanrl_plus")
 
 
-def test_bench_reports_steps_and_updates_per_second():
-    result = run_script("-m", "cleanrl_plus.cli", "bench", "td3", "--env-id", "Pendulum-v1", "--steps", "200", "--warmup", "100", "--threads", "1", "--json-out")
+@pytest.mark.parametrize(
+    "agent, extra", [("td3", []), ("sac_simba", ["--agent-flags=--critic-width 32 --critic-blocks 1"])]
+)
+def test_bench_reports_steps_and_updates_per_second(agent, extra):
+    result = run_script("-m", "cleanrl_plus.cli", "bench", agent, "--env-id", "Pendulum-v1", "--steps", "200", "--warmup", "100", "--threads", "1", "--json-out", *extra)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["env_steps_per_second"] > 0 and report["updates_per_second"] > 0
     assert report["threads"] == 1 and report["device"] == "cpu"
+
+
+def test_sac_rejects_discrete_action_envs(tmp_path):
+    result = run_script("agents/sac_simba.py", "--env-id", "CartPole-v1", "--runs-dir", str(tmp_path))
+    assert result.returncode == 2 and "SAC needs continuous (Box) actions" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_unknown_cli_command():

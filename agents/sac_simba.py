@@ -1,0 +1,282 @@
+"""SAC with the SimBa architecture (Haarnoja et al. 2018, arXiv 1812.05905; Lee et al., ICLR 2025, arXiv 2410.09754).
+
+Defaults follow the official SimBa SAC config: running-statistics observation normalisation, residual
+pre-LayerNorm encoders (actor 128 wide × 1 block, critic 512 wide × 2 blocks), AdamW (lr 1e-4, weight decay
+1e-2), temperature Adam lr 1e-4 from α = 0.01 with target entropy −|A|/2, batch 256, τ 0.005, 5k random
+steps, 2 updates per agent step with a fresh batch each, action repeat 2 on dm-control, and one critic on
+tasks that never terminate (dm-control) but clipped double-Q where episodes can terminate.
+
+    for every agent step:
+        update the observation statistics with s (acting observations only); x = norm(s)
+        a ~ U(A) before learning starts, else a ~ π(·|x) = tanh(N(μ(x), σ(x)²))
+        store raw (s, a, r, s', terminated)              # time-limit truncation is not terminal: bootstrap
+        repeat `updates_per_step` times, on a fresh batch (or the same one with --reuse-batch):
+            actor:       minimise E[α·log π(ã|x) − Q(x, ã)],  ã ~ π(·|x)    (Q = min over critics with CDQ)
+            temperature: minimise E[−α·(log π(ã|x) + H̄)]
+            critic:      y = r + γ(1 − terminated)·(Q̄(x', a') − α·log π(a'|x')),  a' ~ π(·|x');  minimise (Q(x, a) − y)²
+            target:      θ̄ ← (1 − τ)θ̄ + τθ
+
+`--network mlp` swaps both encoders for plain ReLU MLPs (256-256) to compare "SAC" with "SAC+SimBa".
+Run: python agents/sac_simba.py --env-id dmc:cheetah-run       (python agents/sac_simba.py --help lists every flag)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from typing import Literal
+
+import gymnasium as gym
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import envs
+from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
+from cleanrl_plus.config import RunArgs
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update
+from cleanrl_plus.normalization import RunningMeanStd
+from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.session import TrainingSession
+from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_
+
+
+@dataclasses.dataclass
+class Args(RunArgs):
+    exp_name: str = "sac_simba"
+    """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
+    env_id: str = "dmc:cheetah-run"
+    """the environment id: dm-control (dmc:<domain>-<task>) or a continuous gymnasium task (Hopper-v5, Pendulum-v1)"""
+    total_timesteps: int = 500_000
+    """total agent steps (with action repeat 2 on dm-control: 1M frames, SimBa's DMC-hard budget)"""
+    action_repeat: int = 2
+    """dm-control only: physics control steps per agent step (SimBa uses 2); frames are logged as charts/frames"""
+    network: Literal["simba", "mlp"] = "simba"
+    """encoders of actor and critic: SimBa residual blocks, or a plain ReLU MLP (the 'SAC' baseline)"""
+    actor_width: int = 128
+    """SimBa actor hidden width d (blocks expand to 4d inside)"""
+    actor_blocks: int = 1
+    """SimBa actor residual blocks"""
+    critic_width: int = 512
+    """SimBa critic hidden width d"""
+    critic_blocks: int = 2
+    """SimBa critic residual blocks"""
+    mlp_hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden widths of actor and critic when --network mlp"""
+    normalize_obs: bool = True
+    """running mean/std observation normalisation (statistics updated only from observations acted on)"""
+    clipped_double_q: Literal["auto", "on", "off"] = "auto"
+    """twin critics with a min target ('on') or one critic ('off'); 'auto' = on only if the task can terminate, as SimBa"""
+    learning_rate: float = 1e-4
+    """AdamW learning rate of actor and critic"""
+    weight_decay: float = 1e-2
+    """AdamW decoupled weight decay of actor and critic (all parameters, as in the official code)"""
+    alpha_learning_rate: float = 1e-4
+    """Adam learning rate of the temperature (no weight decay)"""
+    initial_alpha: float = 0.01
+    """initial entropy temperature α"""
+    target_entropy_scale: float = 0.5
+    """target entropy H̄ = −scale·|A|"""
+    buffer_size: int = 1_000_000
+    """replay capacity in transitions"""
+    gamma: float = 0.99
+    """discount factor γ (SimBa's horizon heuristic gives 0.99 on dm-control)"""
+    tau: float = 0.005
+    """target smoothing coefficient τ"""
+    batch_size: int = 256
+    """transitions per gradient step"""
+    learning_starts: int = 5_000
+    """agent steps of uniformly random actions before learning starts"""
+    updates_per_step: int = 2
+    """gradient updates per agent step (the update-to-data ratio)"""
+    reuse_batch: bool = False
+    """reuse one batch for all updates of a step (same-batch reuse) instead of drawing a fresh batch per update"""
+
+
+LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
+
+
+def make_encoder(args: Args, ensemble_size: int, in_features: int, width: int, blocks: int) -> nn.Module:
+    if args.network == "simba":
+        return SimbaEncoder(ensemble_size, in_features, width, blocks)
+    return MLPEncoder(ensemble_size, in_features, args.mlp_hidden_sizes)
+
+
+class Actor(nn.Module):
+    """Tanh-Gaussian policy; log σ = −10 + 6·(tanh ℓ + 1) lies in [−10, 2]."""
+
+    def __init__(self, args: Args, obs_dim: int, action_space: gym.spaces.Box) -> None:
+        super().__init__()
+        action_dim = action_space.shape[0]
+        self.encoder = make_encoder(args, 1, obs_dim, args.actor_width, args.actor_blocks)
+        self.mean = orthogonal_(EnsembleLinear(1, self.encoder.out_features, action_dim))
+        self.log_std = orthogonal_(EnsembleLinear(1, self.encoder.out_features, action_dim))
+        low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
+        self.register_buffer("action_scale", ((high - low) / 2).float())
+        self.register_buffer("action_bias", ((high + low) / 2).float())
+
+    def _distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.encoder(x.unsqueeze(0))
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1)
+        return self.mean(h).squeeze(0), log_std.squeeze(0)
+
+    def sample(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in the env's bounds and its log-probability (with the tanh correction)."""
+        mean, log_std = self._distribution(x)
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        gaussian_log_prob = (-0.5 * ((u - mean) / log_std.exp()).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        # log(1 − tanh(u)²) = 2·(log 2 − u − softplus(−2u)), stable for large |u|
+        squash_correction = (2 * (math.log(2) - u - F.softplus(-2 * u)) + torch.log(self.action_scale)).sum(-1)
+        return torch.tanh(u) * self.action_scale + self.action_bias, gaussian_log_prob - squash_correction
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The deterministic action used for evaluation: tanh(μ(x))."""
+        return torch.tanh(self._distribution(x)[0]) * self.action_scale + self.action_bias
+
+
+class Critic(nn.Module):
+    """`num_critics` Q-functions as one ensemble: (num_critics, batch) values."""
+
+    def __init__(self, args: Args, obs_dim: int, action_dim: int, num_critics: int) -> None:
+        super().__init__()
+        self.num_critics = num_critics
+        self.encoder = make_encoder(args, num_critics, obs_dim + action_dim, args.critic_width, args.critic_blocks)
+        self.head = orthogonal_(EnsembleLinear(num_critics, self.encoder.out_features, 1))
+
+    def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        inputs = torch.cat([x, action], dim=-1).expand(self.num_critics, -1, -1)
+        return self.head(self.encoder(inputs)).squeeze(-1)
+
+
+def soft_q_target(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    next_q: torch.Tensor,
+    next_log_prob: torch.Tensor,
+    alpha: torch.Tensor,
+    gamma: float,
+) -> torch.Tensor:
+    """y = r + γ(1 − terminated)·(min_i Q̄_i(x', a') − α·log π(a'|x')); with one critic the min is that critic."""
+    return rewards + gamma * (1.0 - terminated) * (next_q.min(dim=0).values - alpha * next_log_prob)
+
+
+def main(args: Args) -> dict:
+    run = start_run(args)
+    device = run.device
+    env_kwargs = {"action_repeat": args.action_repeat} if envs.backend_for(args.env_id) == "dmc" else {}
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, **env_kwargs)
+    if not isinstance(env.single_action_space, gym.spaces.Box):
+        raise UserError(f"SAC needs continuous (Box) actions; {args.env_id} has {env.single_action_space} — use agents/ddqn.py or agents/ppo.py")
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, **env_kwargs)
+    obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
+    use_cdq = env.can_terminate if args.clipped_double_q == "auto" else args.clipped_double_q == "on"
+    num_critics = 2 if use_cdq else 1
+    print(f"sac_simba: {num_critics} critic{'s with clipped double-Q' if use_cdq else ''} ({args.env_id} can terminate: {env.can_terminate})")
+    run.logger.writer.add_text("critics", f"{num_critics} (clipped double-Q: {use_cdq})")
+
+    normalizer = RunningMeanStd((obs_dim,)).to(device)
+    normalize = normalizer if args.normalize_obs else nn.Identity()
+    actor = Actor(args, obs_dim, env.single_action_space).to(device)
+    critic = Critic(args, obs_dim, action_dim, num_critics).to(device)
+    critic_target = copy.deepcopy(critic).requires_grad_(False)
+    log_alpha = torch.tensor(math.log(args.initial_alpha), device=device, requires_grad=True)
+    target_entropy = -args.target_entropy_scale * action_dim
+    fused = device.type in ("cpu", "cuda")
+    actor_optimizer = torch.optim.AdamW(actor.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
+    critic_optimizer = torch.optim.AdamW(critic.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
+    alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
+    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device)
+    action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:  # evaluation: deterministic, statistics frozen
+        return actor(normalize(obs))
+
+    stateful = dict(
+        actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer, actor_optimizer=actor_optimizer,
+        critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay, env=env,
+    )
+    global_step, num_updates = 0, 0
+    obs = env.reset(seed=args.seed)
+    if run.resumed:
+        state = run.resumed
+        load_state_dicts(state, **stateful)
+        with torch.no_grad():
+            log_alpha.copy_(state["log_alpha"])
+        obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
+        restore_rng_state(state["rng"])
+
+    def checkpoint_state() -> dict:
+        counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "log_alpha": log_alpha.detach().clone()}
+        return counters | {"rng": capture_rng_state()} | state_dicts(**stateful)
+
+    session = TrainingSession(run, "sac_simba", env, evaluator, start_step=global_step)
+    losses: dict[str, torch.Tensor] = {}
+
+    while global_step < args.total_timesteps and not run.stop_requested:
+        # ---- act (the only place the observation statistics are updated) -----------------------------
+        if args.normalize_obs:
+            normalizer.update(obs)
+        with torch.no_grad():
+            if global_step < args.learning_starts:
+                actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
+            else:
+                actions, _ = actor.sample(normalize(obs))
+        # ---- step and store raw observations (normalised with the current statistics when sampled) ----
+        step = env.step(actions)
+        replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
+        obs = step.obs
+        previous_step, global_step = global_step, global_step + env.num_envs
+
+        # ---- learn: actor → temperature → critic → target, as in SimBa -------------------------------
+        if global_step > args.learning_starts:
+            session.learning_started(global_step, num_updates)
+            batch = replay.sample(args.batch_size)
+            for update in range(args.updates_per_step):
+                if update > 0 and not args.reuse_batch:
+                    batch = replay.sample(args.batch_size)
+                x, next_x = normalize(batch.obs), normalize(batch.next_obs)
+                alpha = log_alpha.exp().detach()
+
+                new_actions, log_prob = actor.sample(x)
+                with frozen(critic):
+                    q_new = critic(x, new_actions).min(dim=0).values
+                actor_loss = (alpha * log_prob - q_new).mean()
+                actor_optimizer.zero_grad(set_to_none=True)
+                actor_loss.backward()
+                actor_optimizer.step()
+
+                alpha_loss = (-log_alpha.exp() * (log_prob.detach() + target_entropy)).mean()
+                alpha_optimizer.zero_grad(set_to_none=True)
+                alpha_loss.backward()
+                alpha_optimizer.step()
+
+                with torch.no_grad():
+                    next_actions, next_log_prob = actor.sample(next_x)
+                    target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), args.gamma)
+                q_values = critic(x, batch.actions)
+                qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
+                critic_optimizer.zero_grad(set_to_none=True)
+                qf_losses.sum().backward()
+                critic_optimizer.step()
+                polyak_update(critic_target, critic, args.tau)
+                num_updates += 1
+            losses = {
+                "losses/qf1_values": q_values[0].detach().mean(), "losses/qf1_loss": qf_losses[0].detach(),
+                "losses/qf_loss": qf_losses.detach().mean(), "losses/actor_loss": actor_loss.detach(),
+                "losses/alpha": log_alpha.detach().exp(), "losses/alpha_loss": alpha_loss.detach(),
+                "losses/entropy": -log_prob.detach().mean(),
+            }
+            if use_cdq:
+                losses |= {"losses/qf2_values": q_values[1].detach().mean(), "losses/qf2_loss": qf_losses[1].detach()}
+
+        session.after_step(previous_step, global_step, num_updates, losses, policy, checkpoint_state)
+
+    return session.finish(global_step, num_updates, policy, checkpoint_state)
+
+
+if __name__ == "__main__":
+    cli_main(main, Args)
