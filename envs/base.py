@@ -43,7 +43,7 @@ class TorchVecEnv:
 
     Subclasses implement `reset`, `step`, `state_dict` and `load_state_dict`; they fill
     `num_envs`, `single_observation_space`, `single_action_space`, `device`, and call
-    `_record_episodes` so that `drain_episode_stats` works the same for every backend.
+    `_track_episodes` (host-side backends) so that `drain_episode_stats` works the same for every backend.
     """
 
     env_id: str
@@ -53,9 +53,12 @@ class TorchVecEnv:
     single_action_space: gym.Space
     can_terminate: bool = True  # False for tasks that only ever end by time limit (SimBa then uses one critic)
 
-    def __init__(self) -> None:
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
         self.env_steps = 0  # total sub-env steps taken, i.e. the global env-step counter
         self._finished = EpisodeStats()
+        self._episode_return = np.zeros(num_envs, dtype=np.float64)
+        self._episode_length = np.zeros(num_envs, dtype=np.int64)
 
     # --- interface --------------------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> torch.Tensor:
@@ -79,11 +82,29 @@ class TorchVecEnv:
         finished, self._finished = self._finished, EpisodeStats()
         return finished
 
-    def _record_episodes(self, returns: np.ndarray, lengths: np.ndarray, done: np.ndarray) -> None:
+    def _track_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
+        """Count the step, accumulate returns, and record the episodes that ended (host-side backends)."""
+        self.env_steps += self.num_envs
+        self._episode_return += reward
+        self._episode_length += 1
         for i in np.flatnonzero(done):
-            self._finished.returns.append(float(returns[i]))
-            self._finished.lengths.append(int(lengths[i]))
+            self._finished.returns.append(float(self._episode_return[i]))
+            self._finished.lengths.append(int(self._episode_length[i]))
             self._finished.end_steps.append(self.env_steps)
+        self._episode_return[done] = 0.0
+        self._episode_length[done] = 0
+
+    def _reset_episode_tracking(self) -> None:
+        self._episode_return[:] = 0.0
+        self._episode_length[:] = 0
+
+    def _tracking_state(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "episode_return": self._episode_return.copy(), "episode_length": self._episode_length.copy()}
+
+    def _load_tracking_state(self, state: dict[str, Any]) -> None:
+        self.env_steps = state["env_steps"]
+        self._episode_return[:] = state["episode_return"]
+        self._episode_length[:] = state["episode_length"]
 
     def _check_action(self, action: torch.Tensor) -> None:
         space = self.single_action_space

@@ -43,13 +43,13 @@ def _flatten(observation: dict[str, np.ndarray]) -> np.ndarray:
 
 class DMCVecEnv(TorchVecEnv):
     def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, action_repeat: int = 1) -> None:
-        super().__init__()
+        super().__init__(num_envs)
         from dm_control import suite
 
         domain, task = parse_dmc_id(env_id)
         if action_repeat < 1:
             raise UserError(f"action_repeat must be >= 1, got {action_repeat}")
-        self.env_id, self.num_envs, self.device, self.seed = env_id, num_envs, device, seed
+        self.env_id, self.device, self.seed = env_id, device, seed
         self.domain, self.task, self.action_repeat = domain, task, action_repeat
         self.envs = [suite.load(domain, task, task_kwargs={"random": seed + i}) for i in range(num_envs)]
         spec = self.envs[0].action_spec()
@@ -59,8 +59,6 @@ class DMCVecEnv(TorchVecEnv):
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, spec.shape, np.float32)
         self.can_terminate = False  # suite tasks only end at their time limit
         self.frames = 0
-        self._episode_return = np.zeros(num_envs)
-        self._episode_length = np.zeros(num_envs, dtype=np.int64)
 
     def _to_torch(self, array: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.as_tensor(array, dtype=dtype).to(self.device, non_blocking=True)
@@ -71,8 +69,7 @@ class DMCVecEnv(TorchVecEnv):
 
             self.seed = seed
             self.envs = [suite.load(self.domain, self.task, task_kwargs={"random": seed + i}) for i in range(self.num_envs)]
-        self._episode_return[:] = 0.0
-        self._episode_length[:] = 0
+        self._reset_episode_tracking()
         return self._to_torch(np.stack([_flatten(env.reset().observation) for env in self.envs]))
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -98,14 +95,7 @@ class DMCVecEnv(TorchVecEnv):
                 obs.append(_flatten(env.reset().observation))
             else:
                 obs.append(final)
-        self.env_steps += self.num_envs
-        self._episode_return += reward
-        self._episode_length += 1
-        done = terminated | truncated
-        if done.any():
-            self._record_episodes(self._episode_return, self._episode_length, done)
-            self._episode_return[done] = 0.0
-            self._episode_length[done] = 0
+        self._track_episodes(reward, terminated | truncated)
         return StepResult(
             obs=self._to_torch(np.stack(obs)), reward=self._to_torch(reward),
             terminated=self._to_torch(terminated, torch.bool), truncated=self._to_torch(truncated, torch.bool),
@@ -118,13 +108,9 @@ class DMCVecEnv(TorchVecEnv):
 
     def state_dict(self) -> dict[str, Any]:
         # dm-control environments pickle whole (physics, task RNG, step counter): ~12 MB each.
-        return {
-            "env_steps": self.env_steps, "frames": self.frames, "episode_return": self._episode_return.copy(),
-            "episode_length": self._episode_length.copy(), "pickled_envs": [pickle.dumps(env) for env in self.envs],
-        }
+        return self._tracking_state() | {"frames": self.frames, "pickled_envs": [pickle.dumps(env) for env in self.envs]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.env_steps, self.frames = state["env_steps"], state["frames"]
-        self._episode_return[:] = state["episode_return"]
-        self._episode_length[:] = state["episode_length"]
+        self._load_tracking_state(state)
+        self.frames = state["frames"]
         self.envs = [pickle.loads(blob) for blob in state["pickled_envs"]]

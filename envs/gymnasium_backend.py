@@ -40,9 +40,9 @@ def check_env_id(env_id: str) -> None:
 
 class GymnasiumVecEnv(TorchVecEnv):
     def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, **env_kwargs: Any) -> None:
-        super().__init__()
+        super().__init__(num_envs)
         check_env_id(env_id)
-        self.env_id, self.num_envs, self.device, self.seed = env_id, num_envs, device, seed
+        self.env_id, self.device, self.seed = env_id, device, seed
         self.vec = SyncVectorEnv(
             [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
         )
@@ -56,16 +56,13 @@ class GymnasiumVecEnv(TorchVecEnv):
             self._np_action_dtype = self.single_action_space.dtype
         else:
             self._np_action_dtype = np.int64
-        self._episode_return = np.zeros(num_envs, dtype=np.float64)
-        self._episode_length = np.zeros(num_envs, dtype=np.int64)
 
     def _to_torch(self, array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         return torch.as_tensor(np.asarray(array), dtype=dtype).to(self.device, non_blocking=True)
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
         obs, _ = self.vec.reset(seed=self.seed if seed is None else seed)
-        self._episode_return[:] = 0.0
-        self._episode_length[:] = 0
+        self._reset_episode_tracking()
         return self._to_torch(obs, self.obs_dtype)
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -78,13 +75,7 @@ class GymnasiumVecEnv(TorchVecEnv):
             next_obs = obs.copy()
             for i in np.flatnonzero(info["_final_obs"]):
                 next_obs[i] = info["final_obs"][i]
-        self.env_steps += self.num_envs
-        self._episode_return += reward
-        self._episode_length += 1
-        if done.any():
-            self._record_episodes(self._episode_return, self._episode_length, done)
-            self._episode_return[done] = 0.0
-            self._episode_length[done] = 0
+        self._track_episodes(reward, done)
         return StepResult(
             obs=self._to_torch(obs, self.obs_dtype),
             reward=self._to_torch(reward, torch.float32),
@@ -95,17 +86,10 @@ class GymnasiumVecEnv(TorchVecEnv):
 
     # --- checkpointing: the exact mid-episode state of every sub-env ---------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "env_steps": self.env_steps,
-            "episode_return": self._episode_return.copy(),
-            "episode_length": self._episode_length.copy(),
-            "sub_envs": [_sub_env_state(env) for env in self.vec.envs],
-        }
+        return self._tracking_state() | {"sub_envs": [_sub_env_state(env) for env in self.vec.envs]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.env_steps = state["env_steps"]
-        self._episode_return[:] = state["episode_return"]
-        self._episode_length[:] = state["episode_length"]
+        self._load_tracking_state(state)
         for i, sub_state in enumerate(state["sub_envs"]):
             self.vec.envs[i] = _restore_sub_env(self.vec.envs[i], sub_state)
 
