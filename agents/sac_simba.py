@@ -42,6 +42,7 @@ from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from plasticity.swd import SWDArgs, make_sampler
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_
 
 
@@ -95,6 +96,8 @@ class Args(RunArgs):
     """gradient updates per agent step (the update-to-data ratio)"""
     reuse_batch: bool = False
     """reuse one batch for all updates of a step (same-batch reuse) instead of drawing a fresh batch per update"""
+    swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
+    """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
 
 
 LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
@@ -189,7 +192,7 @@ def main(args: Args) -> dict:
     actor_optimizer = torch.optim.AdamW(actor.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
     critic_optimizer = torch.optim.AdamW(critic.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
     alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
-    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device)
+    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
     def policy(obs: torch.Tensor) -> torch.Tensor:  # evaluation: deterministic, statistics frozen
@@ -268,7 +271,7 @@ def main(args: Args) -> dict:
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf1_loss": qf_losses[0].detach(),
                 "losses/qf_loss": qf_losses.detach().mean(), "losses/actor_loss": actor_loss.detach(),
                 "losses/alpha": log_alpha.detach().exp(), "losses/alpha_loss": alpha_loss.detach(),
-                "losses/entropy": -log_prob.detach().mean(),
+                "losses/entropy": -log_prob.detach().mean(), "replay/sample_age": replay.age(batch).float().mean(),
             }
             if use_cdq:
                 losses |= {"losses/qf2_values": q_values[1].detach().mean(), "losses/qf2_loss": qf_losses[1].detach()}

@@ -33,6 +33,7 @@ from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from plasticity.swd import SWDArgs, make_sampler
 
 
 @dataclasses.dataclass
@@ -65,6 +66,8 @@ class Args(RunArgs):
     """critic updates per vector-env step (1 = CleanRL's replay ratio with one env)"""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """hidden layer widths of the actor and of each critic"""
+    swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
+    """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
 
 
 class Actor(nn.Module):
@@ -135,7 +138,7 @@ def main(args: Args) -> dict:
     actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
     actor_optimizer = adam(actor.parameters(), args.learning_rate, device)
     critic_optimizer = adam(critic.parameters(), args.learning_rate, device)
-    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device)
+    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
     stateful = dict(
@@ -196,7 +199,7 @@ def main(args: Args) -> dict:
             losses.update({
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf2_values": q_values[1].detach().mean(),
                 "losses/qf1_loss": qf_losses[0].detach(), "losses/qf2_loss": qf_losses[1].detach(),
-                "losses/qf_loss": qf_losses.detach().sum() / 2,
+                "losses/qf_loss": qf_losses.detach().sum() / 2, "replay/sample_age": replay.age(batch).float().mean(),
             })
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, checkpoint_state)

@@ -112,6 +112,10 @@ class ReplayBuffer:
             self.insertion_step[index],
         )
 
+    def age(self, batch: Batch) -> torch.Tensor:
+        """Age of each sampled transition in insertions (0 = newest); logged to compare samplers."""
+        return self.num_inserted - 1 - batch.insertion_step
+
     _STORED = ("obs", "next_obs", "actions", "rewards", "terminated", "insertion_step")
 
     def state_dict(self) -> dict[str, Any]:

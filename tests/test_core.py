@@ -15,11 +15,14 @@ from cleanrl_plus.run import resolve_threads, run_name_for, tune_allocator
 
 
 def test_resume_reuses_saved_flags_and_lets_new_ones_override(tmp_path):
-    saved = Args(seed=7, env_id="Pendulum-v1", hidden_sizes=(64, 32), total_timesteps=1000)
+    from plasticity.swd import SWDArgs
+
+    saved = Args(seed=7, env_id="Pendulum-v1", hidden_sizes=(64, 32), total_timesteps=1000, swd=SWDArgs(enabled=True, decay_steps=123))
     (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(saved)))
     args = parse_args(Args, ["--resume", str(tmp_path), "--total-timesteps", "5000"])
     assert args.seed == 7 and args.env_id == "Pendulum-v1" and args.hidden_sizes == (64, 32)
     assert args.total_timesteps == 5000 and args.resume == str(tmp_path)
+    assert args.swd == SWDArgs(enabled=True, decay_steps=123)  # nested remedy settings survive JSON
 
 
 def test_resume_rejects_flags_of_another_agent(tmp_path):

@@ -1,0 +1,131 @@
+"""Sample Weight Decay (SWD): replay sampling whose probability decays linearly with a transition's age.
+
+Paper: "Sample Weight Decay" (plasticity via replay; spec ../shared/spec/remedies-and-agents.md §1).
+Rule (official code): age a = t − tᵢ in insertion steps, weight w(a) = max(w_min, 1 − a/T), indices drawn
+i.i.d. with replacement with p ∝ w; the loss stays an unweighted mean. Defaults T = 80,000, w_min = 0.1
+[code]. T = 0 is uniform sampling. The "augment" ablation (SWA) up-weights old data: w = min(1, w_min + a/T).
+
+Exact O(1) sampling, never an O(N) weight vector: write w(a) = w_min + (a* − a)/T on a < a* = T(1 − w_min)
+(and w_min beyond). For integer ages this is a mixture of uniform pieces and one discrete triangle
+∝ (L − 1 − a), each drawn in closed form; the piece is picked with probability ∝ its mass. The augment
+variant is drawn by rejection from the uniform proposal (acceptance ≥ w_min, so ≤ 1/w_min tries on average).
+Ages count vector-env steps, as in the official code: with n envs all transitions of one step share an age,
+so a step is drawn first and then an env slot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+import torch
+
+
+@dataclasses.dataclass
+class SWDArgs:
+    enabled: bool = False
+    """sample replay by age with Sample Weight Decay instead of uniformly"""
+    decay_steps: int = 80_000
+    """T: age (in vector-env steps) at which the weight reaches its floor; 0 = uniform"""
+    min_weight: float = 0.1
+    """w_min: the weight floor of old transitions"""
+    mode: Literal["decay", "augment"] = "decay"
+    """'decay': w = max(w_min, 1 − age/T) (SWD); 'augment': w = min(1, w_min + age/T) (the SWA ablation)"""
+
+
+def _triangle(count: torch.Tensor, length: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """`count` draws of a ∈ {0, …, length−2} with P(a) ∝ length − 1 − a (exact: uniform pairs a ≤ k ≤ length−2)."""
+    rows = length - 1
+    pairs = rows * (rows + 1) // 2
+    r = torch.randint(0, pairs, (int(count),), device=device, generator=generator, dtype=torch.int64)
+    k = ((torch.sqrt(8.0 * r.double() + 1.0) - 1.0) / 2.0).floor().long()
+    k += ((k + 1) * (k + 2) // 2 <= r).long()  # float rounding guards: k(k+1)/2 ≤ r < (k+1)(k+2)/2
+    k -= (k * (k + 1) // 2 > r).long()
+    return r - k * (k + 1) // 2
+
+
+def age_weights(ages: torch.Tensor, args: SWDArgs) -> torch.Tensor:
+    """w(age) as defined above (used by tests and diagnostics; the sampler never builds it over the buffer)."""
+    ages = ages.double()
+    if args.decay_steps == 0:
+        return torch.ones_like(ages)
+    if args.mode == "decay":
+        return torch.clamp(1.0 - ages / args.decay_steps, min=args.min_weight)
+    return torch.clamp(args.min_weight + ages / args.decay_steps, max=1.0)
+
+
+class SWDSampler:
+    """Replay sampler with p(age) ∝ w(age): plugs into `ReplayBuffer(sampler=...)`."""
+
+    def __init__(self, args: SWDArgs, num_envs: int = 1, generator: torch.Generator | None = None) -> None:
+        if args.decay_steps < 0 or not 0.0 < args.min_weight <= 1.0:
+            raise ValueError("SWD needs decay_steps >= 0 and 0 < min_weight <= 1")
+        self.args, self.num_envs, self.generator = args, num_envs, generator
+
+    def sample_ages(self, num_steps: int, batch_size: int, device: torch.device) -> torch.Tensor:
+        """Ages in vector-env steps, 0 = newest, drawn exactly from p(a) ∝ w(a) on {0, …, num_steps − 1}."""
+        args, g = self.args, self.generator
+        if args.decay_steps == 0:
+            return torch.randint(0, num_steps, (batch_size,), device=device, generator=g)
+        if args.mode == "augment":
+            return self._sample_by_rejection(num_steps, batch_size, device)
+        ramp_end = args.decay_steps * (1.0 - args.min_weight)  # a*: the weight is w_min from here on
+        ramp_len = min(num_steps, math.ceil(ramp_end))  # ages with extra weight: 0 … ramp_len − 1
+        top = ramp_end - (math.ceil(ramp_end) - 1)  # c ∈ (0, 1]: a* − a = c + (ceil(a*) − 1 − a)
+        full_len = math.ceil(ramp_end)
+        # mixture pieces (unnormalised masses, times T): floor, offset c, the part of the triangle cut by N, triangle
+        masses = torch.tensor(
+            [
+                args.min_weight * args.decay_steps * num_steps,
+                top * ramp_len,
+                (full_len - ramp_len) * ramp_len,
+                ramp_len * (ramp_len - 1) / 2,
+            ],
+            dtype=torch.float64,
+        )
+        piece = torch.multinomial(masses / masses.sum(), batch_size, replacement=True, generator=_cpu(g)).to(device)
+        ages = torch.empty(batch_size, dtype=torch.int64, device=device)
+        counts = torch.bincount(piece.cpu(), minlength=4).tolist()  # host-side counts of a 4-way choice: O(1)
+        uniform_over = (num_steps, ramp_len, ramp_len)
+        for i in range(3):
+            if counts[i]:
+                ages[piece == i] = torch.randint(0, uniform_over[i], (counts[i],), device=device, generator=g)
+        if counts[3]:
+            ages[piece == 3] = _triangle(counts[3], ramp_len, g, device)
+        return ages
+
+    def _sample_by_rejection(self, num_steps: int, batch_size: int, device: torch.device) -> torch.Tensor:
+        ages = torch.empty(batch_size, dtype=torch.int64, device=device)
+        missing = torch.ones(batch_size, dtype=torch.bool, device=device)
+        while bool(missing.any()):
+            count = int(missing.sum())
+            proposal = torch.randint(0, num_steps, (count,), device=device, generator=self.generator)
+            accept = torch.rand(count, device=device, generator=self.generator, dtype=torch.float64) < age_weights(proposal, self.args)
+            slots = missing.nonzero().squeeze(1)[accept]
+            ages[slots] = proposal[accept]
+            missing[slots] = False
+        return ages
+
+    def sample_indices(self, buffer: Any, batch_size: int) -> torch.Tensor:
+        n = self.num_envs
+        if buffer.capacity % n:
+            raise ValueError(f"SWD needs a replay capacity divisible by num_envs={n} (got {buffer.capacity})")
+        step_ages = self.sample_ages(buffer.size // n, batch_size, buffer.device)
+        slot = torch.randint(0, n, (batch_size,), device=buffer.device, generator=self.generator) if n > 1 else 0
+        return buffer.slots_by_age(step_ages * n + slot)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+def _cpu(generator: torch.Generator | None) -> torch.Generator | None:
+    return generator if generator is None or generator.device.type == "cpu" else None
+
+
+def make_sampler(args: SWDArgs, num_envs: int) -> SWDSampler | None:
+    """The replay sampler an agent should use: SWD when enabled, else None (the buffer's uniform default)."""
+    return SWDSampler(args, num_envs) if args.enabled else None
