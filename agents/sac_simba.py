@@ -42,8 +42,9 @@ from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, network_report
 from plasticity.swd import SWDArgs, make_sampler
-from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_
+from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers
 
 
 @dataclasses.dataclass
@@ -98,6 +99,8 @@ class Args(RunArgs):
     """reuse one batch for all updates of a step (same-batch reuse) instead of drawing a fresh batch per update"""
     swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
     """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
+    diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
+    """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
 
 
 LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
@@ -198,6 +201,9 @@ def main(args: Args) -> dict:
     def policy(obs: torch.Tensor) -> torch.Tensor:  # evaluation: deterministic, statistics frozen
         return actor(normalize(obs))
 
+    initial = {"critic_init": [p.detach().clone() for p in critic.parameters()], "actor_init": [p.detach().clone() for p in actor.parameters()]}
+    critic_probe = ActivationProbe(relu_layers(critic.encoder), critic.head)
+    actor_probe = ActivationProbe(relu_layers(actor.encoder), actor.mean)
     stateful = dict(
         actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer, actor_optimizer=actor_optimizer,
         critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay, env=env,
@@ -207,6 +213,7 @@ def main(args: Args) -> dict:
     if run.resumed:
         state = run.resumed
         load_state_dicts(state, **stateful)
+        initial = {key: state[key] for key in initial}
         with torch.no_grad():
             log_alpha.copy_(state["log_alpha"])
         obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
@@ -214,7 +221,7 @@ def main(args: Args) -> dict:
 
     def checkpoint_state() -> dict:
         counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "log_alpha": log_alpha.detach().clone()}
-        return counters | {"rng": capture_rng_state()} | state_dicts(**stateful)
+        return counters | {"rng": capture_rng_state()} | initial | state_dicts(**stateful)
 
     session = TrainingSession(run, "sac_simba", env, evaluator, start_step=global_step)
     losses: dict[str, torch.Tensor] = {}
@@ -267,6 +274,12 @@ def main(args: Args) -> dict:
                 critic_optimizer.step()
                 polyak_update(critic_target, critic, args.tau)
                 num_updates += 1
+                if args.diagnostics.every and num_updates % args.diagnostics.every == 0:
+                    probe = replay.sample(args.diagnostics.probe_size)
+                    probe_x = normalize(probe.obs)
+                    report = network_report("critic", critic, critic_probe, lambda: critic(probe_x, probe.actions), initial["critic_init"])
+                    report |= network_report("actor", actor, actor_probe, lambda: actor(probe_x), initial["actor_init"])
+                    run.logger.scalars(report, global_step)
             losses = {
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf1_loss": qf_losses[0].detach(),
                 "losses/qf_loss": qf_losses.detach().mean(), "losses/actor_loss": actor_loss.detach(),

@@ -84,3 +84,10 @@ class MLPEncoder(nn.Module):
         for layer in self.layers:
             x = F.relu(layer(x))
         return x
+
+
+def relu_layers(encoder: nn.Module) -> list[EnsembleLinear]:
+    """The layers whose outputs go through a ReLU (hidden units for the plasticity diagnostics)."""
+    if isinstance(encoder, SimbaEncoder):
+        return [block.expand for block in encoder.blocks]
+    return list(encoder.layers)

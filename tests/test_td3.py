@@ -89,10 +89,14 @@ def test_resume_continues_bit_identically(runs_dir):
 def test_logs_cleanrl_tags_and_evaluation(runs_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, log_every=200, eval_every=300, runs_dir=runs_dir, **TINY))
+    from plasticity.diagnostics import DiagnosticsArgs
+
+    diagnostics = DiagnosticsArgs(every=150, probe_size=64)
+    result = main(Args(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, log_every=200, eval_every=300, runs_dir=runs_dir, diagnostics=diagnostics, **TINY))
     events = EventAccumulator(result["run_dir"]).Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "losses/qf1_loss", "losses/qf1_values", "losses/actor_loss", "eval/episodic_return"):
+    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "losses/qf1_loss", "losses/qf1_values", "losses/actor_loss", "eval/episodic_return",
+                "replay/sample_age", "plasticity/critic_dormant_0.1", "plasticity/actor_srank", "plasticity/critic_distance_from_init"):
         assert tag in tags, tag
     assert [e.step for e in events.Scalars("eval/episodic_return")] == [300, 600]
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
