@@ -42,7 +42,7 @@ from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, network_report
+from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
 from plasticity.swd import SWDArgs, make_sampler
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers
 
@@ -201,19 +201,20 @@ def main(args: Args) -> dict:
     def policy(obs: torch.Tensor) -> torch.Tensor:  # evaluation: deterministic, statistics frozen
         return actor(normalize(obs))
 
-    initial = {"critic_init": [p.detach().clone() for p in critic.parameters()], "actor_init": [p.detach().clone() for p in actor.parameters()]}
-    critic_probe = ActivationProbe(relu_layers(critic.encoder), critic.head)
-    actor_probe = ActivationProbe(relu_layers(actor.encoder), actor.mean)
+    monitor = PlasticityMonitor(
+        args.diagnostics,
+        critic=(critic, ActivationProbe(relu_layers(critic.encoder), critic.head), lambda b: critic(normalize(b.obs), b.actions)),
+        actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs))),
+    )
     stateful = dict(
         actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer, actor_optimizer=actor_optimizer,
-        critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay, env=env,
+        critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay, env=env, monitor=monitor,
     )
     global_step, num_updates = 0, 0
     obs = env.reset(seed=args.seed)
     if run.resumed:
         state = run.resumed
         load_state_dicts(state, **stateful)
-        initial = {key: state[key] for key in initial}
         with torch.no_grad():
             log_alpha.copy_(state["log_alpha"])
         obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
@@ -221,7 +222,7 @@ def main(args: Args) -> dict:
 
     def checkpoint_state() -> dict:
         counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "log_alpha": log_alpha.detach().clone()}
-        return counters | {"rng": capture_rng_state()} | initial | state_dicts(**stateful)
+        return counters | {"rng": capture_rng_state()} | state_dicts(**stateful)
 
     session = TrainingSession(run, "sac_simba", env, evaluator, start_step=global_step)
     losses: dict[str, torch.Tensor] = {}
@@ -274,12 +275,7 @@ def main(args: Args) -> dict:
                 critic_optimizer.step()
                 polyak_update(critic_target, critic, args.tau)
                 num_updates += 1
-                if args.diagnostics.every and num_updates % args.diagnostics.every == 0:
-                    probe = replay.sample(args.diagnostics.probe_size)
-                    probe_x = normalize(probe.obs)
-                    report = network_report("critic", critic, critic_probe, lambda: critic(probe_x, probe.actions), initial["critic_init"])
-                    report |= network_report("actor", actor, actor_probe, lambda: actor(probe_x), initial["actor_init"])
-                    run.logger.scalars(report, global_step)
+                monitor.after_update(num_updates, replay, run.logger, global_step)
             losses = {
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf1_loss": qf_losses[0].detach(),
                 "losses/qf_loss": qf_losses.detach().mean(), "losses/actor_loss": actor_loss.detach(),

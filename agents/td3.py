@@ -33,7 +33,7 @@ from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, network_report
+from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
 from plasticity.swd import SWDArgs, make_sampler
 
 
@@ -144,26 +144,27 @@ def main(args: Args) -> dict:
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
-    initial = {"critic_init": [p.detach().clone() for p in critic.parameters()], "actor_init": [p.detach().clone() for p in actor.parameters()]}
-    critic_probe = ActivationProbe(critic.layers[:-1], critic.layers[-1])
     actor_linears = [m for m in actor.net if isinstance(m, nn.Linear)]
-    actor_probe = ActivationProbe(actor_linears[:-1], actor_linears[-1])
+    monitor = PlasticityMonitor(
+        args.diagnostics,
+        critic=(critic, ActivationProbe(critic.layers[:-1], critic.layers[-1]), lambda b: critic(b.obs, b.actions)),
+        actor=(actor, ActivationProbe(actor_linears[:-1], actor_linears[-1]), lambda b: actor(b.obs)),
+    )
     stateful = dict(
-        actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
-        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env,
+        actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target, actor_optimizer=actor_optimizer,
+        critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
     )
     global_step, num_updates = 0, 0
     obs = env.reset(seed=args.seed)
     if run.resumed:
         state = run.resumed
         load_state_dicts(state, **stateful)
-        initial = {key: state[key] for key in initial}
         obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
         restore_rng_state(state["rng"])
 
     def checkpoint_state() -> dict:
         counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
-        return counters | initial | state_dicts(**stateful)
+        return counters | state_dicts(**stateful)
 
     session = TrainingSession(run, "td3", env, evaluator, start_step=global_step)
     losses: dict[str, torch.Tensor] = {}
@@ -204,11 +205,7 @@ def main(args: Args) -> dict:
                     polyak_update(actor_target, actor, args.tau)
                     polyak_update(critic_target, critic, args.tau)
                     losses["losses/actor_loss"] = actor_loss.detach()
-                if args.diagnostics.every and num_updates % args.diagnostics.every == 0:
-                    probe = replay.sample(args.diagnostics.probe_size)
-                    report = network_report("critic", critic, critic_probe, lambda: critic(probe.obs, probe.actions), initial["critic_init"])
-                    report |= network_report("actor", actor, actor_probe, lambda: actor(probe.obs), initial["actor_init"])
-                    run.logger.scalars(report, global_step)
+                monitor.after_update(num_updates, replay, run.logger, global_step)
             losses.update({
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf2_values": q_values[1].detach().mean(),
                 "losses/qf1_loss": qf_losses[0].detach(), "losses/qf2_loss": qf_losses[1].detach(),

@@ -133,3 +133,30 @@ def network_report(
         f"plasticity/{name}_grad_norm": gradient_norm(parameters),
     }
     return report
+
+
+class PlasticityMonitor:
+    """Runs `network_report` for each named network every `args.every` updates on a fresh probe batch.
+
+    networks: name → (module, probe, forward) where forward(batch) runs the module on a replay batch.
+    The initial parameters (for distance from init) are part of the monitor's state, hence of checkpoints.
+    """
+
+    def __init__(self, args: DiagnosticsArgs, **networks: tuple[nn.Module, ActivationProbe, Callable]) -> None:
+        self.args, self.networks = args, networks
+        self.initial = {name: [p.detach().clone() for p in module.parameters()] for name, (module, _, _) in networks.items()}
+
+    def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
+        if not self.args.every or num_updates % self.args.every:
+            return
+        batch = replay.sample(self.args.probe_size)
+        report: dict[str, float] = {}
+        for name, (module, probe, forward) in self.networks.items():
+            report |= network_report(name, module, probe, lambda: forward(batch), self.initial[name])
+        logger.scalars(report, global_step)
+
+    def state_dict(self) -> dict:
+        return {"initial": self.initial}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.initial = state["initial"]
