@@ -43,8 +43,9 @@ from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.resets import Resettable, ResetArgs, Resetter
 from plasticity.swd import SWDArgs, make_sampler
-from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers
+from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
 
 
 @dataclasses.dataclass
@@ -101,6 +102,8 @@ class Args(RunArgs):
     """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
     """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
+    reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
+    """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
 
 
 LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
@@ -206,9 +209,17 @@ def main(args: Args) -> dict:
         critic=(critic, ActivationProbe(relu_layers(critic.encoder), critic.head), lambda b: critic(normalize(b.obs), b.actions)),
         actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs))),
     )
+    resetter = Resetter(
+        args.reset,
+        critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),
+                          unit_pairs(critic.encoder, critic.head), lambda b: critic(normalize(b.obs), b.actions)),
+        actor=Resettable(actor, actor_optimizer, None, lambda: Actor(args, obs_dim, env.single_action_space).to(device),
+                         unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs))),
+    )
     stateful = dict(
         actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer, actor_optimizer=actor_optimizer,
         critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay, env=env, monitor=monitor,
+        resetter=resetter,
     )
     global_step, num_updates = 0, 0
     obs = env.reset(seed=args.seed)
@@ -276,6 +287,7 @@ def main(args: Args) -> dict:
                 polyak_update(critic_target, critic, args.tau)
                 num_updates += 1
                 monitor.after_update(num_updates, replay, run.logger, global_step)
+                resetter.after_update(num_updates, replay, run.logger, global_step)
             losses = {
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf1_loss": qf_losses[0].detach(),
                 "losses/qf_loss": qf_losses.detach().mean(), "losses/actor_loss": actor_loss.detach(),

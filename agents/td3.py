@@ -34,6 +34,7 @@ from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.resets import Resettable, ResetArgs, Resetter
 from plasticity.swd import SWDArgs, make_sampler
 
 
@@ -71,6 +72,8 @@ class Args(RunArgs):
     """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
     """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
+    reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
+    """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
 
 
 class Actor(nn.Module):
@@ -150,9 +153,16 @@ def main(args: Args) -> dict:
         critic=(critic, ActivationProbe(critic.layers[:-1], critic.layers[-1]), lambda b: critic(b.obs, b.actions)),
         actor=(actor, ActivationProbe(actor_linears[:-1], actor_linears[-1]), lambda b: actor(b.obs)),
     )
+    resetter = Resetter(
+        args.reset,
+        critic=Resettable(critic, critic_optimizer, critic_target, lambda: TwinCritic(obs_dim, action_dim, args.hidden_sizes).to(device),
+                          list(zip(critic.layers[:-1], critic.layers[1:])), lambda b: critic(b.obs, b.actions)),
+        actor=Resettable(actor, actor_optimizer, actor_target, lambda: Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device),
+                         list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(b.obs)),
+    )
     stateful = dict(
         actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target, actor_optimizer=actor_optimizer,
-        critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
+        critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor, resetter=resetter,
     )
     global_step, num_updates = 0, 0
     obs = env.reset(seed=args.seed)
@@ -206,6 +216,7 @@ def main(args: Args) -> dict:
                     polyak_update(critic_target, critic, args.tau)
                     losses["losses/actor_loss"] = actor_loss.detach()
                 monitor.after_update(num_updates, replay, run.logger, global_step)
+                resetter.after_update(num_updates, replay, run.logger, global_step)
             losses.update({
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf2_values": q_values[1].detach().mean(),
                 "losses/qf1_loss": qf_losses[0].detach(), "losses/qf2_loss": qf_losses[1].detach(),

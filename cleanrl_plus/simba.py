@@ -91,3 +91,12 @@ def relu_layers(encoder: nn.Module) -> list[EnsembleLinear]:
     if isinstance(encoder, SimbaEncoder):
         return [block.expand for block in encoder.blocks]
     return list(encoder.layers)
+
+
+def unit_pairs(encoder: nn.Module, head: nn.Module | None = None) -> list[tuple[nn.Module, nn.Module]]:
+    """(layer feeding a ReLU, the only layer reading it) pairs, for ReDo. `head=None` when several heads read the
+    last hidden layer (the actor's mean and log-std), which then cannot be recycled with an unchanged output."""
+    if isinstance(encoder, SimbaEncoder):
+        return [(block.expand, block.contract) for block in encoder.blocks]
+    readers = list(encoder.layers[1:]) + ([head] if head is not None else [])
+    return list(zip(encoder.layers, readers))

@@ -1,0 +1,118 @@
+import copy
+from types import SimpleNamespace
+
+import torch
+import torch.nn as nn
+
+from agents.td3 import TwinCritic
+from plasticity.diagnostics import ActivationProbe, dormant_fraction
+from plasticity.resets import Resettable, full_reset, recycle_dormant, shrink_and_perturb
+
+
+def _trained_mlp_with_dead_units(seed: int = 0):
+    torch.manual_seed(seed)
+    make = lambda: nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
+    net = make()
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x = torch.randn(64, 4)
+    net(x).pow(2).mean().backward()
+    optimizer.step()  # creates Adam moments everywhere
+    with torch.no_grad():
+        net[0].bias[:5] = -50.0  # five first-layer units can never fire
+    pairs = [(net[0], net[2]), (net[2], net[4])]
+    return net, optimizer, Resettable(net, optimizer, None, make, pairs, forward=lambda batch: net(batch.obs)), x
+
+
+def test_redo_keeps_the_output_and_zeroes_the_right_adam_moments():
+    net, optimizer, resettable, x = _trained_mlp_with_dead_units()
+    before_out = net(x).detach()
+    before_moments = {id(p): optimizer.state[p]["exp_avg"].clone() for p in net.parameters()}
+    probe = ActivationProbe([net[0], net[2]], net[4])
+    hidden, _ = probe(lambda: net(x))
+    dormant_before = dormant_fraction(hidden, 0.1)
+    silent_second_layer = hidden[1].abs().mean(0) == 0
+
+    fraction = recycle_dormant(resettable, SimpleNamespace(obs=x), tau=0.0)  # τ = 0: exactly silent units
+
+    assert fraction >= 5 / 32 and dormant_before >= 5 / 32
+    torch.testing.assert_close(net(x), before_out)  # silent units' outgoing weights are zero: output unchanged
+    # outgoing weights of the silent units are zero, except rows refilled as incoming weights of silent 2nd-layer units
+    assert torch.all(net[2].weight[~silent_second_layer, :5] == 0) and torch.all(net[0].bias[:5] == 0)
+    assert torch.all(optimizer.state[net[0].weight]["exp_avg"][:5] == 0)
+    assert torch.all(optimizer.state[net[2].weight]["exp_avg_sq"][:, :5] == 0)
+    assert torch.equal(optimizer.state[net[0].weight]["exp_avg"][5:], before_moments[id(net[0].weight)][5:])
+    assert dormant_fraction(probe(lambda: net(x))[0], 0.1) < dormant_before
+
+
+def test_redo_on_ensemble_layers_recycles_per_member():
+    torch.manual_seed(0)
+    critic = TwinCritic(3, 1, (8, 8))
+    optimizer = torch.optim.Adam(critic.parameters())
+    with torch.no_grad():
+        critic.layers[0].bias[1, 0, :3] = -50.0  # three dead units in member 1 only
+    obs, action = torch.randn(32, 3), torch.randn(32, 1)
+    before = critic(obs, action).detach()
+    member0 = [p[0].detach().clone() for p in critic.parameters()]
+    hidden, _ = ActivationProbe(critic.layers[:-1], critic.layers[-1])(lambda: critic(obs, action))
+    silent_second_layer = hidden[1].abs().mean(1)[1] == 0
+    pairs = list(zip(critic.layers[:-1], critic.layers[1:]))
+    resettable = Resettable(critic, optimizer, None, lambda: TwinCritic(3, 1, (8, 8)), pairs, lambda b: critic(b.obs, b.actions))
+    recycle_dormant(resettable, SimpleNamespace(obs=obs, actions=action), tau=0.0)
+    torch.testing.assert_close(critic(obs, action), before)
+    # outgoing rows of the three silent first-layer units are zero (except columns refilled as incoming
+    # weights of silent second-layer units); member 0 had no silent unit and is untouched
+    assert torch.all(critic.layers[1].weight[1, :3][:, ~silent_second_layer] == 0)
+    assert all(torch.equal(p[0], q) for p, q in zip(critic.parameters(), member0))
+
+
+def test_full_reset_reinitialises_drops_optimizer_state_and_rebuilds_the_target():
+    net, optimizer, resettable, x = _trained_mlp_with_dead_units()
+    target = copy.deepcopy(net)
+    with torch.no_grad():
+        target[0].weight.add_(1.0)
+    resettable.target = target
+    old = [p.detach().clone() for p in net.parameters()]
+    torch.manual_seed(5)
+    expected = resettable.make_fresh()
+    torch.manual_seed(5)
+    full_reset(resettable)
+    for p, e, o in zip(net.parameters(), expected.parameters(), old):
+        assert torch.equal(p, e) and not torch.equal(p, o)
+    assert all(p not in optimizer.state for p in net.parameters())
+    assert all(torch.equal(t, p) for t, p in zip(target.parameters(), net.parameters()))
+    assert optimizer.param_groups[0]["params"][0] is net[0].weight  # the optimiser still trains these tensors
+
+
+def test_shrink_and_perturb_interpolates_towards_a_fresh_init():
+    net, optimizer, resettable, x = _trained_mlp_with_dead_units()
+    old = [p.detach().clone() for p in net.parameters()]
+    torch.manual_seed(9)
+    fresh = list(resettable.make_fresh().parameters())
+    torch.manual_seed(9)
+    shrink_and_perturb(resettable, alpha=0.8)
+    for p, o, f in zip(net.parameters(), old, fresh):
+        torch.testing.assert_close(p, 0.8 * o + 0.2 * f)
+    assert all(p not in optimizer.state for p in net.parameters())
+
+
+import pytest
+
+
+@pytest.mark.parametrize("agent, method", [("td3", "redo"), ("td3", "full"), ("sac_simba", "redo"), ("sac_simba", "shrink-perturb")])
+def test_agents_run_each_reset_method_and_log_it(agent, method, tmp_path):
+    import importlib
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from cleanrl_plus.config import parse_args
+
+    module = importlib.import_module(f"agents.{agent}")
+    small = ["--hidden-sizes", "16", "16"] if agent == "td3" else ["--actor-width", "16", "--critic-width", "16", "--critic-blocks", "1"]
+    args = parse_args(module.Args, ["--env-id", "Pendulum-v1", "--total-timesteps", "400", "--learning-starts", "100",
+                                    "--eval-every", "0", "--eval-episodes", "1", "--batch-size", "32", "--runs-dir", str(tmp_path),
+                                    "--no-progress", "--reset.method", method, "--reset.every", "100", *small])
+    result = module.main(args)
+    events = EventAccumulator(result["run_dir"]).Reload()
+    assert events.Scalars("plasticity/resets")[-1].value == result["num_updates"] // 100
+    if method == "redo":
+        assert "plasticity/critic_recycled_fraction" in events.Tags()["scalars"]
