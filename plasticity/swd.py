@@ -84,9 +84,11 @@ class SWDSampler:
             ],
             dtype=torch.float64,
         )
-        piece = torch.multinomial(masses / masses.sum(), batch_size, replacement=True, generator=_cpu(g)).to(device)
+        # the 4-way piece choice is made on the host, so counting the pieces needs no device sync
+        piece_on_host = torch.multinomial(masses / masses.sum(), batch_size, replacement=True, generator=_cpu(g))
+        counts = torch.bincount(piece_on_host, minlength=4).tolist()
+        piece = piece_on_host.to(device)
         ages = torch.empty(batch_size, dtype=torch.int64, device=device)
-        counts = torch.bincount(piece.cpu(), minlength=4).tolist()  # host-side counts of a 4-way choice: O(1)
         uniform_over = (num_steps, ramp_len, ramp_len)
         for i in range(3):
             if counts[i]:
