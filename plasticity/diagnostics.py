@@ -30,22 +30,17 @@ class DiagnosticsArgs:
     """probe batch size (≥ the feature width, so that feature ranks are meaningful)"""
 
 
-def _units_first(activation: torch.Tensor) -> torch.Tensor:
-    """(B, H) or ensemble (E, B, H) → (units, B)."""
-    if activation.dim() == 3:
-        return activation.permute(0, 2, 1).reshape(-1, activation.shape[1])
-    return activation.reshape(activation.shape[0], -1).T
+def unit_scores(activation: torch.Tensor) -> torch.Tensor:
+    """ReDo's τ-dormant scores sᵢ = E|hᵢ| / mean_j E|h_j|: shape (H,) for (B, H) activations, (E, H) for
+    ensemble activations (E, B, H), each member's layer normalised on its own."""
+    mean_abs = activation.abs().mean(dim=-2)
+    return mean_abs / mean_abs.mean(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
 def dormant_fraction(layers: Iterable[torch.Tensor], tau: float) -> float:
     dormant, total = 0, 0
     for activation in layers:
-        mean_abs = _units_first(activation).abs().mean(dim=1)
-        if activation.dim() == 3:  # normalise within each ensemble member's layer
-            mean_abs = mean_abs.view(activation.shape[0], -1)
-            score = mean_abs / mean_abs.mean(dim=1, keepdim=True).clamp_min(1e-12)
-        else:
-            score = mean_abs / mean_abs.mean().clamp_min(1e-12)
+        score = unit_scores(activation)
         dormant += int((score <= tau).sum())
         total += score.numel()
     return dormant / max(total, 1)

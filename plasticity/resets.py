@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLinear
-from plasticity.diagnostics import ActivationProbe
+from plasticity.diagnostics import ActivationProbe, unit_scores
 
 DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000}
 
@@ -75,12 +75,6 @@ def shrink_and_perturb(net: Resettable, alpha: float) -> None:
     drop_optimizer_state(net.optimizer, net.module.parameters())
 
 
-def _unit_scores(activation: torch.Tensor) -> torch.Tensor:
-    """τ-dormant scores, shape (E, H) for ensemble activations (E, B, H), (H,) for (B, H)."""
-    mean_abs = activation.abs().mean(dim=-2)
-    return mean_abs / mean_abs.mean(dim=-1, keepdim=True).clamp_min(1e-12)
-
-
 def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, dormant: torch.Tensor) -> dict[torch.Tensor, tuple[torch.Tensor, bool]]:
     """parameter → (mask of its entries touched by recycling `dormant` units, whether they get fresh values)."""
     if isinstance(layer_in, EnsembleLinear):  # weights (E, in, H), bias (E, 1, H); next layer (E, H, out)
@@ -105,7 +99,7 @@ def recycle_dormant(net: Resettable, batch, tau: float) -> float:
     names = {module: name for name, module in net.module.named_modules()}
     recycled, total = 0, 0
     for (layer_in, layer_out), activation in zip(net.unit_pairs, hidden):
-        dormant = _unit_scores(activation) <= tau
+        dormant = unit_scores(activation) <= tau
         recycled, total = recycled + int(dormant.sum()), total + dormant.numel()
         fresh_in = fresh_layers[names[layer_in]]
         for parameter, (mask, fresh_values) in _entry_masks(layer_in, layer_out, dormant).items():
