@@ -77,6 +77,9 @@ class TorchVecEnv:
         pass
 
     # --- shared helpers -----------------------------------------------------------------------------------
+    def _to_torch(self, array: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(array), dtype=dtype).to(self.device, non_blocking=True)
+
     def drain_episode_stats(self) -> EpisodeStats:
         """Return the episodes finished since the previous call (cheap; call it at logging intervals)."""
         finished, self._finished = self._finished, EpisodeStats()

@@ -60,9 +60,6 @@ class DMCVecEnv(TorchVecEnv):
         self.can_terminate = False  # suite tasks only end at their time limit
         self.frames = 0
 
-    def _to_torch(self, array: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.as_tensor(array, dtype=dtype).to(self.device, non_blocking=True)
-
     def reset(self, seed: int | None = None) -> torch.Tensor:
         if seed is not None and seed != self.seed:
             from dm_control import suite

@@ -57,9 +57,6 @@ class GymnasiumVecEnv(TorchVecEnv):
         else:
             self._np_action_dtype = np.int64
 
-    def _to_torch(self, array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(array), dtype=dtype).to(self.device, non_blocking=True)
-
     def reset(self, seed: int | None = None) -> torch.Tensor:
         obs, _ = self.vec.reset(seed=self.seed if seed is None else seed)
         self._reset_episode_tracking()
