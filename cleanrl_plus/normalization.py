@@ -36,3 +36,43 @@ class RunningMeanStd(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / torch.sqrt(self.var + self.epsilon)
+
+
+class ObservationNormalizer(nn.Module):
+    """clip((x − μ)/σ, ±clip) with running statistics, as gymnasium's NormalizeObservation + clip in CleanRL's PPO.
+
+    `update=True` only for observations the agent acts on during training; evaluation reads the statistics.
+    Disabled, it is the identity (and still a module, so checkpoints have the same keys).
+    """
+
+    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0) -> None:
+        super().__init__()
+        self.enabled, self.clip = enabled, clip
+        self.rms = RunningMeanStd(shape)
+
+    def forward(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
+        if not self.enabled:
+            return obs.float()
+        if update:
+            self.rms.update(obs)
+        return self.rms(obs.float()).clamp(-self.clip, self.clip)
+
+
+class RewardScaler(nn.Module):
+    """r / √(Var[G] + ε), clipped, where G ← γG + r is each env's running discounted return (gymnasium's
+    NormalizeReward + clip in CleanRL's PPO). G restarts at every episode end. Logged returns stay raw."""
+
+    def __init__(self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        super().__init__()
+        self.enabled, self.gamma, self.clip, self.epsilon = enabled, gamma, clip, epsilon
+        self.return_rms = RunningMeanStd(())
+        self.register_buffer("discounted_return", torch.zeros(num_envs))
+
+    @torch.no_grad()
+    def forward(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return reward
+        self.discounted_return.mul_(self.gamma).add_(reward)
+        self.return_rms.update(self.discounted_return)
+        self.discounted_return.masked_fill_(done, 0.0)
+        return (reward / torch.sqrt(self.return_rms.var + self.epsilon)).clamp(-self.clip, self.clip)

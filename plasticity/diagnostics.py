@@ -87,15 +87,19 @@ def gradient_norm(parameters: Iterable[torch.Tensor]) -> float:
 
 
 class ActivationProbe:
-    """Records (post-ReLU) outputs of `relu_inputs` and the input of `head` during one forward call."""
+    """Records the activated outputs of `relu_inputs` and the input of `head` during one forward call.
 
-    def __init__(self, relu_inputs: Iterable[nn.Module], head: nn.Module) -> None:
-        self.relu_inputs, self.head = list(relu_inputs), head
+    `activation` is the nonlinearity that follows those layers (ReLU unless the network says otherwise, e.g.
+    tanh in PPO: a tanh unit is dormant when |tanh| is small on every probe input).
+    """
+
+    def __init__(self, relu_inputs: Iterable[nn.Module], head: nn.Module, activation: Callable = torch.relu) -> None:
+        self.relu_inputs, self.head, self.activation = list(relu_inputs), head, activation
 
     def __call__(self, forward: Callable[[], torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
         hidden: list[torch.Tensor] = []
         features: list[torch.Tensor] = []
-        handles = [m.register_forward_hook(lambda _m, _i, out: hidden.append(torch.relu(out.detach()))) for m in self.relu_inputs]
+        handles = [m.register_forward_hook(lambda _m, _i, out: hidden.append(self.activation(out.detach()))) for m in self.relu_inputs]
         handles.append(self.head.register_forward_pre_hook(lambda _m, inputs: features.append(inputs[0].detach())))
         try:
             with torch.no_grad():

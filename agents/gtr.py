@@ -1,0 +1,160 @@
+"""GTR: Gaussian Trust Region policy optimisation — PPO plus a bounded, non-monotonic trust region.
+
+Paper: B. Liu, J. Liu, Obando-Ceron, H. Wang, R. Liu, Castro, Courville, Pan, "Gaussian Trust Region Policy
+Optimization", arXiv 2606.03382 (NeurIPS 2026). What is verified from it (abstract): PPO's clipped updates are
+persistent but directionally inefficient under non-stationarity; GTR reshapes the trust region with a Gaussian
+kernel — bounded and non-monotonic, strong local stability that relaxes under sustained high-advantage
+updates — and anchors it to a Mixture Gaussian Anchor over recent policies.
+
+**RECONSTRUCTION.** The paper's loss, deviation measure, kernel width, anchor size and weights are not public
+(spec remedies-and-agents.md §4.2). Everything below is our documented reconstruction (spec §4.3), with every
+constant a flag so that the published formula can replace it:
+
+    Δₜ = log π_θ(aₜ|sₜ) − log π_A(aₜ|sₜ)                                   per-sample deviation from the anchor
+    P(Δ) = 1 − exp(−Δ²/2σ²)                    bounded in [0, 1); |∂P/∂Δ| peaks at |Δ| = σ and vanishes beyond
+    π_A = Σⱼ wⱼ·π_{θ_{k−j}},  wⱼ ∝ η^{j−1},  j = 0..J−1   mixture of the policies that collected the last J
+                                             rollouts (j = 0 is π_old itself, so J = 1 makes Δ PPO's log-ratio)
+    log π_A(a|s) = logsumexp_j(log wⱼ + log π_{θ_{k−j}}(a|s))     computed once per rollout, J forward passes
+    L_π = L_clip + β·E[P(Δ)]            (--gtr.mode add, default)   or   −E[ρÂ] + β·E[P(Δ)]   (--gtr.mode replace)
+
+Defaults σ = 0.2 (the clip ε on the log-ratio scale), β = 1, J = 4, η = 0.5 [spec §4.3, our choice].
+Diagnostics: fraction of samples with |Δ| > σ ("released", gtr/released_fraction), KL to π_A (gtr/kl_anchor)
+and to π_old (PPO's losses/approx_kl) as k3 estimators on the rollout's actions, and the cosine between successive iterations' policy-parameter updates
+(the paper's "directionally inefficient" claim: PPO's successive updates point in inconsistent directions).
+
+The training loop is PPO's (`agents/ppo.py::main`), which calls this trust region at three places: before the
+epochs (anchor log-probs of the rollout), inside every minibatch (the policy loss), and after the epochs
+(diagnostics). Everything else — rollout, GAE with truncation bootstrap, value loss, normalisation — is PPO's.
+
+Run: python agents/gtr.py --env-id CartPole-v1      (python agents/gtr.py --help lists every flag)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from typing import Literal
+
+import torch
+
+from agents import ppo
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.rollout import Minibatch, RolloutStorage
+from cleanrl_plus.run import cli_main
+
+
+@dataclasses.dataclass
+class GTRArgs:
+    sigma: float = 0.2
+    """σ of the Gaussian kernel on Δ = log π_θ − log π_A (the restoring force peaks at |Δ| = σ)"""
+    beta: float = 1.0
+    """β, weight of the trust-region penalty E[1 − exp(−Δ²/2σ²)]"""
+    anchor_size: int = 4
+    """J, rollout-time policies in the Mixture Gaussian Anchor (1 = anchor on π_old)"""
+    anchor_decay: float = 0.5
+    """η, mixture weights wⱼ ∝ η^j for the j-th most recent policy"""
+    mode: Literal["add", "replace"] = "add"
+    """add the penalty to PPO's clipped surrogate, or replace the clip (unclipped ρÂ plus the penalty)"""
+
+
+@dataclasses.dataclass
+class Args(ppo.Args):
+    exp_name: str = "gtr"
+    """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
+    gtr: GTRArgs = dataclasses.field(default_factory=GTRArgs)
+    """the Gaussian trust region (a reconstruction; see the module docstring)"""
+
+
+def gaussian_penalty(delta: torch.Tensor, sigma: float) -> torch.Tensor:
+    """P(Δ) = 1 − exp(−Δ²/2σ²), elementwise."""
+    return 1.0 - torch.exp(-delta.square() / (2.0 * sigma**2))
+
+
+def mixture_log_prob(snapshot_logprobs: torch.Tensor, decay: float) -> torch.Tensor:
+    """log Σⱼ wⱼ·πⱼ(a|s) from (J, ...) per-snapshot log-probs, most recent first, wⱼ = η^j / Σ η^j."""
+    num = snapshot_logprobs.shape[0]
+    log_weights = torch.arange(num, dtype=snapshot_logprobs.dtype, device=snapshot_logprobs.device) * math.log(decay)
+    log_weights = log_weights - torch.logsumexp(log_weights, dim=0)
+    return torch.logsumexp(log_weights.view(-1, *[1] * (snapshot_logprobs.dim() - 1)) + snapshot_logprobs, dim=0)
+
+
+class MixtureAnchor:
+    """The last J rollout-time policies (parameter copies, most recent first) and the mixture's log-prob."""
+
+    def __init__(self, policy: ppo.Policy, size: int, decay: float) -> None:
+        self.size, self.decay = size, decay
+        self.scratch = copy.deepcopy(policy)  # evaluates each snapshot without touching the live policy
+        self.snapshots: list[dict[str, torch.Tensor]] = []
+
+    def push(self, policy: ppo.Policy) -> None:
+        snapshot = {name: tensor.detach().clone() for name, tensor in policy.state_dict().items()}
+        self.snapshots = [snapshot, *self.snapshots][: self.size]
+
+    @torch.no_grad()
+    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        per_snapshot = []
+        for snapshot in self.snapshots:
+            self.scratch.load_state_dict(snapshot)
+            per_snapshot.append(self.scratch.log_prob(obs, actions)[0])
+        return mixture_log_prob(torch.stack(per_snapshot), self.decay)
+
+
+class GaussianTrustRegion:
+    """The three hooks PPO's loop calls (see `ppo.TrustRegion`), plus the gtr/* diagnostics."""
+
+    def __init__(self, args: GTRArgs, policy: ppo.Policy) -> None:
+        self.args = args
+        self.anchor = MixtureAnchor(policy, args.anchor_size, args.anchor_decay)
+        self.previous_direction: torch.Tensor | None = None
+        self.parameters_before: torch.Tensor | None = None
+        self.stats: dict[str, list[torch.Tensor]] = {}
+
+    def before_update(self, storage: RolloutStorage, policy: ppo.Policy) -> None:
+        self.anchor.push(policy)  # π_old joins the mixture as its most recent member
+        steps, envs = storage.logprobs.shape
+        flat_obs = storage.obs.reshape(steps * envs, -1)
+        flat_actions = storage.actions.reshape(steps * envs, *storage.actions.shape[2:])
+        storage.extra = self.anchor.log_prob(flat_obs, flat_actions).reshape(steps, envs, 1)
+        self.parameters_before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
+        self.stats = {"released": [], "kl_anchor": []}
+
+    def policy_loss(self, ppo_loss: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
+                    new_logprobs: torch.Tensor, minibatch: Minibatch) -> torch.Tensor:
+        surrogate = ppo_loss if self.args.mode == "add" else -(ratio * advantages).mean()
+        delta = new_logprobs - minibatch.extra[:, 0]
+        with torch.no_grad():
+            self.stats["released"].append((delta.abs() > self.args.sigma).float().mean())
+            self.stats["kl_anchor"].append((delta.exp() - 1 - delta).mean())  # k3 estimate of KL(π_A ‖ π_θ)
+        return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean()
+
+    @torch.no_grad()
+    def after_update(self, policy: ppo.Policy) -> dict[str, torch.Tensor]:
+        direction = torch.nn.utils.parameters_to_vector(policy.parameters()) - self.parameters_before
+        report = {
+            "gtr/released_fraction": torch.stack(self.stats["released"]).mean(),
+            "gtr/kl_anchor": torch.stack(self.stats["kl_anchor"]).mean(),
+            "gtr/anchor_policies": torch.tensor(float(len(self.anchor.snapshots))),
+        }
+        if self.previous_direction is not None:
+            report["gtr/update_cosine"] = torch.nn.functional.cosine_similarity(direction, self.previous_direction, dim=0)
+        self.previous_direction = direction
+        return report
+
+    def state_dict(self) -> dict:
+        return {"snapshots": self.anchor.snapshots, "previous_direction": self.previous_direction}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.anchor.snapshots, self.previous_direction = state["snapshots"], state["previous_direction"]
+
+
+def main(args: Args) -> dict:
+    gtr = args.gtr
+    if gtr.sigma <= 0 or gtr.anchor_size < 1 or not 0 < gtr.anchor_decay <= 1:
+        raise UserError("GTR needs --gtr.sigma > 0, --gtr.anchor-size ≥ 1 and --gtr.anchor-decay in (0, 1]")
+    # ppo.main builds the policy, so it builds the trust region too, from this factory.
+    return ppo.main(args, make_trust_region=lambda policy: GaussianTrustRegion(args.gtr, policy), agent_name="gtr")
+
+
+if __name__ == "__main__":
+    cli_main(main, Args)

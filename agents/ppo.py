@@ -1,0 +1,315 @@
+"""PPO: Proximal Policy Optimization (Schulman et al. 2017, arXiv 1707.06347), discrete and continuous actions.
+
+Defaults are CleanRL's `ppo_continuous_action.py` (= the spec's PPO base, remedies-and-agents.md §4.4): 1 env,
+2,048-step rollouts, 10 epochs × 32 minibatches, clip 0.2 with value clipping, entropy 0, γ 0.99, GAE λ 0.95,
+Adam lr 3e-4 (eps 1e-5) annealed linearly, grad-norm clip 0.5, per-minibatch advantage normalisation, 64-64
+tanh networks with orthogonal init, observation and reward normalisation (clip ±10). For CartPole the rl-zoo
+recipe is in the README (8 envs, 32 steps, 20 epochs, λ 0.8, γ 0.98, lr 1e-3 and clip 0.2 both annealed).
+
+    for each iteration:
+        lr ← lr₀·(1 − (i − 1)/I)                                    (--anneal-lr)
+        collect T steps × N envs with π_old: store s, a, log π_old(a|s), r̃, terminated, truncated, s'
+        Â = GAE(γ, λ) bootstrapping from V(s') on truncation, not on termination   (cleanrl_plus/rollout.py)
+        for each epoch, for each minibatch:
+            ρ = π_θ(a|s)/π_old(a|s);  Â ← (Â − mean)/std
+            L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)]
+            L_V = ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)]      (--clip-vloss)
+            minimise L_clip + c_V·L_V − c_H·H[π_θ];  clip ‖∇‖ ≤ 0.5
+
+`main(args, make_trust_region=...)` is also GTR's loop (agents/gtr.py): a trust region may add anchor data before
+the epochs and replace the policy loss inside them; everything else is PPO's.
+
+Run: python agents/ppo.py --env-id CartPole-v1      (python agents/ppo.py --help lists every flag)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Literal, Protocol
+
+import gymnasium as gym
+import torch
+import torch.nn as nn
+
+import envs
+from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
+from cleanrl_plus.config import RunArgs
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
+from cleanrl_plus.rollout import Minibatch, RolloutStorage
+from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.session import TrainingSession
+from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+
+torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost more than the math here
+
+
+@dataclasses.dataclass
+class Args(RunArgs):
+    exp_name: str = "ppo"
+    """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
+    env_id: str = "Hopper-v5"
+    """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5, InvertedPendulum-v5)"""
+    learning_rate: float = 3e-4
+    """Adam learning rate"""
+    adam_eps: float = 1e-5
+    """Adam ε (CleanRL's 1e-5)"""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """Adam (β1, β2); continual-learning work (Dohare et al. 2024) uses (0.99, 0.99)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 over the run"""
+    num_steps: int = 2048
+    """steps per environment per rollout (rollout size = num_steps × num_envs)"""
+    gamma: float = 0.99
+    """discount factor γ"""
+    gae_lambda: float = 0.95
+    """GAE λ"""
+    num_minibatches: int = 32
+    """minibatches per epoch"""
+    update_epochs: int = 10
+    """passes over each rollout"""
+    norm_adv: bool = True
+    """normalise advantages per minibatch"""
+    clip_coef: float = 0.2
+    """surrogate clipping ε (also the value clipping range)"""
+    anneal_clip: bool = False
+    """anneal ε linearly to 0 like the lr (rl-zoo's lin_0.2 for CartPole)"""
+    clip_vloss: bool = True
+    """clip the value loss around the rollout-time values"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient c_H"""
+    vf_coef: float = 0.5
+    """value loss coefficient c_V"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip"""
+    target_kl: float = 0.0
+    """stop the epochs of an iteration once the approximate KL to π_old exceeds this (0 = never; costs a sync per epoch)"""
+    normalize_obs: bool = True
+    """normalise observations with running statistics (clip ±10); statistics are checkpointed"""
+    normalize_reward: bool = True
+    """scale rewards by the running std of the discounted return (clip ±10); logged returns stay raw"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden widths of the policy and of the value network (separate networks)"""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """hidden activation (CleanRL: tanh; the loss-of-plasticity PPO setting uses relu with 256-256)"""
+    diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))
+    """plasticity diagnostics of policy and value network on a probe batch of the current rollout (plasticity/diagnostics.py)"""
+
+
+def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    """CleanRL's init: orthogonal weights with gain `std`, constant bias."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def ppo_mlp(in_features: int, out_features: int, hidden: tuple[int, ...], activation: str, out_std: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [layer_init(nn.Linear(in_features, width)), nn.Tanh() if activation == "tanh" else nn.ReLU()]
+        in_features = width
+    layers.append(layer_init(nn.Linear(in_features, out_features), std=out_std))
+    return nn.Sequential(*layers)
+
+
+class Policy(nn.Module):
+    """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box."""
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str) -> None:
+        super().__init__()
+        self.continuous = isinstance(action_space, gym.spaces.Box)
+        out = int(action_space.shape[0]) if self.continuous else int(action_space.n)
+        self.net = ppo_mlp(obs_dim, out, hidden, activation, out_std=0.01)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.zeros(out))
+
+    def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+        if self.continuous:
+            mean = self.net(obs)
+            return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
+        return torch.distributions.Categorical(logits=self.net(obs))
+
+    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log π(a|s), entropy H[π(·|s)]), one value per sample."""
+        dist = self.distribution(obs)
+        if self.continuous:
+            return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
+        return dist.log_prob(actions), dist.entropy()
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        dist = self.distribution(obs)
+        actions = dist.sample()
+        logprob = dist.log_prob(actions)
+        return actions, logprob.sum(-1) if self.continuous else logprob
+
+    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs) if self.continuous else self.net(obs).argmax(dim=-1)
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str) -> None:
+        super().__init__()
+        self.policy = Policy(obs_dim, action_space, hidden, activation)
+        self.critic = ppo_mlp(obs_dim, 1, hidden, activation, out_std=1.0)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+
+def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float) -> torch.Tensor:
+    """L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)]."""
+    return torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
+
+
+def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float, clip: bool) -> torch.Tensor:
+    """½E[(V − R)²], or with clipping ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)]."""
+    unclipped = (new_values - minibatch.returns).square()
+    if not clip:
+        return 0.5 * unclipped.mean()
+    clipped = minibatch.values + (new_values - minibatch.values).clamp(-clip_coef, clip_coef)
+    return 0.5 * torch.max(unclipped, (clipped - minibatch.returns).square()).mean()
+
+
+class TrustRegion(Protocol):
+    """What GTR plugs into PPO's loop (agents/gtr.py)."""
+
+    def before_update(self, storage: RolloutStorage, policy: Policy) -> None: ...
+
+    def policy_loss(self, ppo_loss: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
+                    new_logprobs: torch.Tensor, minibatch: Minibatch) -> torch.Tensor: ...
+
+    def after_update(self, policy: Policy) -> dict[str, torch.Tensor]: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
+    run = start_run(args)
+    device = run.device
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device)
+    space = env.single_action_space
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or len(env.single_observation_space.shape) != 1:
+        raise UserError(f"{agent_name} supports vector observations with Discrete or Box actions; {args.env_id} has {env.single_observation_space} → {space}")
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device)
+    obs_dim = int(env.single_observation_space.shape[0])
+    continuous = isinstance(space, gym.spaces.Box)
+
+    agent = ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=args.adam_eps, betas=args.adam_betas)
+    obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
+    reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
+    storage = RolloutStorage(args.num_steps, env.num_envs, (obs_dim,), tuple(space.shape), device,
+                             torch.float32 if continuous else torch.long)
+    if continuous:
+        action_low = torch.as_tensor(space.low, device=device, dtype=torch.float32)
+        action_high = torch.as_tensor(space.high, device=device, dtype=torch.float32)
+
+    def act_in_env(actions: torch.Tensor) -> torch.Tensor:
+        return actions.clamp(action_low, action_high) if continuous else actions  # the stored action stays unclipped
+
+    def greedy_policy(obs: torch.Tensor) -> torch.Tensor:
+        return act_in_env(agent.policy.greedy(obs_normalizer(obs)))
+
+    def hidden_linears(net: nn.Sequential) -> list[nn.Module]:
+        return [m for m in net if isinstance(m, nn.Linear)]
+
+    activation = torch.tanh if args.activation == "tanh" else torch.relu
+    monitor = PlasticityMonitor(
+        args.diagnostics,
+        policy=(agent.policy, ActivationProbe(hidden_linears(agent.policy.net)[:-1], hidden_linears(agent.policy.net)[-1], activation),
+                lambda b: agent.policy.net(b.obs)),
+        critic=(agent.critic, ActivationProbe(hidden_linears(agent.critic)[:-1], hidden_linears(agent.critic)[-1], activation),
+                lambda b: agent.value(b.obs)),
+    )
+    stateful = dict(agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer, reward_scaler=reward_scaler, env=env, monitor=monitor)
+    trust_region = make_trust_region(agent.policy) if make_trust_region else None
+    if trust_region is not None:
+        stateful["trust_region"] = trust_region
+
+    batch_size = args.num_steps * env.num_envs
+    num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
+    global_step, iteration, num_updates = 0, 0, 0
+    obs = obs_normalizer(env.reset(seed=args.seed), update=True)
+    if run.resumed:
+        state = run.resumed
+        load_state_dicts(state, **stateful)
+        obs, global_step, iteration, num_updates = state["obs"].to(device), state["global_step"], state["iteration"], state["num_updates"]
+        restore_rng_state(state["rng"])
+
+    def checkpoint_state() -> dict:
+        counters = {"global_step": global_step, "iteration": iteration, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
+        return counters | state_dicts(**stateful)
+
+    session = TrainingSession(run, agent_name, env, evaluator, start_step=global_step)
+    session.learning_started(global_step, num_updates)
+
+    while iteration < num_iterations and not run.stop_requested:
+        iteration += 1
+        progress_left = 1.0 - (iteration - 1) / num_iterations
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"] = args.learning_rate * progress_left
+        clip_coef = args.clip_coef * progress_left if args.anneal_clip else args.clip_coef
+
+        # ---- rollout with π_old (observations are stored normalised, as the policy saw them) ---------------
+        with torch.no_grad():
+            for t in range(args.num_steps):
+                actions, logprobs = agent.policy.sample(obs)
+                step = env.step(act_in_env(actions))
+                rewards = reward_scaler(step.reward, step.terminated | step.truncated)
+                next_obs = obs_normalizer(step.next_obs)  # the true s' (final obs at episode ends), current statistics
+                storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
+                obs = obs_normalizer(step.obs, update=True)
+        previous_step, global_step = global_step, global_step + batch_size
+        storage.compute_advantages(agent.value, args.gamma, args.gae_lambda)
+        if trust_region is not None:
+            trust_region.before_update(storage, agent.policy)
+
+        # ---- K epochs of minibatch updates ---------------------------------------------------------------
+        clip_fractions = []
+        for epoch in range(args.update_epochs):
+            for minibatch in storage.minibatches(args.num_minibatches):
+                new_logprobs, entropy = agent.policy.log_prob(minibatch.obs, minibatch.actions)
+                new_values = agent.value(minibatch.obs)
+                logratio = new_logprobs - minibatch.logprobs
+                ratio = logratio.exp()
+                advantages = minibatch.advantages
+                if args.norm_adv:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                pg_loss = clipped_surrogate_loss(ratio, advantages, clip_coef)
+                if trust_region is not None:
+                    pg_loss = trust_region.policy_loss(pg_loss, ratio, advantages, new_logprobs, minibatch)
+                v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
+                entropy_loss = entropy.mean()
+                loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
+
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                num_updates += 1
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(π_old ‖ π_θ)
+                    clip_fractions.append(((ratio - 1.0).abs() > clip_coef).float().mean())
+                monitor.after_update(num_updates, storage, run.logger, global_step)
+            if args.target_kl and float(approx_kl) > args.target_kl:
+                break
+
+        losses = {
+            "losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy_loss.detach(),
+            "losses/approx_kl": approx_kl, "losses/clipfrac": torch.stack(clip_fractions).mean(),
+            "losses/explained_variance": 1 - (storage.returns - storage.values).var() / storage.returns.var().clamp_min(1e-8),
+            "charts/learning_rate": torch.tensor(optimizer.param_groups[0]["lr"]),
+        }
+        if trust_region is not None:
+            losses |= trust_region.after_update(agent.policy)
+        session.after_step(previous_step, global_step, num_updates, losses, greedy_policy, checkpoint_state)
+
+    return session.finish(global_step, num_updates, greedy_policy, checkpoint_state)
+
+
+if __name__ == "__main__":
+    cli_main(main, Args)

@@ -1,0 +1,109 @@
+"""On-policy rollout storage and generalised advantage estimation, shared by PPO and GTR.
+
+Truncation is handled by bootstrapping, never by treating the cut as terminal: every step stores the true
+next observation s'ₜ (the final observation where an episode ended), values of all s'ₜ are computed in one
+batched pass after the rollout, and
+
+    δₜ = rₜ + γ(1 − terminatedₜ)·V(s'ₜ) − V(sₜ)
+    Âₜ = δₜ + γλ(1 − doneₜ)·Âₜ₊₁,      doneₜ = terminatedₜ ∨ truncatedₜ,   Â_T = 0.
+
+Without truncations this is exactly CleanRL's recursion; with one, the cut step still bootstraps from
+V(s_final) while the advantage does not leak into the next episode.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import torch
+
+
+class Minibatch(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    values: torch.Tensor
+    extra: torch.Tensor  # per-sample quantities an agent adds (GTR: anchor log-probabilities); empty otherwise
+
+
+def generalized_advantages(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    dones: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE(γ, λ) over (T, N) tensors; returns (advantages, returns = advantages + values)."""
+    not_terminated, not_done = 1.0 - terminated.float(), 1.0 - dones.float()
+    deltas = rewards + gamma * not_terminated * next_values - values
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in reversed(range(rewards.shape[0])):
+        running = deltas[t] + gamma * gae_lambda * not_done[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+class RolloutStorage:
+    """Preallocated (num_steps, num_envs, ...) tensors of one rollout, on the training device."""
+
+    def __init__(
+        self,
+        num_steps: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        device: torch.device,
+        action_dtype: torch.dtype = torch.float32,
+    ) -> None:
+        self.num_steps, self.num_envs = num_steps, num_envs
+        size = (num_steps, num_envs)
+        self.obs = torch.zeros(size + obs_shape, device=device)
+        self.next_obs = torch.zeros(size + obs_shape, device=device)
+        self.actions = torch.zeros(size + action_shape, dtype=action_dtype, device=device)
+        self.logprobs = torch.zeros(size, device=device)
+        self.rewards = torch.zeros(size, device=device)
+        self.terminated = torch.zeros(size, dtype=torch.bool, device=device)
+        self.dones = torch.zeros(size, dtype=torch.bool, device=device)
+        self.extra = torch.zeros(size + (0,), device=device)
+        self.advantages = self.returns = self.values = None
+
+    def add(self, t: int, obs, actions, logprobs, rewards, terminated, truncated, next_obs) -> None:
+        self.obs[t], self.actions[t], self.logprobs[t], self.rewards[t] = obs, actions, logprobs, rewards
+        self.terminated[t], self.dones[t], self.next_obs[t] = terminated, terminated | truncated, next_obs
+
+    @torch.no_grad()
+    def compute_advantages(self, value_fn: Callable[[torch.Tensor], torch.Tensor], gamma: float, gae_lambda: float) -> None:
+        """V(sₜ) and V(s'ₜ) for the whole rollout in two batched passes (the parameters did not change during
+        it, so these equal the values a per-step evaluation would have produced), then GAE."""
+        flat = (self.num_steps * self.num_envs,)
+        size = (self.num_steps, self.num_envs)
+        self.values = value_fn(self.obs.reshape(flat + self.obs.shape[2:])).reshape(size)
+        next_values = value_fn(self.next_obs.reshape(flat + self.obs.shape[2:])).reshape(size)
+        self.advantages, self.returns = generalized_advantages(
+            self.rewards, self.values, next_values, self.terminated, self.dones, gamma, gae_lambda
+        )
+
+    def flat(self) -> Minibatch:
+        def flatten(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(self.num_steps * self.num_envs, *x.shape[2:])
+
+        return Minibatch(*(flatten(x) for x in (self.obs, self.actions, self.logprobs, self.advantages, self.returns, self.values, self.extra)))
+
+    def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None):
+        """One epoch: a fresh permutation of the flattened rollout cut into `num_minibatches` parts."""
+        data = self.flat()
+        batch_size = data.obs.shape[0]
+        order = torch.randperm(batch_size, device=data.obs.device, generator=generator)
+        for indices in order.chunk(num_minibatches):
+            yield Minibatch(*(x[indices] for x in data))
+
+    def sample(self, batch_size: int) -> Minibatch:
+        """Random transitions of the current rollout (probe batches for diagnostics and ReDo)."""
+        data = self.flat()
+        indices = torch.randint(data.obs.shape[0], (batch_size,), device=data.obs.device)
+        return Minibatch(*(x[indices] for x in data))

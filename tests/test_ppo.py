@@ -1,0 +1,183 @@
+"""PPO and GTR: GAE with truncation, the clipped objectives, normalisers, the Gaussian trust region, resume."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+
+from agents import gtr, ppo
+from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
+from cleanrl_plus.rollout import Minibatch, RolloutStorage, generalized_advantages
+
+TINY = dict(num_steps=64, num_minibatches=2, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=2, progress=False, eval_every=0)
+
+
+def test_gae_bootstraps_a_truncation_but_not_across_it():
+    """T = 3, one env, γ = 0.9, λ = 0.8; the episode is cut by the time limit after step 1 (V(s_final) = 9)."""
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    values = torch.tensor([[0.5], [1.0], [1.5]])
+    next_values = torch.tensor([[1.0], [9.0], [2.0]])
+    no = torch.zeros(3, 1, dtype=torch.bool)
+    cut = torch.tensor([[False], [True], [False]])
+    advantages, returns = generalized_advantages(rewards, values, next_values, no, cut, 0.9, 0.8)
+    # δ₂ = 3 + 0.9·2 − 1.5 = 3.3;  δ₁ = 2 + 0.9·9 − 1 = 9.1 (bootstrapped), Â₁ does not see Â₂;  Â₀ = 1.4 + 0.72·9.1
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([1.4 + 0.72 * 9.1, 9.1, 3.3]))
+    torch.testing.assert_close(returns, advantages + values)
+    # the same cut as a termination: no bootstrap from V(s_final)
+    terminal, _ = generalized_advantages(rewards, values, next_values, cut, cut, 0.9, 0.8)
+    torch.testing.assert_close(terminal[:, 0], torch.tensor([1.4 + 0.72 * 1.0, 1.0, 3.3]))
+
+
+def test_gae_without_episode_ends_matches_the_discounted_sum_of_deltas():
+    torch.manual_seed(0)
+    rewards, values, next_values = torch.randn(5, 2), torch.randn(5, 2), torch.randn(5, 2)
+    no = torch.zeros(5, 2, dtype=torch.bool)
+    advantages, _ = generalized_advantages(rewards, values, next_values, no, no, 0.99, 0.95)
+    deltas = rewards + 0.99 * next_values - values
+    expected = sum((0.99 * 0.95) ** k * deltas[k] for k in range(5))
+    torch.testing.assert_close(advantages[0], expected)
+
+
+def test_rollout_storage_values_the_stored_final_observation():
+    storage = RolloutStorage(2, 1, (2,), (), torch.device("cpu"), torch.long)
+    one = torch.ones(1, dtype=torch.bool)
+    storage.add(0, torch.tensor([[1.0, 0.0]]), torch.tensor([0]), torch.zeros(1), torch.ones(1), ~one, one, torch.tensor([[5.0, 5.0]]))
+    storage.add(1, torch.tensor([[0.0, 1.0]]), torch.tensor([1]), torch.zeros(1), torch.ones(1), ~one, ~one, torch.tensor([[2.0, 0.0]]))
+    storage.compute_advantages(lambda obs: obs.sum(-1), gamma=0.5, gae_lambda=1.0)
+    # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
+    torch.testing.assert_close(storage.advantages[:, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
+    batches = list(storage.minibatches(2))
+    assert [b.obs.shape[0] for b in batches] == [1, 1]
+    assert sorted(float(b.advantages[0]) for b in batches) == [1.0, 5.0]
+
+
+def test_clipped_surrogate_on_a_constructed_batch():
+    ratio = torch.tensor([0.5, 1.0, 1.5], requires_grad=True)
+    advantages = torch.tensor([1.0, -1.0, 1.0])
+    loss = ppo.clipped_surrogate_loss(ratio, advantages, 0.2)
+    # −mean(min(ρÂ, clip(ρ)Â)) = −(0.5 − 1 + 1.2)/3
+    torch.testing.assert_close(loss, torch.tensor(-(0.5 - 1.0 + 1.2) / 3))
+    loss.backward()
+    torch.testing.assert_close(ratio.grad, torch.tensor([-1 / 3, 1 / 3, 0.0]))  # the clipped sample gets no gradient
+
+
+def test_value_loss_clips_around_the_rollout_values():
+    batch = Minibatch(*[None] * 4, returns=torch.tensor([1.0, 1.0]), values=torch.tensor([0.0, 0.0]), extra=None)
+    new_values = torch.tensor([0.5, 3.0])
+    # sample 1: unclipped (3−1)² = 4, clipped (0 + 0.2 − 1)² = 0.64 → max 4; sample 0: 0.25 vs 0.64 → 0.64
+    torch.testing.assert_close(ppo.value_loss(new_values, batch, 0.2, clip=True), torch.tensor(0.5 * (0.64 + 4.0) / 2))
+    torch.testing.assert_close(ppo.value_loss(new_values, batch, 0.2, clip=False), torch.tensor(0.5 * (0.25 + 4.0) / 2))
+
+
+def test_observation_normalizer_standardises_and_clips():
+    normalizer = ObservationNormalizer((2,), enabled=True, clip=1.5)
+    batch = torch.tensor([[0.0, 10.0], [2.0, 30.0]])
+    out = normalizer(batch, update=True)
+    torch.testing.assert_close(out, torch.tensor([[-1.0, -1.0], [1.0, 1.0]]), atol=1e-4, rtol=0)
+    assert float(normalizer(torch.tensor([[100.0, 20.0]]))[0, 0]) == 1.5
+    assert torch.equal(ObservationNormalizer((2,), enabled=False)(batch), batch)
+
+
+def test_reward_scaler_divides_by_the_std_of_the_discounted_return_and_restarts_at_episode_ends():
+    scaler = RewardScaler(1, gamma=0.5, enabled=True)
+    done, not_done = torch.tensor([True]), torch.tensor([False])
+    scaler(torch.tensor([2.0]), not_done)  # G = 2
+    out = scaler(torch.tensor([2.0]), done)  # G = 3, then restarts
+    var = 0.25  # population variance of the discounted returns seen so far, [2, 3]
+    assert float(scaler.return_rms.count) == 2
+    torch.testing.assert_close(out, torch.tensor([2.0 / math.sqrt(var + 1e-8)]))
+    assert float(scaler.discounted_return[0]) == 0.0
+
+
+def test_gaussian_penalty_is_bounded_peaks_in_slope_at_sigma_and_lets_go_far_away():
+    sigma = 0.2
+    delta = torch.linspace(-3, 3, 6001, requires_grad=True)
+    penalty = gtr.gaussian_penalty(delta, sigma)
+    penalty.sum().backward()
+    assert float(penalty.detach().max()) <= 1.0 and float(penalty.detach().min()) == 0.0  # bounded: 1 − exp(·) reaches 1.0 only in float rounding
+    assert float(gtr.gaussian_penalty(torch.tensor(3 * sigma), sigma)) < 1.0
+    torch.testing.assert_close(gtr.gaussian_penalty(torch.tensor(sigma), sigma), torch.tensor(1 - math.exp(-0.5)))
+    slope = delta.grad.abs()
+    assert abs(float(delta.detach()[slope.argmax()].abs()) - sigma) < 1e-3
+    torch.testing.assert_close(slope.max(), torch.tensor(math.exp(-0.5) / sigma), rtol=1e-4, atol=0)
+    assert float(slope[delta.detach().abs() > 10 * sigma].max()) < 1e-15
+
+
+def test_mixture_anchor_log_prob_is_the_log_of_the_weighted_snapshot_mixture():
+    logps = torch.log(torch.tensor([[0.5, 0.1], [0.2, 0.4], [0.9, 0.3]]))  # (J=3 snapshots, 2 samples), most recent first
+    weights = torch.tensor([1.0, 0.5, 0.25]) / 1.75
+    expected = torch.log((weights[:, None] * logps.exp()).sum(0))
+    torch.testing.assert_close(gtr.mixture_log_prob(logps, 0.5), expected)
+    torch.testing.assert_close(gtr.mixture_log_prob(logps[:1], 0.5), logps[0])
+
+
+def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
+    policy = ppo.Policy(3, gym.spaces.Discrete(2), (8,), "tanh")
+    anchor = gtr.MixtureAnchor(policy, size=2, decay=0.5)
+    obs, actions = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
+    logps = []
+    for _ in range(3):
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.add_(torch.randn_like(p))
+        anchor.push(policy)
+        logps.append(policy.log_prob(obs, actions)[0].detach())
+    assert len(anchor.snapshots) == 2
+    torch.testing.assert_close(anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[2], logps[1]]), 0.5))
+
+
+def _final_state(run_dir: str) -> dict:
+    return load_checkpoint(Path(run_dir) / "checkpoint.pt")
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_ppo_resume_continues_bit_identically(runs_dir, env_id):
+    common = dict(env_id=env_id, num_envs=2, runs_dir=runs_dir, **TINY)
+    straight = ppo.main(ppo.Args(total_timesteps=384, exp_name="straight", **common))
+    half = ppo.main(ppo.Args(total_timesteps=128, exp_name="split", **common))
+    resumed = ppo.main(ppo.Args(total_timesteps=384, exp_name="split", resume=half["run_dir"], **common))
+    assert resumed["global_step"] == 384
+    a, b = _final_state(straight["run_dir"]), _final_state(resumed["run_dir"])
+    for name in ("agent", "obs_normalizer", "reward_scaler"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
+
+
+def test_gtr_without_penalty_is_exactly_ppo_and_with_it_is_not(runs_dir):
+    common = dict(env_id="CartPole-v1", num_envs=2, total_timesteps=256, runs_dir=runs_dir, **TINY)
+    plain = _final_state(ppo.main(ppo.Args(exp_name="ppo", **common))["run_dir"])["agent"]
+    no_penalty = _final_state(gtr.main(gtr.Args(exp_name="g0", gtr=gtr.GTRArgs(beta=0.0), **common))["run_dir"])["agent"]
+    penalised = _final_state(gtr.main(gtr.Args(exp_name="g1", gtr=gtr.GTRArgs(beta=5.0, anchor_size=1), **common))["run_dir"])
+    assert all(torch.equal(plain[k], no_penalty[k]) for k in plain)
+    assert not all(torch.equal(plain[k], penalised["agent"][k]) for k in plain)
+    assert len(penalised["trust_region"]["snapshots"]) == 1
+
+
+def test_gtr_logs_its_diagnostics_and_replace_mode_runs(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = gtr.Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=512, log_every=128, runs_dir=runs_dir,
+                    gtr=gtr.GTRArgs(mode="replace"), **TINY)
+    result = gtr.main(args)
+    tags = set(EventAccumulator(result["run_dir"]).Reload().Tags()["scalars"])
+    for tag in ("gtr/released_fraction", "gtr/kl_anchor", "gtr/update_cosine", "losses/approx_kl", "losses/clipfrac",
+                "losses/explained_variance", "charts/episodic_return", "eval/episodic_return"):
+        assert tag in tags, tag
+    assert result["agent"] == "gtr" and result["finished"]
+
+
+def test_ppo_logs_plasticity_diagnostics_for_tanh_networks(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from plasticity.diagnostics import DiagnosticsArgs
+
+    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, log_every=64, runs_dir=runs_dir,
+                    diagnostics=DiagnosticsArgs(every=4, probe_size=32), **TINY)
+    result = ppo.main(args)
+    tags = set(EventAccumulator(result["run_dir"]).Reload().Tags()["scalars"])
+    assert {"plasticity/policy_dormant_0.1", "plasticity/critic_srank", "plasticity/policy_grad_norm"} <= tags
