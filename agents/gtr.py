@@ -129,12 +129,12 @@ class GaussianTrustRegion:
         return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean()
 
     @torch.no_grad()
-    def after_update(self, policy: ppo.Policy) -> dict[str, torch.Tensor]:
+    def after_update(self, policy: ppo.Policy) -> dict[str, torch.Tensor | float]:
         direction = torch.nn.utils.parameters_to_vector(policy.parameters()) - self.parameters_before
         report = {
             "gtr/released_fraction": torch.stack(self.stats["released"]).mean(),
             "gtr/kl_anchor": torch.stack(self.stats["kl_anchor"]).mean(),
-            "gtr/anchor_policies": torch.tensor(float(len(self.anchor.snapshots))),
+            "gtr/anchor_policies": float(len(self.anchor.snapshots)),
         }
         if self.previous_direction is not None:
             report["gtr/update_cosine"] = torch.nn.functional.cosine_similarity(direction, self.previous_direction, dim=0)

@@ -42,6 +42,7 @@ from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.resets import Resettable, ResetArgs, Resetter
 
 torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost more than the math here
 
@@ -96,6 +97,8 @@ class Args(RunArgs):
     """hidden activation (CleanRL: tanh; the loss-of-plasticity PPO setting uses relu with 256-256)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))
     """plasticity diagnostics of policy and value network on a probe batch of the current rollout (plasticity/diagnostics.py)"""
+    reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
+    """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch updates (plasticity/resets.py)"""
 
 
 def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -180,7 +183,7 @@ class TrustRegion(Protocol):
     def policy_loss(self, ppo_loss: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
                     new_logprobs: torch.Tensor, minibatch: Minibatch) -> torch.Tensor: ...
 
-    def after_update(self, policy: Policy) -> dict[str, torch.Tensor]: ...
+    def after_update(self, policy: Policy) -> dict[str, torch.Tensor | float]: ...
 
     def state_dict(self) -> dict: ...
 
@@ -188,6 +191,8 @@ class TrustRegion(Protocol):
 
 
 def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
+    if args.reset.method == "redo" and args.activation != "relu":
+        raise UserError(f"ReDo recycles dormant ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device)
@@ -225,7 +230,15 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         critic=(agent.critic, ActivationProbe(hidden_linears(agent.critic)[:-1], hidden_linears(agent.critic)[-1], activation),
                 lambda b: agent.value(b.obs)),
     )
-    stateful = dict(agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer, reward_scaler=reward_scaler, env=env, monitor=monitor)
+    resetter = Resetter(
+        args.reset,
+        critic=Resettable(agent.critic, optimizer, None, lambda: ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).critic.to(device),
+                          list(zip(hidden_linears(agent.critic)[:-1], hidden_linears(agent.critic)[1:])), lambda b: agent.value(b.obs)),
+        actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_dim, space, args.hidden_sizes, args.activation).to(device),
+                         list(zip(hidden_linears(agent.policy.net)[:-1], hidden_linears(agent.policy.net)[1:])), lambda b: agent.policy.net(b.obs)),
+    )
+    stateful = dict(agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer, reward_scaler=reward_scaler, env=env,
+                    monitor=monitor, resetter=resetter)
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
     if trust_region is not None:
         stateful["trust_region"] = trust_region
@@ -295,6 +308,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
                     approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(π_old ‖ π_θ)
                     clip_fractions.append(((ratio - 1.0).abs() > clip_coef).float().mean())
                 monitor.after_update(num_updates, storage, run.logger, global_step)
+                resetter.after_update(num_updates, storage, run.logger, global_step)
             if args.target_kl and float(approx_kl) > args.target_kl:
                 break
 
@@ -302,7 +316,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
             "losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy_loss.detach(),
             "losses/approx_kl": approx_kl, "losses/clipfrac": torch.stack(clip_fractions).mean(),
             "losses/explained_variance": 1 - (storage.returns - storage.values).var() / storage.returns.var().clamp_min(1e-8),
-            "charts/learning_rate": torch.tensor(optimizer.param_groups[0]["lr"]),
+            "charts/learning_rate": optimizer.param_groups[0]["lr"],
         }
         if trust_region is not None:
             losses |= trust_region.after_update(agent.policy)

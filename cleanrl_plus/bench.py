@@ -11,19 +11,19 @@ from typing import Literal
 
 import tyro
 
-AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba"}
+AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba", "ppo": "agents.ppo", "gtr": "agents.gtr"}
 
 
 @dataclasses.dataclass
 class BenchArgs:
-    agent: tyro.conf.Positional[Literal["td3", "sac_simba"]]
+    agent: tyro.conf.Positional[Literal["td3", "sac_simba", "ppo", "gtr"]]
     """which agent's training loop to time"""
     env_id: str = "Hopper-v5"
     """environment to run"""
     steps: int = 3_000
     """timed environment steps after warm-up (learning is on for all of them)"""
     warmup: int = 1_000
-    """untimed random-action steps that fill the replay before learning starts"""
+    """off-policy agents: untimed random-action steps that fill the replay before learning starts (on-policy: unused)"""
     num_envs: int = 1
     """parallel environments"""
     threads: int = 0
@@ -40,18 +40,20 @@ class BenchArgs:
 
 def bench(args: BenchArgs) -> dict:
     module = importlib.import_module(AGENTS[args.agent])
+    off_policy = any(field.name == "learning_starts" for field in dataclasses.fields(module.Args))
+    warmup = args.warmup if off_policy else 0  # on-policy agents learn from the first rollout: all steps are timed
     with tempfile.TemporaryDirectory() as runs_dir:
         agent_args = module.Args(
-            env_id=args.env_id, total_timesteps=args.warmup + args.steps, learning_starts=args.warmup,
-            num_envs=args.num_envs, threads=args.threads, device=args.device, seed=args.seed,
-            eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000, runs_dir=runs_dir, progress=False,
+            env_id=args.env_id, total_timesteps=warmup + args.steps, num_envs=args.num_envs, threads=args.threads,
+            device=args.device, seed=args.seed, eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000,
+            runs_dir=runs_dir, progress=False, **({"learning_starts": warmup} if off_policy else {}),
         )
         if args.agent_flags:
             agent_args = tyro.cli(module.Args, args=shlex.split(args.agent_flags), default=agent_args)
         result = module.main(agent_args)
     return {
         "agent": args.agent, "env_id": args.env_id, "num_envs": args.num_envs, "device": result["device"],
-        "threads": result["threads"], "timed_steps": args.steps,
+        "threads": result["threads"], "timed_steps": args.steps, "warmup_steps": warmup,
         "env_steps_per_second": round(result["sps_learning"], 1),
         "updates_per_second": round(result["updates_per_second"], 1), "agent_flags": args.agent_flags,
     }
@@ -66,6 +68,6 @@ def main(argv: list[str] | None = None) -> dict:
         print(
             f"{result['agent']} on {result['env_id']} ({result['num_envs']} env, {result['device']}, {result['threads']} threads): "
             f"{result['env_steps_per_second']:.1f} env steps/s, {result['updates_per_second']:.1f} updates/s "
-            f"over {result['timed_steps']} steps after {args.warmup} warm-up steps {args.agent_flags}".rstrip()
+            f"over {result['timed_steps']} steps after {result['warmup_steps']} warm-up steps {args.agent_flags}".rstrip()
         )
     return result

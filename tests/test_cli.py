@@ -94,7 +94,9 @@ def test_resume_of_a_directory_that_is_not_a_run(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "agent, extra", [("td3", []), ("sac_simba", ["--agent-flags=--critic-width 32 --critic-blocks 1"])]
+    "agent, extra",
+    [("td3", []), ("sac_simba", ["--agent-flags=--critic-width 32 --critic-blocks 1"]),
+     ("ppo", ["--agent-flags=--num-steps 100 --num-minibatches 2 --update-epochs 1"])],
 )
 def test_bench_reports_steps_and_updates_per_second(agent, extra):
     result = run_script("-m", "cleanrl_plus.cli", "bench", agent, "--env-id", "Pendulum-v1", "--steps", "200", "--warmup", "100", "--threads", "1", "--json-out", *extra)

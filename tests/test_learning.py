@@ -47,7 +47,7 @@ def seeds_passing(
             for future in done:
                 results[running.pop(future)] = future.result()
         for future in running:
-            future.result()  # never leave a worker behind
+            results[running[future]] = future.result()  # never leave a worker behind
     for seed, history in sorted(results.items()):
         print(f"{agent} {env_id} seed {seed}: " + ", ".join(f"{step}: {ret:.0f}" for step, ret in history))
     return results
@@ -68,3 +68,24 @@ def test_sac_simba_reaches_minus_300_on_pendulum_within_6k_steps(tmp_path):
     Measured (eval every 1k): seed 1 −1503, −1007, −1070, −850, −196, −203; seed 2 −1471, −432, −222, −190, −210, −207."""
     results = seeds_passing("sac_simba", "Pendulum-v1", 6_000, 1_000, -300.0, str(tmp_path), dict(critic_width=128, critic_blocks=1, learning_starts=1_000))
     assert _count_passing(results, -300.0) >= 2, results
+
+
+# rl-zoo's PPO CartPole-v1 recipe (../shared/spec/continual-and-evaluation.md §4.1): 8 envs × 32 steps, one
+# minibatch of 256, 20 epochs, γ 0.98, λ 0.8, lr 1e-3 and clip 0.2 both annealed to 0, no value clipping,
+# no normalisation; eval 20 episodes.
+PPO_CARTPOLE = dict(num_envs=8, num_steps=32, num_minibatches=1, update_epochs=20, gae_lambda=0.8, gamma=0.98,
+                    learning_rate=1e-3, anneal_clip=True, clip_vloss=False, normalize_obs=False,
+                    normalize_reward=False, eval_episodes=20)
+
+
+def test_ppo_reaches_475_on_cartpole_within_50k_steps_in_all_3_seeds(tmp_path):
+    """Measured (eval every 10k): seed 1 227, 500, 500, 500, 500; seed 2 340, 500 ×4; seed 3 113, 266, 402, 496, 500."""
+    results = seeds_passing("ppo", "CartPole-v1", 50_000, 10_000, 475.0, str(tmp_path), PPO_CARTPOLE, needed=3)
+    assert _count_passing(results, 475.0) == 3, results
+
+
+def test_gtr_reaches_475_on_cartpole_within_50k_steps_in_all_3_seeds(tmp_path):
+    """GTR's defaults (σ 0.2, β 1, J 4, η 0.5, penalty added to the clip) on the same recipe. Measured:
+    seed 1 351, 425, 500, 500, 500; seed 2 237, 353, 448, 500, 500; seed 3 300, 397, 498, 500, 500."""
+    results = seeds_passing("gtr", "CartPole-v1", 50_000, 10_000, 475.0, str(tmp_path), PPO_CARTPOLE, needed=3)
+    assert _count_passing(results, 475.0) == 3, results

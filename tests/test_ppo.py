@@ -181,3 +181,27 @@ def test_ppo_logs_plasticity_diagnostics_for_tanh_networks(runs_dir):
     result = ppo.main(args)
     tags = set(EventAccumulator(result["run_dir"]).Reload().Tags()["scalars"])
     assert {"plasticity/policy_dormant_0.1", "plasticity/critic_srank", "plasticity/policy_grad_norm"} <= tags
+
+
+def test_ppo_redo_needs_relu_units(runs_dir):
+    from cleanrl_plus.errors import UserError
+    from plasticity.resets import ResetArgs
+
+    with pytest.raises(UserError, match="--activation relu"):
+        ppo.main(ppo.Args(env_id="CartPole-v1", total_timesteps=64, runs_dir=runs_dir, reset=ResetArgs(method="redo"), **TINY))
+    assert not Path(runs_dir).exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("method", ["redo", "shrink-perturb", "full"])
+def test_ppo_runs_each_reset_method_and_logs_it(runs_dir, method):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from plasticity.resets import ResetArgs
+
+    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, log_every=64, runs_dir=runs_dir, activation="relu",
+                    reset=ResetArgs(method=method, every=3), **TINY)
+    result = ppo.main(args)
+    events = EventAccumulator(result["run_dir"]).Reload()
+    assert events.Scalars("plasticity/resets")[-1].value >= 2
+    if method == "redo":
+        assert "plasticity/critic_recycled_fraction" in events.Tags()["scalars"]
