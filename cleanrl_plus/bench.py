@@ -1,4 +1,7 @@
-"""`cleanrl-plus bench <agent>`: speed of the real training loop after warm-up (env steps/s, updates/s)."""
+"""`cleanrl-plus bench <agent>`: speed of the real training loop after warm-up (env steps/s, updates/s).
+
+`cleanrl-plus bench env --env-id ... --num-envs N` times the environment alone with random actions drawn on
+the env's device (the throughput ceiling an agent on that backend can reach)."""
 
 from __future__ import annotations
 
@@ -7,8 +10,11 @@ import importlib
 import json
 import shlex
 import tempfile
+import time
 from typing import Literal
 
+import gymnasium as gym
+import torch
 import tyro
 
 AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba", "ppo": "agents.ppo", "gtr": "agents.gtr"}
@@ -16,8 +22,8 @@ AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba", "ppo": "agents.p
 
 @dataclasses.dataclass
 class BenchArgs:
-    agent: tyro.conf.Positional[Literal["td3", "sac_simba", "ppo", "gtr"]]
-    """which agent's training loop to time"""
+    agent: tyro.conf.Positional[Literal["td3", "sac_simba", "ppo", "gtr", "env"]]
+    """which agent's training loop to time ('env': the environment alone, random actions)"""
     env_id: str = "Hopper-v5"
     """environment to run"""
     steps: int = 3_000
@@ -38,7 +44,46 @@ class BenchArgs:
     """print the result as one JSON line"""
 
 
+def bench_env(args: BenchArgs) -> dict:
+    import envs
+    from cleanrl_plus.run import resolve_device, resolve_threads
+
+    device = resolve_device(args.device)
+    torch.set_num_threads(resolve_threads(args.threads))
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device)
+    space = env.single_action_space
+    if isinstance(space, gym.spaces.Discrete):
+        def random_actions() -> torch.Tensor:
+            return torch.randint(int(space.n), (env.num_envs,), device=device)
+    else:
+        low = torch.as_tensor(space.low, device=device, dtype=torch.float32)
+        high = torch.as_tensor(space.high, device=device, dtype=torch.float32)
+
+        def random_actions() -> torch.Tensor:
+            return low + (high - low) * torch.rand((env.num_envs, *space.shape), device=device)
+
+    def run(iterations: int) -> float:
+        start = time.perf_counter()
+        for _ in range(iterations):
+            step = env.step(random_actions())
+        step.reward.sum().item()  # wait for the device to finish
+        return time.perf_counter() - start
+
+    env.reset()
+    run(max(args.warmup // env.num_envs, 10))
+    iterations = max(-(-args.steps // env.num_envs), 1)
+    elapsed = run(iterations)
+    env.close()
+    return {
+        "agent": "env", "env_id": args.env_id, "num_envs": env.num_envs, "device": str(device), "threads": torch.get_num_threads(),
+        "timed_steps": iterations * env.num_envs, "warmup_steps": max(args.warmup // env.num_envs, 10) * env.num_envs,
+        "env_steps_per_second": round(iterations * env.num_envs / elapsed, 1), "updates_per_second": 0.0, "agent_flags": "",
+    }
+
+
 def bench(args: BenchArgs) -> dict:
+    if args.agent == "env":
+        return bench_env(args)
     module = importlib.import_module(AGENTS[args.agent])
     off_policy = any(field.name == "learning_starts" for field in dataclasses.fields(module.Args))
     warmup = args.warmup if off_policy else 0  # on-policy agents learn from the first rollout: all steps are timed
@@ -64,6 +109,9 @@ def main(argv: list[str] | None = None) -> dict:
     result = bench(args)
     if args.json_out:
         print(json.dumps(result))
+    elif args.agent == "env":
+        print(f"env {result['env_id']} ({result['num_envs']} envs, {result['device']}, {result['threads']} threads): "
+              f"{result['env_steps_per_second']:,.0f} env steps/s with random actions over {result['timed_steps']} steps")
     else:
         print(
             f"{result['agent']} on {result['env_id']} ({result['num_envs']} env, {result['device']}, {result['threads']} threads): "

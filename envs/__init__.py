@@ -2,7 +2,7 @@
 
 Every backend returns a `TorchVecEnv` (see `envs/base.py`) whose `step` gives torch tensors on the
 chosen device: the observation to act on, reward, terminated, truncated and the true next observation.
-Backends are chosen from the id (`dmc:` / `continual:` prefixes, later) or by `backend=`.
+Backends are chosen from the id (`dmc:domain-task`, `torch:CartPole-v1`) or by `backend=`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,16 @@ def _dmc(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: 
     return DMCVecEnv(env_id, num_envs, seed, device, **kwargs)
 
 
-# name -> factory; later issues add "atari", "envpool", "torch", "warp".
-BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium, "dmc": _dmc}
+def _torch(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> TorchVecEnv:
+    from envs.torch_classic import make_torch_classic
+
+    return make_torch_classic(env_id, num_envs, seed, device, **kwargs)
+
+
+# name -> factory; later issues add "atari", "envpool", "warp".
+BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium, "dmc": _dmc, "torch": _torch}
 # id prefix -> backend name, for ids that say which backend they need.
-PREFIXES: dict[str, str] = {"dmc:": "dmc"}
+PREFIXES: dict[str, str] = {"dmc:": "dmc", "torch:": "torch"}
 
 
 def backend_for(env_id: str) -> str:
@@ -53,6 +59,10 @@ def validate_env_id(env_id: str) -> None:
         from envs.dmc_backend import parse_dmc_id
 
         parse_dmc_id(env_id)
+    elif backend == "torch":
+        from envs.torch_classic import task_for
+
+        task_for(env_id)
 
 
 def make(
