@@ -42,6 +42,7 @@ from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.least import LEASTArgs
 from plasticity.resets import Resettable, ResetArgs, Resetter
 
 torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost more than the math here
@@ -97,6 +98,8 @@ class Args(RunArgs):
     """hidden activation (CleanRL: tanh; the loss-of-plasticity PPO setting uses relu with 256-256)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))
     """plasticity diagnostics of policy and value network on a probe batch of the current rollout (plasticity/diagnostics.py)"""
+    least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
+    """LEAST does not apply to PPO/GTR (it needs a Q function); present so that asking for it is a clear error"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
     """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch updates (plasticity/resets.py)"""
 
@@ -191,6 +194,8 @@ class TrustRegion(Protocol):
 
 
 def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
+    if args.least.enabled:
+        raise UserError(f"LEAST needs a Q function to judge episodes; {agent_name} has none — use agents/td3.py or agents/sac_simba.py")
     if args.reset.method == "redo" and args.activation != "relu":
         raise UserError(f"ReDo recycles dormant ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
     run = start_run(args)

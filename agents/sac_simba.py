@@ -42,7 +42,9 @@ from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from plasticity.cir import CIRArgs, CIREncoder, cir_activation_probe, convex_min_max
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.least import EpisodeStopper, LEASTArgs
 from plasticity.resets import Resettable, ResetArgs, Resetter
 from plasticity.swd import SWDArgs, make_sampler
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
@@ -97,13 +99,19 @@ class Args(RunArgs):
     updates_per_step: int = 2
     """gradient updates per agent step (the update-to-data ratio)"""
     reuse_batch: bool = False
-    """reuse one batch for all updates of a step (same-batch reuse) instead of drawing a fresh batch per update"""
+    """reuse one batch for all updates of a step (same-batch reuse; CIR's SMR) instead of drawing a fresh batch per update"""
+    actor_q: Literal["min", "mean"] = "min"
+    """how the actor loss aggregates the critics: min (SAC/SimBa) or mean (CIR)"""
     swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
     """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
     """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
     """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
+    cir: CIRArgs = dataclasses.field(default_factory=CIRArgs)
+    """CIR: constrained-initial-representation critic torso and the convex min/max target (plasticity/cir.py)"""
+    least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
+    """LEAST: stop unpromising episodes early, stored as truncations (plasticity/least.py)"""
 
 
 LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
@@ -152,13 +160,23 @@ class Critic(nn.Module):
 
     def __init__(self, args: Args, obs_dim: int, action_dim: int, num_critics: int) -> None:
         super().__init__()
-        self.num_critics = num_critics
-        self.encoder = make_encoder(args, num_critics, obs_dim + action_dim, args.critic_width, args.critic_blocks)
-        self.head = orthogonal_(EnsembleLinear(num_critics, self.encoder.out_features, 1))
+        self.num_critics, self.cir = num_critics, args.cir.critic
+        if self.cir:  # PyTorch default init throughout, as CIR's code
+            self.encoder = CIREncoder(num_critics, obs_dim + action_dim, args.cir.width, args.cir.shared_layer_norm)
+            self.head = EnsembleLinear(num_critics, self.encoder.out_features, 1)
+        else:
+            self.encoder = make_encoder(args, num_critics, obs_dim + action_dim, args.critic_width, args.critic_blocks)
+            self.head = orthogonal_(EnsembleLinear(num_critics, self.encoder.out_features, 1))
 
     def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         inputs = torch.cat([x, action], dim=-1).expand(self.num_critics, -1, -1)
         return self.head(self.encoder(inputs)).squeeze(-1)
+
+    def activation_probe(self) -> ActivationProbe:
+        return cir_activation_probe(self.encoder, self.head) if self.cir else ActivationProbe(relu_layers(self.encoder), self.head)
+
+    def unit_pairs(self) -> list:
+        return [] if self.cir else unit_pairs(self.encoder, self.head)  # ReDo cannot pass CIR's LayerNorms and skips
 
 
 def soft_q_target(
@@ -168,9 +186,11 @@ def soft_q_target(
     next_log_prob: torch.Tensor,
     alpha: torch.Tensor,
     gamma: float,
+    convex_lambda: float = 1.0,
 ) -> torch.Tensor:
-    """y = r + γ(1 − terminated)·(min_i Q̄_i(x', a') − α·log π(a'|x')); with one critic the min is that critic."""
-    return rewards + gamma * (1.0 - terminated) * (next_q.min(dim=0).values - alpha * next_log_prob)
+    """y = r + γ(1 − terminated)·(min_i Q̄_i(x', a') − α·log π(a'|x')); with one critic the min is that critic;
+    CIR's convex target replaces the min by λ·min + (1 − λ)·max."""
+    return rewards + gamma * (1.0 - terminated) * (convex_min_max(next_q, convex_lambda) - alpha * next_log_prob)
 
 
 def main(args: Args) -> dict:
@@ -206,13 +226,13 @@ def main(args: Args) -> dict:
 
     monitor = PlasticityMonitor(
         args.diagnostics,
-        critic=(critic, ActivationProbe(relu_layers(critic.encoder), critic.head), lambda b: critic(normalize(b.obs), b.actions)),
+        critic=(critic, critic.activation_probe(), lambda b: critic(normalize(b.obs), b.actions)),
         actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs))),
     )
     resetter = Resetter(
         args.reset,
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),
-                          unit_pairs(critic.encoder, critic.head), lambda b: critic(normalize(b.obs), b.actions)),
+                          critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions)),
         actor=Resettable(actor, actor_optimizer, None, lambda: Actor(args, obs_dim, env.single_action_space).to(device),
                          unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs))),
     )
@@ -221,6 +241,9 @@ def main(args: Args) -> dict:
         critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay, env=env, monitor=monitor,
         resetter=resetter,
     )
+    stopper = None
+    if args.least.enabled:
+        stopper = stateful["stopper"] = EpisodeStopper(args.least, env.num_envs, env.max_episode_steps, args.total_timesteps, device)
     global_step, num_updates = 0, 0
     obs = env.reset(seed=args.seed)
     if run.resumed:
@@ -250,7 +273,15 @@ def main(args: Args) -> dict:
         # ---- step and store raw observations (normalised with the current statistics when sampled) ----
         step = env.step(actions)
         replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
-        obs = step.obs
+        if stopper is not None:  # LEAST: Q̂ = min Q(x, a), G = |soft TD error| of this transition; a stop is a truncation
+            with torch.no_grad():
+                q_taken = critic(normalize(obs), actions).min(dim=0).values
+                next_x = normalize(step.next_obs)
+                next_actions, next_log_prob = actor.sample(next_x)
+                next_value = critic_target(next_x, next_actions).min(dim=0).values - log_alpha.exp() * next_log_prob
+            obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
+        else:
+            obs = step.obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn: actor → temperature → critic → target, as in SimBa -------------------------------
@@ -265,7 +296,8 @@ def main(args: Args) -> dict:
 
                 new_actions, log_prob = actor.sample(x)
                 with frozen(critic):
-                    q_new = critic(x, new_actions).min(dim=0).values
+                    q_all = critic(x, new_actions)
+                    q_new = q_all.min(dim=0).values if args.actor_q == "min" else q_all.mean(dim=0)
                 actor_loss = (alpha * log_prob - q_new).mean()
                 actor_optimizer.zero_grad(set_to_none=True)
                 actor_loss.backward()
@@ -278,7 +310,8 @@ def main(args: Args) -> dict:
 
                 with torch.no_grad():
                     next_actions, next_log_prob = actor.sample(next_x)
-                    target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), args.gamma)
+                    target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), args.gamma,
+                                           args.cir.convex_lambda)
                 q_values = critic(x, batch.actions)
                 qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
                 critic_optimizer.zero_grad(set_to_none=True)
@@ -294,6 +327,8 @@ def main(args: Args) -> dict:
                 "losses/alpha": log_alpha.detach().exp(), "losses/alpha_loss": alpha_loss.detach(),
                 "losses/entropy": -log_prob.detach().mean(), "replay/sample_age": replay.age(batch).float().mean(),
             }
+            if stopper is not None:
+                losses |= stopper.report()
             if use_cdq:
                 losses |= {"losses/qf2_values": q_values[1].detach().mean(), "losses/qf2_loss": qf_losses[1].detach()}
 

@@ -33,7 +33,9 @@ from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from plasticity.cir import CIRArgs, CIRCritic, convex_min_max
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.least import EpisodeStopper, LEASTArgs
 from plasticity.resets import Resettable, ResetArgs, Resetter
 from plasticity.swd import SWDArgs, make_sampler
 
@@ -66,6 +68,8 @@ class Args(RunArgs):
     """the actor and the targets are updated once every `policy_frequency` critic updates (policy delay)"""
     gradient_steps: int = 1
     """critic updates per vector-env step (1 = CleanRL's replay ratio with one env)"""
+    reuse_batch: bool = False
+    """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR) instead of fresh batches"""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """hidden layer widths of the actor and of each critic"""
     swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
@@ -74,6 +78,10 @@ class Args(RunArgs):
     """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
     """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
+    cir: CIRArgs = dataclasses.field(default_factory=CIRArgs)
+    """CIR: constrained-initial-representation critic and the convex min/max target (plasticity/cir.py)"""
+    least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
+    """LEAST: stop unpromising episodes early, stored as truncations (plasticity/least.py)"""
 
 
 class Actor(nn.Module):
@@ -110,6 +118,17 @@ class TwinCritic(nn.Module):
             x = F.relu(layer.member(0, x))
         return self.layers[-1].member(0, x).squeeze(-1)
 
+    def activation_probe(self) -> ActivationProbe:
+        return ActivationProbe(self.layers[:-1], self.layers[-1])
+
+    def unit_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return list(zip(self.layers[:-1], self.layers[1:]))
+
+
+def make_critic(obs_dim: int, action_dim: int, args: Args) -> nn.Module:
+    """Twin critics: plain MLPs (TD3), or CIR torsos with --cir.critic."""
+    return CIRCritic(obs_dim, action_dim, args.cir) if args.cir.critic else TwinCritic(obs_dim, action_dim, args.hidden_sizes)
+
 
 def td3_target(
     batch: Batch,
@@ -118,14 +137,16 @@ def td3_target(
     gamma: float,
     smoothing_noise: torch.Tensor,
     noise_clip: float,
+    convex_lambda: float = 1.0,
 ) -> torch.Tensor:
-    """y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã), ã = clip(μ̄(s') + clip(noise, ±c)·scale, bounds)."""
+    """y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã), ã = clip(μ̄(s') + clip(noise, ±c)·scale, bounds);
+    with CIR's convex target the min becomes λ·min + (1 − λ)·max."""
     with torch.no_grad():
         noise = smoothing_noise.clamp(-noise_clip, noise_clip) * actor_target.action_scale
         low = actor_target.action_bias - actor_target.action_scale
         high = actor_target.action_bias + actor_target.action_scale
         next_action = (actor_target(batch.next_obs) + noise).clamp(low, high)
-        next_q = critic_target(batch.next_obs, next_action).min(dim=0).values
+        next_q = convex_min_max(critic_target(batch.next_obs, next_action), convex_lambda)
         return batch.rewards + gamma * (1.0 - batch.terminated) * next_q
 
 
@@ -140,7 +161,7 @@ def main(args: Args) -> dict:
     action_dim = int(env.single_action_space.shape[0])
 
     actor = Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device)
-    critic = TwinCritic(obs_dim, action_dim, args.hidden_sizes).to(device)
+    critic = make_critic(obs_dim, action_dim, args).to(device)
     actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
     actor_optimizer = adam(actor.parameters(), args.learning_rate, device)
     critic_optimizer = adam(critic.parameters(), args.learning_rate, device)
@@ -150,13 +171,13 @@ def main(args: Args) -> dict:
     actor_linears = [m for m in actor.net if isinstance(m, nn.Linear)]
     monitor = PlasticityMonitor(
         args.diagnostics,
-        critic=(critic, ActivationProbe(critic.layers[:-1], critic.layers[-1]), lambda b: critic(b.obs, b.actions)),
+        critic=(critic, critic.activation_probe(), lambda b: critic(b.obs, b.actions)),
         actor=(actor, ActivationProbe(actor_linears[:-1], actor_linears[-1]), lambda b: actor(b.obs)),
     )
     resetter = Resetter(
         args.reset,
-        critic=Resettable(critic, critic_optimizer, critic_target, lambda: TwinCritic(obs_dim, action_dim, args.hidden_sizes).to(device),
-                          list(zip(critic.layers[:-1], critic.layers[1:])), lambda b: critic(b.obs, b.actions)),
+        critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(obs_dim, action_dim, args).to(device),
+                          critic.unit_pairs(), lambda b: critic(b.obs, b.actions)),
         actor=Resettable(actor, actor_optimizer, actor_target, lambda: Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device),
                          list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(b.obs)),
     )
@@ -164,6 +185,9 @@ def main(args: Args) -> dict:
         actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target, actor_optimizer=actor_optimizer,
         critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor, resetter=resetter,
     )
+    stopper = None
+    if args.least.enabled:
+        stopper = stateful["stopper"] = EpisodeStopper(args.least, env.num_envs, env.max_episode_steps, args.total_timesteps, device)
     global_step, num_updates = 0, 0
     obs = env.reset(seed=args.seed)
     if run.resumed:
@@ -190,16 +214,23 @@ def main(args: Args) -> dict:
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) ---------
         step = env.step(actions)
         replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
-        obs = step.obs
+        if stopper is not None:  # LEAST: Q̂ = min Q(s, a), G = |TD error| of this transition; a stop is a truncation
+            with torch.no_grad():
+                q_taken = critic(obs, actions).min(dim=0).values
+                next_value = critic_target(step.next_obs, actor_target(step.next_obs)).min(dim=0).values
+            obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
+        else:
+            obs = step.obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn -----------------------------------------------------------------------------------
         if global_step > args.learning_starts:
             session.learning_started(global_step, num_updates)
-            for _ in range(args.gradient_steps):
-                batch = replay.sample(args.batch_size)
+            for gradient_step in range(args.gradient_steps):
+                if gradient_step == 0 or not args.reuse_batch:
+                    batch = replay.sample(args.batch_size)
                 smoothing_noise = torch.randn_like(batch.actions) * args.policy_noise
-                target = td3_target(batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip)
+                target = td3_target(batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip, args.cir.convex_lambda)
                 q_values = critic(batch.obs, batch.actions)
                 qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
                 critic_optimizer.zero_grad(set_to_none=True)
@@ -217,6 +248,8 @@ def main(args: Args) -> dict:
                     losses["losses/actor_loss"] = actor_loss.detach()
                 monitor.after_update(num_updates, replay, run.logger, global_step)
                 resetter.after_update(num_updates, replay, run.logger, global_step)
+            if stopper is not None:
+                losses |= stopper.report()
             losses.update({
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf2_values": q_values[1].detach().mean(),
                 "losses/qf1_loss": qf_losses[0].detach(), "losses/qf2_loss": qf_losses[1].detach(),

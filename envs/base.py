@@ -52,6 +52,7 @@ class TorchVecEnv:
     single_observation_space: gym.Space
     single_action_space: gym.Space
     can_terminate: bool = True  # False for tasks that only ever end by time limit (SimBa then uses one critic)
+    max_episode_steps: int = 0  # the time limit in agent steps (0 = none known)
 
     def __init__(self, num_envs: int) -> None:
         self.num_envs = num_envs
@@ -76,6 +77,11 @@ class TorchVecEnv:
     def close(self) -> None:
         pass
 
+    def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """End the episodes of the sub-envs in `mask` now (an early stop, i.e. a truncation) and return the batch of
+        observations to act on, with fresh initial observations where `mask` is set."""
+        raise UserError(f"{type(self).__name__} cannot stop episodes early; LEAST needs the gymnasium or torch backend")
+
     # --- shared helpers -----------------------------------------------------------------------------------
     def _to_torch(self, array: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.as_tensor(np.asarray(array), dtype=dtype).to(self.device, non_blocking=True)
@@ -90,6 +96,9 @@ class TorchVecEnv:
         self.env_steps += self.num_envs
         self._episode_return += reward
         self._episode_length += 1
+        self._end_episodes(done)
+
+    def _end_episodes(self, done: np.ndarray) -> None:
         for i in np.flatnonzero(done):
             self._finished.returns.append(float(self._episode_return[i]))
             self._finished.lengths.append(int(self._episode_length[i]))

@@ -49,6 +49,7 @@ class GymnasiumVecEnv(TorchVecEnv):
         self.single_observation_space = self.vec.single_observation_space
         self.single_action_space = self.vec.single_action_space
         self.can_terminate = env_id not in NEVER_TERMINATE
+        self.max_episode_steps = int(self.vec.envs[0].spec.max_episode_steps or 0)
         # Float observations become float32 (MuJoCo emits float64); images stay uint8 to keep replay small.
         obs_dtype = self.single_observation_space.dtype
         self.obs_dtype = torch.uint8 if obs_dtype == np.uint8 else torch.float32
@@ -61,6 +62,14 @@ class GymnasiumVecEnv(TorchVecEnv):
         obs, _ = self.vec.reset(seed=self.seed if seed is None else seed)
         self._reset_episode_tracking()
         return self._to_torch(obs, self.obs_dtype)
+
+    def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        stop = mask.cpu().numpy()
+        if not stop.any():
+            return obs
+        fresh, _ = self.vec.reset(options={"reset_mask": stop})  # no seed: the sub-envs' RNG streams continue
+        self._end_episodes(stop)
+        return self._to_torch(fresh, self.obs_dtype)
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._check_action(action)

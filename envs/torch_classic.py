@@ -106,6 +106,13 @@ class TorchClassicControl(TorchVecEnv):
         self.elapsed.masked_fill_(done, 0)
         return StepResult(self.observe(self.state), reward, terminated, truncated, next_obs)
 
+    def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        self.episode_log.record(self.episode_return, self.elapsed, mask, self.env_steps)
+        self.state = torch.where(mask[:, None], self.initial_states(self.num_envs), self.state)
+        self.episode_return.masked_fill_(mask, 0.0)
+        self.elapsed.masked_fill_(mask, 0)
+        return self.observe(self.state)
+
     def drain_episode_stats(self) -> EpisodeStats:
         return self.episode_log.drain()
 

@@ -21,6 +21,7 @@ from typing import Callable, Literal
 import torch
 import torch.nn as nn
 
+from cleanrl_plus.errors import UserError
 from cleanrl_plus.nn import EnsembleLinear
 from plasticity.diagnostics import ActivationProbe, unit_scores
 
@@ -121,6 +122,10 @@ class Resetter:
         chosen = ("critic", "actor") if args.networks == "both" else (args.networks,)
         self.networks = {name: net for name, net in networks.items() if name in chosen}
         self.count = 0
+        for name, net in self.networks.items():
+            if args.method == "redo" and not net.unit_pairs:
+                raise UserError(f"ReDo does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
+                                f"would change the output — use --reset.networks to leave it out, or another --reset.method")
 
     def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
         if self.args.method == "off" or num_updates % self.every:

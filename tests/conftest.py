@@ -8,9 +8,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    # Tests run two at a time on CI's 2 cores at most; one torch thread each keeps them from fighting.
+def _one_thread(monkeypatch):
+    # Tests run two at a time on CI's 2 cores at most; one torch thread each keeps them from fighting
+    # (two OpenMP threads on a busy core run ~10× slower). Agents started in-process with --threads 0 get 1 too.
+    import cleanrl_plus.run
+
     torch.set_num_threads(1)
+    monkeypatch.setattr(cleanrl_plus.run, "resolve_threads", lambda threads: threads or 1)
     yield
 
 

@@ -1,0 +1,122 @@
+"""CIR: Constrained Initial Representations (spec remedies-and-agents.md §2; official code `dmc/algo/cir.py`).
+
+Two plug-ins that TD3 and SAC take from the command line:
+
+- the **CIR critic torso** (`--cir.critic`): for each critic, on x = concat(s, a) with no observation normaliser,
+      z₀ = ELU(tanh(AvgL1Norm(LN(W₀x))))                       the constrained initial representation
+      z₁ = ELU(LN(W₁z₀)),  z₂ = ELU(LN(W₂z₁))                  "down" layers
+      z₃ = LN(M₁·ELU(LN(U₁z₂)) + z₂)                           "up" block with a skip from z₂
+      z₄ = LN(M₂·ELU(LN(U₂z₃)) + z₁)                           the long shallow→deep skip from z₁
+      Q = wᵀz₄ + b,     AvgL1Norm(z) = 0.1·z / max(mean|z|, 1e-8)
+  width 512, PyTorch default init; by default ONE LayerNorm module is shared by every site of both critics,
+  as in the official code (pitfall §2.6.1: tied affine parameters); `--cir.no-shared-layer-norm` gives each
+  site of each critic its own.
+- the **convex Q target** (`--cir.convex-lambda λ`): λ·min(Q̄₁, Q̄₂) + (1 − λ)·max(Q̄₁, Q̄₂) over twin target
+  critics, = mean + (½ − λ)·|Q̄₁ − Q̄₂|; λ = 1 is clipped double-Q (the default here), CIR uses 0.3 on DMC and
+  plain min (λ = 1) on HumanoidBench.
+CIR's update schedule, same-batch reuse (SMR, M = 2), is the agents' `--updates-per-step 2 --reuse-batch`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from cleanrl_plus.nn import EnsembleLinear
+
+
+@dataclasses.dataclass
+class CIRArgs:
+    critic: bool = False
+    """use CIR's critic torso (tanh-constrained first layer, U-shaped skips, width --cir.width) for every critic"""
+    width: int = 512
+    """hidden width H of the CIR critic"""
+    shared_layer_norm: bool = True
+    """one LayerNorm shared by every site of both critics, as the official code (False: one per site and critic)"""
+    convex_lambda: float = 1.0
+    """twin-critic target λ·min + (1 − λ)·max: 1 = clipped double-Q; CIR on DMC uses 0.3"""
+
+
+def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
+    """λ·min_i q_i + (1 − λ)·max_i q_i over the leading (critic) dimension; exactly the min when λ = 1."""
+    if convex_lambda == 1.0:
+        return q.min(dim=0).values
+    return convex_lambda * q.min(dim=0).values + (1.0 - convex_lambda) * q.max(dim=0).values
+
+
+def avg_l1_norm(z: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """0.1·z / max(mean_j |z_j|, eps): every feature vector gets a mean absolute value of 0.1 (TD7's AvgL1Norm)."""
+    return 0.1 * z / z.abs().mean(dim=-1, keepdim=True).clamp_min(eps)
+
+
+class SiteLayerNorm(nn.Module):
+    """LayerNorm with an affine per ensemble member, or one affine broadcast over members (`members=1`)."""
+
+    def __init__(self, members: int, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(members, 1, width))
+        self.bias = nn.Parameter(torch.zeros(members, 1, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[-1:], eps=1e-5) * self.weight + self.bias  # nn.LayerNorm's ε, as the code
+
+
+class CIREncoder(nn.Module):
+    """CIR's critic torso for an ensemble of critics: (E, B, in) → (E, B, H)."""
+
+    SITES = 7  # LayerNorm sites: W₀, W₁, W₂, U₁, z₃, U₂, z₄
+
+    def __init__(self, ensemble_size: int, in_features: int, width: int, shared_layer_norm: bool = True) -> None:
+        super().__init__()
+        linear = lambda i, o: EnsembleLinear(ensemble_size, i, o)  # noqa: E731
+        self.first, self.down1, self.down2 = linear(in_features, width), linear(width, width), linear(width, width)
+        self.up1_in, self.up1_out = linear(width, width), linear(width, width)
+        self.up2_in, self.up2_out = linear(width, width), linear(width, width)
+        if shared_layer_norm:
+            shared = SiteLayerNorm(1, width)
+            self.norms = nn.ModuleList([shared] * self.SITES)
+        else:
+            self.norms = nn.ModuleList(SiteLayerNorm(ensemble_size, width) for _ in range(self.SITES))
+        # one ELU module per site, so that diagnostics can read the hidden activations with hooks
+        self.activations = nn.ModuleList(nn.ELU() for _ in range(5))
+        self.out_features = width  # EnsembleLinear initialises like nn.Linear: PyTorch's default, as the official code
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ln, act = self.norms, self.activations
+        z0 = act[0](torch.tanh(avg_l1_norm(ln[0](self.first(x)))))
+        z1 = act[1](ln[1](self.down1(z0)))
+        z2 = act[2](ln[2](self.down2(z1)))
+        z3 = ln[4](self.up1_out(act[3](ln[3](self.up1_in(z2)))) + z2)
+        return ln[6](self.up2_out(act[4](ln[5](self.up2_in(z3)))) + z1)
+
+
+class CIRCritic(nn.Module):
+    """Twin Q-functions with CIR torsos, TD3's critic interface: forward → (2, B); q1 → (B,)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, args: CIRArgs) -> None:
+        super().__init__()
+        self.encoder = CIREncoder(2, obs_dim + action_dim, args.width, args.shared_layer_norm)
+        self.head = EnsembleLinear(2, args.width, 1)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
+        return self.head(self.encoder(x)).squeeze(-1)
+
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self(obs, action)[0]
+
+    def activation_probe(self):
+        return cir_activation_probe(self.encoder, self.head)
+
+    def unit_pairs(self) -> list:
+        return []  # ReDo cannot keep the output unchanged through LayerNorms and skips
+
+
+def cir_activation_probe(encoder: CIREncoder, head: nn.Module):
+    """Diagnostics read the five ELU outputs of a CIR torso as its hidden units."""
+    from plasticity.diagnostics import ActivationProbe
+
+    return ActivationProbe(encoder.activations, head, activation=lambda h: h)

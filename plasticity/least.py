@@ -1,0 +1,118 @@
+"""LEAST: learn to stop episodes early (ICML 2025; spec remedies-and-agents.md §3 — no official code exists, so
+the rule below is our reconstruction from the paper's summaries, every [our default] marked).
+
+At within-episode step i of each env, with Q̂ = min(Q₁, Q₂)(s, a) of the action taken [our default] and
+G = |r + γ(1 − terminated)·min Q̄(s', μ̄(s')) − Q̂| the acting transition's TD error [our default]:
+
+    ε_i = median_k B_Q[k, i]            Q̂ at step index i over the last K episodes (median, not mean)
+    ω_i = median_k B_G[k, i] / G        learning potential: a surprising transition (large G) loosens the bar
+    stop if Q̂ < c·ω_i·ε_i   (ε_i ≥ 0)     or   Q̂ < ε_i / (c·ω_i)   (ε_i < 0)
+
+only after `start` of the run (t_start, 10–20% on MuJoCo) and once ≥ `min_history` episodes reached step i.
+c = 0.5 (the paper's weight coefficient is "robust in [0.3, 0.6]"), K = 250 episodes.
+
+A stopped episode is a **truncation**: its last transition is stored with terminated = 0 (bootstrapped from
+s'), the env is reset, and the episode counts in the statistics with the steps it really took. Logged:
+least/stop_rate (fraction of finished episodes that were stopped) and least/steps_saved (time-limit steps
+the stopped episodes did not use). The entropy-aware window and the exploration-noise schedule of the paper
+are not implemented (their formulas are not public either; spec §3.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from cleanrl_plus.errors import UserError
+
+
+@dataclasses.dataclass
+class LEASTArgs:
+    enabled: bool = False
+    """stop unpromising episodes early (stored as truncations, never as terminations)"""
+    start: float = 0.15
+    """fraction of --total-timesteps before any stop (t_start: 10–20% on MuJoCo)"""
+    window: int = 250
+    """K: episodes whose step-indexed Q and TD-error histories set the thresholds"""
+    weight: float = 0.5
+    """c: the stop threshold is c·ω·ε (ε ≥ 0) or ε/(c·ω) (ε < 0); the paper reports [0.3, 0.6] robust"""
+    min_history: int = 10
+    """episodes that must have reached step i before step i can stop an episode [our default]"""
+
+
+class EpisodeStopper:
+    """Per-step-index histories of Q̂ and G over the last K episodes, and the stop rule, for a batch of envs."""
+
+    def __init__(self, args: LEASTArgs, num_envs: int, max_episode_steps: int, total_timesteps: int, device: torch.device) -> None:
+        if max_episode_steps <= 0:
+            raise UserError("LEAST needs a time limit (its thresholds are indexed by the step within the episode)")
+        self.args, self.length = args, max_episode_steps
+        self.start_step = int(args.start * total_timesteps)
+        nan = float("nan")
+        # K rows of history plus one scratch row that absorbs the writes of envs whose episode did not end
+        self.history_q = torch.full((args.window + 1, max_episode_steps), nan, device=device)
+        self.history_g = torch.full((args.window + 1, max_episode_steps), nan, device=device)
+        self.current_q = torch.full((num_envs, max_episode_steps), nan, device=device)
+        self.current_g = torch.full((num_envs, max_episode_steps), nan, device=device)
+        self.step_index = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.next_row = torch.zeros((), dtype=torch.long, device=device)
+        self.finished = torch.zeros((), device=device)
+        self.stopped = torch.zeros((), device=device)
+        self.steps_saved = torch.zeros((), device=device)
+
+    def should_stop(self, q: torch.Tensor, td_error: torch.Tensor, global_step: int) -> torch.Tensor:
+        """Record this step's (Q̂, G) for each env and return which episodes to stop now, shape (num_envs,)."""
+        rows = torch.arange(q.shape[0], device=q.device)
+        index = self.step_index.clamp_max(self.length - 1)
+        self.current_q[rows, index] = q
+        self.current_g[rows, index] = td_error
+        self.step_index += 1
+        if global_step < self.start_step:
+            return torch.zeros_like(q, dtype=torch.bool)
+        past_q, past_g = self.history_q[:-1, index], self.history_g[:-1, index]  # (K, num_envs)
+        enough = (~past_q.isnan()).sum(dim=0) >= self.args.min_history
+        epsilon = past_q.nanmedian(dim=0).values
+        omega = past_g.nanmedian(dim=0).values / td_error.clamp_min(1e-8)
+        scale = self.args.weight * omega
+        threshold = torch.where(epsilon >= 0, scale * epsilon, epsilon / scale.clamp_min(1e-8))
+        return enough & (q < threshold)
+
+    def end_episodes(self, done: torch.Tensor, stopped: torch.Tensor) -> None:
+        """Move finished episodes' rows into the history ring, oldest overwritten first (no host sync)."""
+        self.finished += done.sum()
+        self.stopped += stopped.sum()
+        self.steps_saved += ((self.length - self.step_index) * stopped).sum()
+        order = self.next_row + torch.cumsum(done.long(), 0) - 1
+        rows = torch.where(done, order % self.args.window, self.args.window)
+        self.history_q.index_copy_(0, rows, self.current_q)
+        self.history_g.index_copy_(0, rows, self.current_g)
+        self.next_row = (self.next_row + done.sum()) % self.args.window
+        self.current_q.masked_fill_(done[:, None], float("nan"))
+        self.current_g.masked_fill_(done[:, None], float("nan"))
+        self.step_index.masked_fill_(done, 0)
+
+    def after_env_step(self, env, step, q_taken: torch.Tensor, next_value: torch.Tensor, gamma: float, global_step: int) -> torch.Tensor:
+        """The agent's hook after `env.step`: decide the stops, end those episodes as truncations, and return the
+        observations to act on next (fresh initial ones where an episode was stopped)."""
+        ended = step.terminated | step.truncated
+        td_error = self.td_error(q_taken, step.reward, step.terminated, next_value, gamma)
+        stop = self.should_stop(q_taken, td_error, global_step) & ~ended
+        self.end_episodes(ended | stop, stop)
+        return env.reset_where(stop, step.obs)
+
+    @staticmethod
+    def td_error(q_taken: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor, next_value: torch.Tensor, gamma: float) -> torch.Tensor:
+        """G = |r + γ(1 − terminated)·V̄(s') − Q̂(s, a)| for the transition just taken."""
+        return (reward + gamma * (1.0 - terminated.float()) * next_value - q_taken).abs()
+
+    def report(self) -> dict[str, torch.Tensor]:
+        return {"least/stop_rate": self.stopped / self.finished.clamp_min(1), "least/steps_saved": self.steps_saved.clone()}
+
+    def state_dict(self) -> dict:
+        return {name: getattr(self, name) for name in
+                ("history_q", "history_g", "current_q", "current_g", "step_index", "next_row", "finished", "stopped", "steps_saved")}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
