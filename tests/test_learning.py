@@ -17,10 +17,11 @@ def _train(agent: str, env_id: str, seed: int, total_timesteps: int, eval_every:
     import importlib
 
     module = importlib.import_module(f"agents.{agent}")
-    args = module.Args(
-        env_id=env_id, seed=seed, total_timesteps=total_timesteps, learning_starts=1_000, eval_every=eval_every,
-        eval_episodes=10, threads=1, runs_dir=runs_dir, progress=False, checkpoint_every=0, **overrides,
+    settings = dict(
+        seed=seed, total_timesteps=total_timesteps, learning_starts=1_000, eval_every=eval_every,
+        eval_episodes=10, threads=1, runs_dir=runs_dir, progress=False, checkpoint_every=0,
     )
+    args = module.Args.defaults_for(env_id, **(settings | overrides))
     return module.main(args)["eval_history"]
 
 
