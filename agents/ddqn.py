@@ -73,7 +73,7 @@ class Args(RunArgs):
     learning_rate: float = 1e-4
     """Adam learning rate"""
     buffer_size: int = 1_000_000
-    """replay capacity in transitions (frame stacks are stored once per frame: 1M Atari transitions ≈ 14.1 GB)"""
+    """replay capacity in transitions (Atari frame stacks share their frames: 1M transitions ≈ 14.1 GB, see README)"""
     gamma: float = 0.99
     """discount factor γ"""
     tau: float = 1.0

@@ -47,8 +47,8 @@ class FakeFrameStream:
         return next_obs, terminated, truncated, obs
 
 
-def _fill_and_check(replay: FrameStackReplay, stream: FakeFrameStream, steps: int) -> dict:
-    stored = {}
+def _fill_and_check(replay: FrameStackReplay, stream: FakeFrameStream, steps: int, stored: dict | None = None) -> dict:
+    stored = {} if stored is None else stored
     for _ in range(steps):
         obs = stream.obs
         next_obs, terminated, truncated, stream.obs = stream.step()
@@ -76,7 +76,9 @@ def test_frame_stack_round_trip_across_episodes_and_wrap_around(num_envs):
     lengths[-1] = lengths[-1][3:]
     replay = FrameStackReplay(12 * num_envs, (4, 3, 2), (), num_envs=num_envs)
     stream = FakeFrameStream(num_envs, 4, lengths)
-    _fill_and_check(replay, stream, 50)
+    stored = {}
+    for steps in (10, 30, 1, 1, 1, 1, 1, 1, 4):  # checked after each chunk: every oldest-transition phase of the ring
+        _fill_and_check(replay, stream, steps, stored)
     assert replay.size == replay.capacity and replay.num_inserted == 50 * num_envs
     batch = replay.sample(64)  # the sampled batch goes through the same reconstruction
     assert batch.obs.shape == (64, 4, 3, 2) and batch.next_obs.shape == (64, 4, 3, 2)

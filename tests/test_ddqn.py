@@ -117,7 +117,7 @@ def test_runs_on_grids_and_atari_frames_with_remedies(env_id, runs_dir):
     from plasticity.resets import ResetArgs
     from plasticity.swd import SWDArgs
 
-    flags = dict(TINY, buffer_size=200, eval_episodes=1, log_every=100)
+    flags = dict(TINY, buffer_size=200, eval_episodes=1, log_every=100, eval_epsilon=1.0)  # a random evaluation ends fast
     result = main(Args.defaults_for(
         env_id, total_timesteps=240, learning_starts=100, runs_dir=runs_dir, swd=SWDArgs(enabled=True, decay_steps=50),
         diagnostics=DiagnosticsArgs(every=10, probe_size=32), reset=ResetArgs(method="redo", every=10, redo_batch=32), **flags,
@@ -129,3 +129,28 @@ def test_runs_on_grids_and_atari_frames_with_remedies(env_id, runs_dir):
     for tag in ("losses/td_loss", "losses/q_values", "charts/epsilon", "replay/sample_age", "plasticity/critic_dormant_0.1",
                 "plasticity/critic_recycled_fraction", "eval/episodic_return"):
         assert tag in tags, tag
+
+
+def test_command_line_errors_are_one_line(tmp_path):
+    from conftest import run_script
+
+    for env_id, expected in [
+        ("ALE/Breakot-v5", "error: unknown env id 'ALE/Breakot-v5' — did you mean 'ALE/Breakout-v5'?"),
+        ("Pendulum-v1", "error: Double DQN needs discrete actions; Pendulum-v1 has Box(-2.0, 2.0, (1,), float32) — use agents/td3.py or agents/sac_simba.py"),
+    ]:
+        result = run_script("agents/ddqn.py", "--env-id", env_id, "--runs-dir", str(tmp_path), "--no-progress")
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert [line for line in result.stderr.splitlines() if line.strip()] == [expected]
+
+
+@pytest.mark.parametrize("backend", ["atari", "envpool"])
+def test_bench_reports_env_frames_and_updates_on_atari(backend):
+    from cleanrl_plus.bench import BenchArgs, bench
+
+    if backend == "envpool":
+        pytest.importorskip("envpool")
+    # --eval-epsilon 1: the untimed final evaluation plays at random, so it ends fast
+    report = bench(BenchArgs(agent="ddqn", env_id="ALE/Breakout-v5", steps=200, warmup=100, threads=1, env_backend=backend,
+                             buffer_size=1_000, agent_flags="--eval-epsilon 1"))
+    assert report["env_frames_per_second"] == pytest.approx(4 * report["env_steps_per_second"], abs=0.5)
+    assert report["updates_per_second"] > 0 and report["env_backend"] == backend
