@@ -17,12 +17,14 @@ import gymnasium as gym
 import torch
 import tyro
 
-AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba", "ppo": "agents.ppo", "gtr": "agents.gtr"}
+from cleanrl_plus.errors import UserError
+
+AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba", "ddqn": "agents.ddqn", "ppo": "agents.ppo", "gtr": "agents.gtr"}
 
 
 @dataclasses.dataclass
 class BenchArgs:
-    agent: tyro.conf.Positional[Literal["td3", "sac_simba", "ppo", "gtr", "env"]]
+    agent: tyro.conf.Positional[Literal["td3", "sac_simba", "ddqn", "ppo", "gtr", "env"]]
     """which agent's training loop to time ('env': the environment alone, random actions)"""
     env_id: str = "Hopper-v5"
     """environment to run"""
@@ -36,6 +38,10 @@ class BenchArgs:
     """torch CPU threads (0 = the agents' default, min(2, cores))"""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """device for networks, replay and env tensors"""
+    env_backend: Literal["auto", "gymnasium", "atari", "envpool", "torch", "dmc"] = "auto"
+    """env backend: for `bench env`, any; for agents that choose one (ddqn), atari or envpool (ALE ids in envpool)"""
+    buffer_size: int = 0
+    """replay capacity (0 = the agent's default for the env; DDQN's 1M Atari transitions take 14.1 GB)"""
     seed: int = 1
     """seed"""
     agent_flags: str = ""
@@ -50,7 +56,7 @@ def bench_env(args: BenchArgs) -> dict:
 
     device = resolve_device(args.device)
     torch.set_num_threads(resolve_threads(args.threads))
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device)
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend)
     space = env.single_action_space
     if isinstance(space, gym.spaces.Discrete):
         def random_actions() -> torch.Tensor:
@@ -88,20 +94,31 @@ def bench(args: BenchArgs) -> dict:
     off_policy = any(field.name == "learning_starts" for field in dataclasses.fields(module.Args))
     warmup = args.warmup if off_policy else 0  # on-policy agents learn from the first rollout: all steps are timed
     with tempfile.TemporaryDirectory() as runs_dir:
-        agent_args = module.Args(
-            env_id=args.env_id, total_timesteps=warmup + args.steps, num_envs=args.num_envs, threads=args.threads,
-            device=args.device, seed=args.seed, eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000,
-            runs_dir=runs_dir, progress=False, **({"learning_starts": warmup} if off_policy else {}),
+        settings = dict(
+            total_timesteps=warmup + args.steps, num_envs=args.num_envs, threads=args.threads, device=args.device,
+            seed=args.seed, eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000, runs_dir=runs_dir,
+            progress=False, **({"learning_starts": warmup} if off_policy else {}),
         )
+        if args.buffer_size:
+            settings["buffer_size"] = args.buffer_size
+        if args.env_backend != "auto":
+            if not hasattr(module.Args, "env_backend"):
+                raise UserError(f"--env-backend: {args.agent} has no env backend choice")
+            settings["env_backend"] = args.env_backend
+        agent_args = module.Args.defaults_for(args.env_id, **settings)
         if args.agent_flags:
             agent_args = tyro.cli(module.Args, args=shlex.split(args.agent_flags), default=agent_args)
         result = module.main(agent_args)
-    return {
+    report = {
         "agent": args.agent, "env_id": args.env_id, "num_envs": args.num_envs, "device": result["device"],
         "threads": result["threads"], "timed_steps": args.steps, "warmup_steps": warmup,
         "env_steps_per_second": round(result["sps_learning"], 1),
         "updates_per_second": round(result["updates_per_second"], 1), "agent_flags": args.agent_flags,
     }
+    if "frames" in result:  # Atari: 4 emulator frames per agent step (dm-control: action repeat)
+        report["env_frames_per_second"] = round(result["sps_learning"] * result["frames"] / result["global_step"], 1)
+        report["env_backend"] = args.env_backend
+    return report
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -113,9 +130,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"env {result['env_id']} ({result['num_envs']} envs, {result['device']}, {result['threads']} threads): "
               f"{result['env_steps_per_second']:,.0f} env steps/s with random actions over {result['timed_steps']} steps")
     else:
-        print(
+        line = (
             f"{result['agent']} on {result['env_id']} ({result['num_envs']} env, {result['device']}, {result['threads']} threads): "
-            f"{result['env_steps_per_second']:.1f} env steps/s, {result['updates_per_second']:.1f} updates/s "
-            f"over {result['timed_steps']} steps after {result['warmup_steps']} warm-up steps {args.agent_flags}".rstrip()
+            f"{result['env_steps_per_second']:.1f} env steps/s, {result['updates_per_second']:.1f} updates/s"
         )
+        if "env_frames_per_second" in result:
+            line += f", {result['env_frames_per_second']:.1f} env frames/s ({args.env_backend} backend)"
+        print(f"{line} over {result['timed_steps']} steps after {result['warmup_steps']} warm-up steps {args.agent_flags}".rstrip())
     return result

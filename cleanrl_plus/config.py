@@ -11,7 +11,7 @@ import json
 import sys
 import typing
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import tyro
 
@@ -53,17 +53,29 @@ class RunArgs:
     progress: bool = True
     """show a progress line with SPS and ETA on stderr"""
 
+    @classmethod
+    def defaults_for(cls, env_id: str, **overrides: Any):
+        """The agent's defaults for `env_id` (an agent whose recipe depends on the env family overrides this)."""
+        return cls(env_id=env_id, **overrides)
+
 
 def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
-    """Parse the command line; with `--resume DIR`, the run's saved flags become the defaults."""
+    """Parse the command line; with `--resume DIR`, the run's saved flags become the defaults, else the
+    agent's defaults for the env family of `--env-id` (`Args.defaults_for`)."""
     argv = sys.argv[1:] if argv is None else argv
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--resume", default="")
+    pre.add_argument("--env-id", "--env_id", default=None)
     known, _ = pre.parse_known_args(argv)
-    default = None
     if known.resume:
         default = load_saved_args(args_type, Path(known.resume))
+    else:
+        default = args_type.defaults_for(known.env_id or _field_default(args_type, "env_id"))
     return tyro.cli(args_type, args=argv, default=default)
+
+
+def _field_default(args_type: type, name: str) -> Any:
+    return next(field.default for field in dataclasses.fields(args_type) if field.name == name)
 
 
 def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:

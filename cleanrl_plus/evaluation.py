@@ -1,4 +1,5 @@
-"""Periodic deterministic evaluation on its own, separately seeded batch of environments."""
+"""Periodic evaluation on its own, separately seeded batch of environments (built with `training=False`:
+full episodes and raw rewards where a backend shapes them for learning, e.g. Atari)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,25 @@ EVAL_SEED_OFFSET = 100_000  # evaluation episodes never share seeds with trainin
 
 
 class Evaluator:
-    """Runs `num_episodes` episodes at once (one per sub-env) with a deterministic policy.
+    """Runs `num_episodes` episodes at once (one per sub-env) with the agent's evaluation policy.
 
     Every evaluation resets with the same seed, so successive evaluations differ only by the policy:
-    the curve is not confounded by changing start states. No training RNG is consumed.
+    the curve is not confounded by changing start states. A policy that draws random numbers (ε-greedy
+    evaluation) draws them from torch's RNG forked and seeded the same way at every evaluation, so no
+    training RNG is consumed.
     """
 
     def __init__(self, env_id: str, num_episodes: int, seed: int, device: torch.device, **env_kwargs: Any) -> None:
         self.seed = seed + EVAL_SEED_OFFSET
-        self.env = envs.make(env_id, num_envs=num_episodes, seed=self.seed, device=device, **env_kwargs)
+        self.env = envs.make(env_id, num_envs=num_episodes, seed=self.seed, device=device, training=False, **env_kwargs)
 
-    @torch.no_grad()
     def __call__(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
+        devices = [self.env.device] if self.env.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            torch.manual_seed(self.seed)
+            return self._run(policy)
+
+    def _run(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
         obs = self.env.reset(seed=self.seed)
         n = self.env.num_envs
         returns = torch.zeros(n, device=self.env.device)

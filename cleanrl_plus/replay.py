@@ -55,8 +55,7 @@ class ReplayBuffer:
     ) -> None:
         self.capacity, self.device = capacity, torch.device(device)
         self.sampler = sampler or UniformSampler()
-        self.obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
-        self.next_obs = torch.zeros_like(self.obs)
+        self._allocate_observations(obs_shape, obs_dtype)
         self.actions = torch.zeros((capacity, *action_shape), dtype=action_dtype, device=self.device)
         self.rewards = torch.zeros(capacity, device=self.device)
         self.terminated = torch.zeros(capacity, device=self.device)
@@ -68,6 +67,18 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
+    # --- observation storage: one row per transition here; FrameStackReplay stores frames once --------------
+    def _allocate_observations(self, obs_shape: tuple[int, ...], obs_dtype: torch.dtype) -> None:
+        self.obs = torch.zeros((self.capacity, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.next_obs = torch.zeros_like(self.obs)
+
+    def _write_observations(self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None) -> None:
+        self.obs[slots] = obs
+        self.next_obs[slots] = next_obs
+
+    def _read_observations(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.obs[index], self.next_obs[index]
+
     def add(
         self,
         obs: torch.Tensor,
@@ -75,8 +86,11 @@ class ReplayBuffer:
         rewards: torch.Tensor,
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
+        truncated: torch.Tensor | None = None,
     ) -> None:
-        """Store a batch of transitions (leading dim = num_envs); `terminated` must exclude truncations."""
+        """Store a batch of transitions (leading dim = num_envs); `terminated` must exclude truncations.
+
+        `truncated` is only needed by storages that must know where episodes end (FrameStackReplay)."""
         n = obs.shape[0]
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
@@ -85,8 +99,8 @@ class ReplayBuffer:
             slots: slice | torch.Tensor = slice(self.position, self.position + n)
         else:
             slots = (self.position + torch.arange(n, device=self.device)) % self.capacity
-        self.obs[slots] = obs
-        self.next_obs[slots] = next_obs
+        episode_end = None if truncated is None else terminated | truncated
+        self._write_observations(slots, obs, next_obs, episode_end)
         self.actions[slots] = actions
         self.rewards[slots] = rewards
         self.terminated[slots] = terminated.to(self.terminated.dtype)
@@ -103,11 +117,12 @@ class ReplayBuffer:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         index = self.sampler.sample_indices(self, batch_size)
+        obs, next_obs = self._read_observations(index)
         return Batch(
-            self.obs[index],
+            obs,
             self.actions[index],
             self.rewards[index],
-            self.next_obs[index],
+            next_obs,
             self.terminated[index],
             self.insertion_step[index],
         )

@@ -14,6 +14,11 @@ from cleanrl_plus.run import Run
 from envs.base import TorchVecEnv
 
 
+def crossed(previous_step: int, global_step: int, every: int) -> bool:
+    """Whether a step counter that moved from `previous_step` to `global_step` passed a multiple of `every` (> 0)."""
+    return every > 0 and global_step // every > previous_step // every
+
+
 class TrainingSession:
     def __init__(self, run: Run, agent: str, env: TorchVecEnv, evaluator: Evaluator, start_step: int) -> None:
         self.run, self.agent, self.env, self.evaluator, self.args = run, agent, env, evaluator, run.args
@@ -45,11 +50,7 @@ class TrainingSession:
     ) -> None:
         """Log, evaluate and checkpoint when `global_step` crosses a multiple of the respective interval."""
         args, logger = self.args, self.run.logger
-
-        def crossed(every: int) -> bool:
-            return every > 0 and global_step // every > previous_step // every
-
-        if crossed(args.log_every):
+        if crossed(previous_step, global_step, args.log_every):
             logger.episodes(self.env.drain_episode_stats())
             if losses:
                 logger.scalars(losses, global_step)  # one device sync for all losses
@@ -58,9 +59,9 @@ class TrainingSession:
                 logger.scalar("charts/frames", self.env.frames, global_step)
             if logger.last_episodic_return is not None:
                 self.progress.set(ret=logger.last_episodic_return)
-        if crossed(args.eval_every):
+        if crossed(previous_step, global_step, args.eval_every):
             self.evaluate(policy, global_step)
-        if crossed(args.checkpoint_every):
+        if crossed(previous_step, global_step, args.checkpoint_every):
             self.run.save(checkpoint_state(), self.summary(global_step, num_updates, False, time.perf_counter()))
         self.progress.update(global_step)
 

@@ -2,7 +2,9 @@
 
 Every backend returns a `TorchVecEnv` (see `envs/base.py`) whose `step` gives torch tensors on the
 chosen device: the observation to act on, reward, terminated, truncated and the true next observation.
-Backends are chosen from the id (`dmc:domain-task`, `torch:CartPole-v1`) or by `backend=`.
+Backends are chosen from the id (`dmc:domain-task`, `ALE/Game-v5`, `torch:CartPole-v1`) or by `backend=`.
+`training=False` builds an evaluation env: backends that shape episodes or rewards for learning (Atari: a lost
+life ends the episode, rewards clipped to their sign) then give full games and raw rewards.
 """
 
 from __future__ import annotations
@@ -17,28 +19,40 @@ from envs.base import EpisodeStats, StepResult, TorchVecEnv
 BackendFactory = Callable[..., TorchVecEnv]
 
 
-def _gymnasium(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> TorchVecEnv:
+def _gymnasium(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.gymnasium_backend import GymnasiumVecEnv
 
     return GymnasiumVecEnv(env_id, num_envs, seed, device, **kwargs)
 
 
-def _dmc(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> TorchVecEnv:
+def _dmc(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.dmc_backend import DMCVecEnv
 
     return DMCVecEnv(env_id, num_envs, seed, device, **kwargs)
 
 
-def _torch(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> TorchVecEnv:
+def _torch(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.torch_classic import make_torch_classic
 
     return make_torch_classic(env_id, num_envs, seed, device, **kwargs)
 
 
-# name -> factory; later issues add "atari", "envpool", "warp".
-BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium, "dmc": _dmc, "torch": _torch}
+def _atari(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+    from envs.atari_backend import AtariVecEnv
+
+    return AtariVecEnv(env_id, num_envs, seed, device, training=training, **kwargs)
+
+
+def _envpool(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+    from envs.envpool_backend import EnvpoolAtariVecEnv
+
+    return EnvpoolAtariVecEnv(env_id, num_envs, seed, device, training=training, **kwargs)
+
+
+# name -> factory; a later issue adds "warp".
+BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium, "dmc": _dmc, "torch": _torch, "atari": _atari, "envpool": _envpool}
 # id prefix -> backend name, for ids that say which backend they need.
-PREFIXES: dict[str, str] = {"dmc:": "dmc", "torch:": "torch"}
+PREFIXES: dict[str, str] = {"dmc:": "dmc", "ALE/": "atari", "torch:": "torch"}
 
 
 def backend_for(env_id: str) -> str:
@@ -51,7 +65,7 @@ def backend_for(env_id: str) -> str:
 def validate_env_id(env_id: str) -> None:
     """Raise a one-line UserError for an id no backend knows (cheap: no environment is built)."""
     backend = backend_for(env_id)
-    if backend == "gymnasium":
+    if backend in ("gymnasium", "atari"):
         from envs.gymnasium_backend import check_env_id
 
         check_env_id(env_id)
@@ -71,15 +85,18 @@ def make(
     seed: int = 0,
     device: str | torch.device = "cpu",
     backend: str = "auto",
+    training: bool = True,
     **env_kwargs: Any,
 ) -> TorchVecEnv:
-    """Build `num_envs` copies of `env_id`, seeded `seed, seed+1, ...`, returning torch tensors on `device`."""
+    """Build `num_envs` copies of `env_id`, seeded `seed, seed+1, ...`, returning torch tensors on `device`.
+
+    `training=False` asks for an evaluation env (full episodes, raw rewards; see the module docstring)."""
     if num_envs < 1:
         raise UserError(f"num_envs must be at least 1, got {num_envs}")
     name = backend_for(env_id) if backend == "auto" else backend
     if name not in BACKENDS:
         raise UserError(f"unknown env backend '{name}' — choose one of {sorted(BACKENDS)} or 'auto'")
-    env = BACKENDS[name](env_id, num_envs, seed, torch.device(device), **env_kwargs)
+    env = BACKENDS[name](env_id, num_envs, seed, torch.device(device), training, **env_kwargs)
     return env
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -29,30 +29,42 @@ def registered_ids() -> list[str]:
     return list(gym.registry.keys())
 
 
-def check_env_id(env_id: str) -> None:
+def register_optional_ids(env_id: str) -> None:
+    """Atari (`ALE/<Game>-v5`) and MinAtar (`MinAtar/<Game>-v0|v1`) ids exist once their packages registered them."""
     if env_id.startswith("ALE/"):
         import ale_py
 
         gym.register_envs(ale_py)
+    elif env_id.startswith("MinAtar/") and "MinAtar/Breakout-v1" not in gym.registry:
+        import minatar.gym
+
+        minatar.gym.register_envs()
+
+
+def check_env_id(env_id: str) -> None:
+    register_optional_ids(env_id)
     if env_id not in gym.registry:
         raise UserError(f"unknown env id '{env_id}'{did_you_mean(env_id, registered_ids())}")
 
 
 class GymnasiumVecEnv(TorchVecEnv):
-    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, **env_kwargs: Any) -> None:
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int, device: torch.device, make_env: Callable[[], gym.Env] | None = None, **env_kwargs: Any
+    ) -> None:
         super().__init__(num_envs)
         check_env_id(env_id)
         self.env_id, self.device, self.seed = env_id, device, seed
-        self.vec = SyncVectorEnv(
-            [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
-        )
+        make_env = make_env or (lambda: gym.make(env_id, **env_kwargs))
+        self.vec = SyncVectorEnv([make_env for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
         self.single_observation_space = self.vec.single_observation_space
         self.single_action_space = self.vec.single_action_space
         self.can_terminate = env_id not in NEVER_TERMINATE
-        self.max_episode_steps = int(self.vec.envs[0].spec.max_episode_steps or 0)
-        # Float observations become float32 (MuJoCo emits float64); images stay uint8 to keep replay small.
+        spec = getattr(self.vec.envs[0], "spec", None)
+        self.max_episode_steps = int(getattr(spec, "max_episode_steps", None) or 0)
+        # Float observations become float32 (MuJoCo emits float64); images and boolean grids (MinAtar) become
+        # uint8 to keep replay small.
         obs_dtype = self.single_observation_space.dtype
-        self.obs_dtype = torch.uint8 if obs_dtype == np.uint8 else torch.float32
+        self.obs_dtype = torch.uint8 if obs_dtype in (np.uint8, np.bool_) else torch.float32
         if isinstance(self.single_action_space, gym.spaces.Box):
             self._np_action_dtype = self.single_action_space.dtype
         else:
@@ -81,7 +93,7 @@ class GymnasiumVecEnv(TorchVecEnv):
             next_obs = obs.copy()
             for i in np.flatnonzero(info["_final_obs"]):
                 next_obs[i] = info["final_obs"][i]
-        self._track_episodes(reward, done)
+        reward = self._learning_reward(reward, terminated, truncated)
         return StepResult(
             obs=self._to_torch(obs, self.obs_dtype),
             reward=self._to_torch(reward, torch.float32),
@@ -89,6 +101,11 @@ class GymnasiumVecEnv(TorchVecEnv):
             truncated=self._to_torch(truncated, torch.bool),
             next_obs=self._to_torch(next_obs, self.obs_dtype),
         )
+
+    def _learning_reward(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
+        """Record episode statistics and return the reward the agent learns from (Atari overrides both)."""
+        self._track_episodes(reward, terminated | truncated)
+        return reward
 
     # --- checkpointing: the exact mid-episode state of every sub-env ---------------------------------------
     def state_dict(self) -> dict[str, Any]:

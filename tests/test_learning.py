@@ -18,10 +18,10 @@ def _train(agent: str, env_id: str, seed: int, total_timesteps: int, eval_every:
 
     module = importlib.import_module(f"agents.{agent}")
     settings = dict(
-        env_id=env_id, seed=seed, total_timesteps=total_timesteps, eval_every=eval_every,
+        seed=seed, total_timesteps=total_timesteps, eval_every=eval_every,
         eval_episodes=10, threads=1, runs_dir=runs_dir, progress=False, checkpoint_every=0,
     )
-    args = module.Args(**(settings | overrides))
+    args = module.Args.defaults_for(env_id, **(settings | overrides))
     return module.main(args)["eval_history"]
 
 

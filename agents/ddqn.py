@@ -1,0 +1,320 @@
+"""Double DQN (van Hasselt, Guez, Silver, AAAI 2016; arXiv 1509.06461) on the DQN of Mnih et al. (Nature 2015).
+
+    for every environment step:
+        ε = linear schedule from start_e to end_e over exploration_fraction · total_timesteps
+        a = uniform random action with probability ε, else argmax_a Q(s, a)
+        store (s, a, r, s', terminated)                     # time-limit truncation is not terminal: bootstrap
+        every `train_frequency` env steps after learning starts, `gradient_steps` times:
+            sample a batch;  a* = argmax_a' Q(s', a')        # the online network selects …
+            y = r + γ(1 − terminated)·Q̄(s', a*)              # … the target network evaluates (the Double-DQN target)
+            minimise Huber (or MSE) of Q(s, a) − y
+        every `target_network_frequency` env steps: θ̄ ← (1 − τ)θ̄ + τθ   (τ = 1: a hard copy)
+
+Defaults depend on the env family (`Args.defaults_for`, applied from `--env-id`; flags given override them):
+- Atari `ALE/<Game>-v5`: CleanRL's `dqn_atari.py` (lr 1e-4, buffer 1M, batch 32, 80k random-ish steps, train every
+  4 steps, hard target copy every 1000 steps, ε 1 → 0.01 over 10% of 10M steps, ε = 0.05 in evaluation) with the
+  Double-DQN target and the Huber loss of Mnih et al./van Hasselt et al. (CleanRL uses MSE: `--loss mse`); Nature CNN.
+- MinAtar `MinAtar/<Game>-v0|v1`: the measured SB3 reference of ../shared/spec/continual-and-evaluation.md §4
+  (lr 2.5e-4, buffer 100k, batch 32, train every 4, target every 1000, ε 1 → 0.1 over 100k of 5M steps) with
+  MinAtar's small CNN (conv 16×3×3 → 128) and 5k warm-up steps (Young & Tian 2019).
+- Anything else (vector observations, e.g. CartPole-v1): rl-zoo's DQN CartPole settings (lr 2.3e-3, 128 gradient
+  steps every 256 env steps, target copy every 10 env steps, ε → 0.04 over 16%, batch 64, buffer 100k, 1k warm-up,
+  [256, 256] MLP, gradient norm clipped at 10 as in SB3).
+
+Run: python agents/ddqn.py --env-id ALE/Breakout-v5 --seed 1     (python agents/ddqn.py --help lists every flag)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Literal
+
+import gymnasium as gym
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import envs
+from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
+from cleanrl_plus.config import RunArgs
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.frame_replay import FrameStackReplay
+from cleanrl_plus.nn import adam, mlp, polyak_update
+from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.session import TrainingSession, crossed
+from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.resets import Resettable, ResetArgs, Resetter
+from plasticity.swd import SWDArgs, make_sampler
+
+NetworkKind = Literal["auto", "nature-cnn", "minatar-cnn", "mlp"]
+
+
+@dataclasses.dataclass
+class Args(RunArgs):
+    exp_name: str = "ddqn"
+    """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
+    env_id: str = "ALE/Breakout-v5"
+    """the environment id, discrete actions: ALE/<Game>-v5, MinAtar/<Game>-v1, CartPole-v1, …; it also picks the defaults"""
+    env_backend: Literal["auto", "atari", "envpool"] = "auto"
+    """'auto' = ale-py for ALE ids and gymnasium otherwise; 'envpool' runs ALE ids in envpool (faster on CPU)"""
+    total_timesteps: int = 10_000_000
+    """total environment steps (agent steps; Atari frames are 4× this)"""
+    eval_every: int = 250_000
+    """environment steps between evaluations on a separately seeded env (full games, raw scores; 0 = only at the end)"""
+    checkpoint_every: int = 1_000_000
+    """environment steps between checkpoints (0 = only at the end); an Atari checkpoint holds the whole replay"""
+    network: NetworkKind = "auto"
+    """Q-network torso: 'auto' = Nature CNN for ≥36×36 frame stacks, MinAtar's small CNN for small grids, MLP for vectors"""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer widths of the MLP torso (vector observations)"""
+    learning_rate: float = 1e-4
+    """Adam learning rate"""
+    buffer_size: int = 1_000_000
+    """replay capacity in transitions (Atari frame stacks share their frames: 1M transitions ≈ 14.1 GB, see README)"""
+    gamma: float = 0.99
+    """discount factor γ"""
+    tau: float = 1.0
+    """target update θ̄ ← (1 − τ)θ̄ + τθ every target_network_frequency env steps (1.0 = hard copy)"""
+    target_network_frequency: int = 1_000
+    """environment steps between target-network updates"""
+    batch_size: int = 32
+    """transitions per gradient step"""
+    start_e: float = 1.0
+    """ε at the start of the exploration schedule"""
+    end_e: float = 0.01
+    """ε at the end of the exploration schedule (and after it)"""
+    exploration_fraction: float = 0.1
+    """fraction of total_timesteps over which ε decays linearly from start_e to end_e"""
+    learning_starts: int = 80_000
+    """environment steps before learning starts (the agent acts ε-greedily from the start, as CleanRL)"""
+    train_frequency: int = 4
+    """environment steps between training phases"""
+    gradient_steps: int = 1
+    """gradient steps per training phase, each on a fresh batch"""
+    loss: Literal["huber", "mse"] = "huber"
+    """TD loss: Huber (smooth L1, δ = 1; Mnih et al.'s error clipping, SB3, Dopamine) or MSE (CleanRL)"""
+    max_grad_norm: float = 0.0
+    """clip the gradient's global L2 norm to this (0 = no clipping)"""
+    eval_epsilon: float = 0.05
+    """ε of the evaluation policy (0 = greedy; Atari uses 0.05 so that a policy that never presses FIRE still ends)"""
+    swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
+    """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
+    diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
+    """plasticity diagnostics of the Q-network's fully connected layers (logged as plasticity/critic_*)"""
+    reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
+    """resets / shrink-and-perturb / ReDo of the Q-network (`--reset.networks critic|both`; ReDo on its FC layers)"""
+
+    @classmethod
+    def defaults_for(cls, env_id: str, **overrides: Any) -> "Args":
+        return cls(env_id=env_id, **(FAMILY_DEFAULTS[env_family(env_id)] | overrides))
+
+
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "atari": {},  # the field defaults above
+    "minatar": dict(
+        total_timesteps=5_000_000, learning_rate=2.5e-4, buffer_size=100_000, target_network_frequency=1_000,
+        end_e=0.1, exploration_fraction=0.02, learning_starts=5_000, max_grad_norm=10.0, eval_epsilon=0.0,
+        eval_every=50_000, checkpoint_every=250_000,
+    ),
+    "classic": dict(
+        total_timesteps=50_000, learning_rate=2.3e-3, buffer_size=100_000, batch_size=64, target_network_frequency=10,
+        end_e=0.04, exploration_fraction=0.16, learning_starts=1_000, train_frequency=256, gradient_steps=128,
+        max_grad_norm=10.0, eval_epsilon=0.0, eval_every=5_000, checkpoint_every=50_000,
+    ),
+}
+
+
+def env_family(env_id: str) -> str:
+    if env_id.startswith("ALE/"):
+        return "atari"
+    return "minatar" if env_id.startswith("MinAtar/") else "classic"
+
+
+# ---- networks ------------------------------------------------------------------------------------------------
+class NatureCNN(nn.Module):
+    """Mnih et al. 2015: (K, 84, 84) uint8 frames /255 → conv 32×8×8/4 → 64×4×4/2 → 64×3×3/1 → 512."""
+
+    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(obs_shape[0], 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
+        self.fc = nn.Linear(flat, 512)
+        self.features = 512
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.fc(self.convs(obs.float() / 255.0)))
+
+
+class MinAtarCNN(nn.Module):
+    """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128."""
+
+    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        height, width, channels = obs_shape
+        self.conv = nn.Conv2d(channels, 16, 3, stride=1)
+        self.fc = nn.Linear(16 * (height - 2) * (width - 2), 128)
+        self.features = 128
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2)))
+        return F.relu(self.fc(x.flatten(1)))
+
+
+class MLPTorso(nn.Module):
+    def __init__(self, obs_shape: tuple[int, ...], hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        layers = mlp(int(obs_shape[0]), hidden[-1], hidden[:-1])
+        self.net = nn.Sequential(*layers, nn.ReLU())
+        self.features = hidden[-1]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs.float())
+
+
+class QNetwork(nn.Module):
+    """Q(s, ·) = head(torso(s)): one value per action."""
+
+    def __init__(self, kind: NetworkKind, obs_shape: tuple[int, ...], num_actions: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        kind = network_for(obs_shape) if kind == "auto" else kind
+        if kind == "nature-cnn":
+            self.torso: nn.Module = NatureCNN(obs_shape)
+        elif kind == "minatar-cnn":
+            self.torso = MinAtarCNN(obs_shape)
+        else:
+            self.torso = MLPTorso(obs_shape, hidden)
+        self.head = nn.Linear(self.torso.features, num_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.head(self.torso(obs))
+
+    def linear_layers(self) -> list[nn.Linear]:
+        """The fully connected layers, each feeding a ReLU, then the head: what diagnostics and ReDo act on."""
+        return [m for m in self.torso.modules() if isinstance(m, nn.Linear)] + [self.head]
+
+
+def network_for(obs_shape: tuple[int, ...]) -> NetworkKind:
+    if len(obs_shape) == 1:
+        return "mlp"
+    if len(obs_shape) == 3:
+        return "nature-cnn" if min(obs_shape[1:]) >= 36 else "minatar-cnn"
+    raise UserError(f"no Q-network torso for observations of shape {obs_shape} — expected (K, H, W) frames, (H, W, C) grids or vectors")
+
+
+# ---- the algorithm ---------------------------------------------------------------------------------------------
+def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
+    return end if duration <= 0 else start + (end - start) * min(t / duration, 1.0)
+
+
+def epsilon_greedy(q_values: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """A uniformly random action with probability ε, else the greedy one; (batch, actions) → (batch,), on device."""
+    greedy = q_values.argmax(dim=1)
+    random_actions = torch.randint(0, q_values.shape[1], greedy.shape, device=q_values.device)
+    explore = torch.rand(greedy.shape, device=q_values.device) < epsilon
+    return torch.where(explore, random_actions, greedy)
+
+
+def double_dqn_target(
+    rewards: torch.Tensor, terminated: torch.Tensor, next_q_online: torch.Tensor, next_q_target: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """y = r + γ(1 − terminated)·Q̄(s', argmax_a' Q(s', a')): the online values select, the target values evaluate."""
+    next_action = next_q_online.argmax(dim=1, keepdim=True)
+    return rewards + gamma * (1.0 - terminated) * next_q_target.gather(1, next_action).squeeze(1)
+
+
+def main(args: Args) -> dict:
+    run = start_run(args)
+    device = run.device
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend)
+    if not isinstance(env.single_action_space, gym.spaces.Discrete):
+        raise UserError(f"Double DQN needs discrete actions; {args.env_id} has {env.single_action_space} — use agents/td3.py or agents/sac_simba.py")
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend)
+    obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
+
+    def make_q_network() -> QNetwork:
+        return QNetwork(args.network, obs_shape, num_actions, args.hidden_sizes).to(device)
+
+    q_network = make_q_network()
+    q_target = copy.deepcopy(q_network)
+    optimizer = adam(q_network.parameters(), args.learning_rate, device)
+    obs = env.reset(seed=args.seed)
+    sampler = make_sampler(args.swd, env.num_envs)
+    if getattr(env, "frame_stack", 0) > 1:
+        replay: ReplayBuffer = FrameStackReplay(args.buffer_size, obs_shape, (), device, env.num_envs, sampler=sampler)
+    else:
+        replay = ReplayBuffer(args.buffer_size, obs_shape, (), device, obs.dtype, torch.int64, sampler=sampler)
+
+    linears = q_network.linear_layers()
+    forward_q = lambda batch: q_network(batch.obs)  # noqa: E731
+    monitor = PlasticityMonitor(args.diagnostics, critic=(q_network, ActivationProbe(linears[:-1], linears[-1]), forward_q))
+    resetter = Resetter(args.reset, critic=Resettable(q_network, optimizer, q_target, make_q_network, list(zip(linears[:-1], linears[1:])), forward_q))
+    stateful = dict(q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env, monitor=monitor, resetter=resetter)
+    global_step, num_updates = 0, 0
+    if run.resumed:
+        state = run.resumed
+        load_state_dicts(state, **stateful)
+        obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
+        restore_rng_state(state["rng"])
+
+    def checkpoint_state() -> dict:
+        counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
+        return counters | state_dicts(**stateful)
+
+    def eval_policy(observation: torch.Tensor) -> torch.Tensor:
+        return epsilon_greedy(q_network(observation), args.eval_epsilon)
+
+    session = TrainingSession(run, "ddqn", env, evaluator, start_step=global_step)
+    losses: dict[str, Any] = {}
+    exploration_steps = args.exploration_fraction * args.total_timesteps
+    td_loss = F.smooth_l1_loss if args.loss == "huber" else F.mse_loss
+
+    while global_step < args.total_timesteps and not run.stop_requested:
+        # ---- act: ε-greedy on the whole batch of envs ----------------------------------------------------------
+        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, global_step)
+        with torch.no_grad():
+            actions = epsilon_greedy(q_network(obs), epsilon)
+        # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) -----------------
+        step = env.step(actions)
+        replay.add(obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
+        obs = step.obs
+        previous_step, global_step = global_step, global_step + env.num_envs
+
+        # ---- learn -------------------------------------------------------------------------------------------
+        if global_step > args.learning_starts:
+            session.learning_started(global_step, num_updates)
+            if crossed(previous_step, global_step, args.train_frequency):
+                for _ in range(args.gradient_steps):
+                    batch = replay.sample(args.batch_size)
+                    with torch.no_grad():
+                        target = double_dqn_target(batch.rewards, batch.terminated, q_network(batch.next_obs), q_target(batch.next_obs), args.gamma)
+                    q_taken = q_network(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
+                    loss = td_loss(q_taken, target)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if args.max_grad_norm > 0:
+                        nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    num_updates += 1
+                    monitor.after_update(num_updates, replay, run.logger, global_step)
+                    resetter.after_update(num_updates, replay, run.logger, global_step)
+                losses = {
+                    "losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean(),
+                    "replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon,
+                }
+            if crossed(previous_step, global_step, args.target_network_frequency):
+                polyak_update(q_target, q_network, args.tau)
+
+        session.after_step(previous_step, global_step, num_updates, losses, eval_policy, checkpoint_state)
+
+    return session.finish(global_step, num_updates, eval_policy, checkpoint_state)
+
+
+if __name__ == "__main__":
+    cli_main(main, Args)

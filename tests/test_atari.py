@@ -1,0 +1,205 @@
+"""Atari backends (ale-py, envpool) and the frame-deduplicating replay."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.frame_replay import FrameStackReplay
+from plasticity.swd import SWDArgs, SWDSampler
+
+BACKENDS = ["atari", pytest.param("envpool", marks=pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool not installed"))]
+
+
+# ---- frame-stack replay: the stack rebuilt from indices is the stack that was stored ---------------------------
+class FakeFrameStream:
+    """num_envs streams of K-frame stacks; each frame is unique; episodes end on a fixed schedule; resets repeat."""
+
+    def __init__(self, num_envs: int, stack: int, episode_lengths: list[list[int]]) -> None:
+        self.num_envs, self.stack, self.lengths = num_envs, stack, [list(lengths) for lengths in episode_lengths]
+        self.counter, self.t = 0, [0] * num_envs
+        self.obs = torch.stack([self._reset_stack() for _ in range(num_envs)])
+
+    def _frame(self) -> torch.Tensor:
+        self.counter += 1
+        return torch.full((3, 2), self.counter % 256, dtype=torch.uint8) + torch.tensor([[0, 1], [2, 3], [4, 5]], dtype=torch.uint8) * (self.counter // 256)
+
+    def _reset_stack(self) -> torch.Tensor:
+        return self._frame().expand(self.stack, 3, 2).clone()
+
+    def step(self):
+        next_obs = torch.cat([self.obs[:, 1:], torch.stack([self._frame() for _ in range(self.num_envs)])[:, None]], dim=1)
+        terminated = torch.zeros(self.num_envs, dtype=torch.bool)
+        truncated = torch.zeros(self.num_envs, dtype=torch.bool)
+        obs = next_obs.clone()
+        for i in range(self.num_envs):
+            self.t[i] += 1
+            if self.lengths[i] and self.t[i] == self.lengths[i][0]:
+                self.lengths[i].pop(0)
+                self.t[i] = 0
+                (terminated if len(self.lengths[i]) % 2 else truncated)[i] = True
+                obs[i] = self._reset_stack()
+        return next_obs, terminated, truncated, obs
+
+
+def _fill_and_check(replay: FrameStackReplay, stream: FakeFrameStream, steps: int, stored: dict | None = None) -> dict:
+    stored = {} if stored is None else stored
+    for _ in range(steps):
+        obs = stream.obs
+        next_obs, terminated, truncated, stream.obs = stream.step()
+        stamp = replay.num_inserted
+        actions = torch.arange(stamp, stamp + stream.num_envs)
+        replay.add(obs, actions, actions.float(), next_obs, terminated, truncated)
+        for i in range(stream.num_envs):
+            stored[stamp + i] = (obs[i].clone(), next_obs[i].clone(), bool(terminated[i]))
+    slots = torch.arange(replay.size)
+    obs, next_obs = replay._read_observations(slots)
+    for slot in range(replay.size):
+        stamp = int(replay.insertion_step[slot])
+        expected_obs, expected_next, expected_terminal = stored[stamp]
+        assert torch.equal(obs[slot], expected_obs), f"obs of transition {stamp} (slot {slot})"
+        assert torch.equal(next_obs[slot], expected_next), f"next_obs of transition {stamp} (slot {slot})"
+        assert bool(replay.terminated[slot]) == expected_terminal and int(replay.actions[slot]) == stamp
+    return stored
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_frame_stack_round_trip_across_episodes_and_wrap_around(num_envs):
+    # episodes of 1, 2, 3, 5, … steps (shorter and longer than the stack), ending by termination and truncation,
+    # in a buffer of 12 transitions per stream filled 4 times over
+    lengths = [[1, 2, 3, 5, 1, 1, 7, 2, 4, 9, 3, 1, 6] * 2 for _ in range(num_envs)]
+    lengths[-1] = lengths[-1][3:]
+    replay = FrameStackReplay(12 * num_envs, (4, 3, 2), (), num_envs=num_envs)
+    stream = FakeFrameStream(num_envs, 4, lengths)
+    stored = {}
+    for steps in (10, 30, 1, 1, 1, 1, 1, 1, 4):  # checked after each chunk: every oldest-transition phase of the ring
+        _fill_and_check(replay, stream, steps, stored)
+    assert replay.size == replay.capacity and replay.num_inserted == 50 * num_envs
+    batch = replay.sample(64)  # the sampled batch goes through the same reconstruction
+    assert batch.obs.shape == (64, 4, 3, 2) and batch.next_obs.shape == (64, 4, 3, 2)
+
+
+def test_frame_stack_replay_state_dict_round_trip_and_swd_sampling():
+    replay = FrameStackReplay(10, (4, 3, 2), (), num_envs=2, sampler=SWDSampler(SWDArgs(enabled=True, decay_steps=4), 2))
+    stream = FakeFrameStream(2, 4, [[3, 1, 4, 2, 6], [2, 5, 1, 3]])
+    _fill_and_check(replay, stream, 13)
+    copy = FrameStackReplay(10, (4, 3, 2), (), num_envs=2)
+    copy.load_state_dict(replay.state_dict())
+    slots = torch.arange(10)
+    for a, b in zip(replay._read_observations(slots), copy._read_observations(slots)):
+        assert torch.equal(a, b)
+    torch.manual_seed(0)
+    ages = replay.age(replay.sample(4000)).float()
+    assert ages.max() < 10 and ages.mean() < 4.5  # SWD favours young transitions (uniform would give 4.5)
+    # the copy continues identically
+    for target in (replay, copy):
+        target.add(stream.obs, torch.zeros(2, dtype=torch.int64), torch.zeros(2), stream.obs, torch.zeros(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool))
+    for a, b in zip(replay._read_observations(slots), copy._read_observations(slots)):
+        assert torch.equal(a, b)
+
+
+def test_frame_stack_replay_needs_episode_ends():
+    replay = FrameStackReplay(8, (4, 3, 2), (), num_envs=1)
+    stack = torch.zeros(1, 4, 3, 2, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="needs `truncated`"):
+        replay.add(stack, torch.zeros(1, dtype=torch.int64), torch.zeros(1), stack, torch.zeros(1, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_real_atari_frames_round_trip_through_the_replay(backend):
+    """Random play in Breakout loses lives (training episodes end) and wraps a 64-transition-per-env buffer."""
+    env = envs.make("ALE/Breakout-v5", num_envs=2, seed=3, backend=backend)
+    replay = FrameStackReplay(128, (4, 84, 84), (), num_envs=2)
+    generator = torch.Generator().manual_seed(0)
+    obs, stored, ends = env.reset(), {}, 0
+    for _ in range(300):
+        step = env.step(torch.randint(0, 4, (2,), generator=generator))
+        stamp = replay.num_inserted
+        replay.add(obs, torch.zeros(2, dtype=torch.int64), step.reward, step.next_obs, step.terminated, step.truncated)
+        stored.update({stamp + i: (obs[i], step.next_obs[i]) for i in range(2)})
+        ends += int((step.terminated | step.truncated).sum())
+        obs = step.obs
+    assert ends >= 2 and replay.num_inserted > replay.capacity
+    rebuilt_obs, rebuilt_next = replay._read_observations(torch.arange(128))
+    for slot in range(128):
+        expected_obs, expected_next = stored[int(replay.insertion_step[slot])]
+        assert torch.equal(rebuilt_obs[slot], expected_obs) and torch.equal(rebuilt_next[slot], expected_next)
+
+
+# ---- the backends: preprocessing, life loss, unclipped scores ------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_clips_rewards_and_ends_episodes_on_life_loss_but_reports_full_unclipped_games(backend):
+    """SpaceInvaders pays 5–30 points per alien: the reported game score must be the raw one over all 3 lives."""
+    env = envs.make("ALE/SpaceInvaders-v5", num_envs=1, seed=0, backend=backend)
+    obs = env.reset()
+    assert obs.shape == (1, 4, 84, 84) and obs.dtype == torch.uint8 and env.frame_stack == 4
+    generator = torch.Generator().manual_seed(0)
+    clipped_sum, learning_episodes, steps = 0.0, 0, 0
+    while not len(stats := env.drain_episode_stats()):
+        step = env.step(torch.randint(0, 6, (1,), generator=generator))
+        assert step.reward.item() in (-1.0, 0.0, 1.0)
+        clipped_sum += step.reward.item()
+        learning_episodes += int(step.terminated | step.truncated)
+        steps += 1
+    assert learning_episodes == 3, "every lost life (3 in SpaceInvaders) ends a learning episode"
+    assert stats.lengths == [steps] and env.frames == 4 * steps
+    assert stats.returns[0] > clipped_sum > 0 and stats.returns[0] % 5 == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_evaluation_env_plays_full_games_with_raw_rewards(backend):
+    env = envs.make("ALE/SpaceInvaders-v5", num_envs=1, seed=0, backend=backend, training=False)
+    env.reset()
+    generator = torch.Generator().manual_seed(0)
+    total, steps, rewards = 0.0, 0, set()
+    while True:
+        step = env.step(torch.randint(0, 6, (1,), generator=generator))
+        total, steps = total + step.reward.item(), steps + 1
+        rewards.add(step.reward.item())
+        if bool(step.terminated | step.truncated):
+            break
+    stats = env.drain_episode_stats()
+    assert stats.returns == [total] and stats.lengths == [steps]
+    assert max(rewards) > 1 and steps > 200  # raw points, and one episode spans all lives
+
+
+def test_unknown_atari_id_suggests_the_closest():
+    with pytest.raises(UserError, match="unknown env id 'ALE/Breakot-v5' — did you mean 'ALE/Breakout-v5'"):
+        envs.make("ALE/Breakot-v5")
+    with pytest.raises(UserError, match="ALE/<Game>-v5 ids"):
+        envs.make("CartPole-v1", backend="atari")
+
+
+def test_missing_envpool_is_one_line_naming_the_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_envpool(name, *args, **kwargs):
+        if name == "envpool":
+            raise ImportError("No module named 'envpool'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_envpool)
+    with pytest.raises(UserError, match=r"pip install envpool==1\.2\.5"):
+        envs.make("ALE/Breakout-v5", backend="envpool")
+
+
+def test_minatar_through_the_factory():
+    env = envs.make("MinAtar/Breakout-v1", num_envs=2, seed=0)
+    obs = env.reset()
+    assert obs.shape == (2, 10, 10, 4) and obs.dtype == torch.uint8 and int(env.single_action_space.n) == 3
+    again = envs.make("MinAtar/Breakout-v1", num_envs=2, seed=0).reset()
+    assert torch.equal(obs, again)
+    total = 0
+    for _ in range(300):
+        step = env.step(torch.randint(0, 3, (2,)))
+        total += int(step.terminated.sum())
+    assert total >= 1 and len(env.drain_episode_stats()) == total
+    with pytest.raises(UserError, match="did you mean 'MinAtar/Breakout-v1'"):
+        envs.make("MinAtar/Breakot-v1")
