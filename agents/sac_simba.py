@@ -42,16 +42,17 @@ from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity.cir import CIRArgs, CIREncoder, cir_activation_probe, convex_min_max
-from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
-from plasticity.least import EpisodeStopper, LEASTArgs
-from plasticity.resets import Resettable, ResetArgs, Resetter
-from plasticity.swd import SWDArgs, make_sampler
+from plasticity import ActorCriticRemedies
+from plasticity.cir import CIREncoder, cir_activation_probe, convex_min_max
+from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
+from plasticity.least import EpisodeStopper
+from plasticity.resets import Resettable, Resetter
+from plasticity.swd import make_sampler
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
 
 
 @dataclasses.dataclass
-class Args(RunArgs):
+class Args(ActorCriticRemedies, RunArgs):
     exp_name: str = "sac_simba"
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "dmc:cheetah-run"
@@ -102,16 +103,6 @@ class Args(RunArgs):
     """reuse one batch for all updates of a step (same-batch reuse; CIR's SMR) instead of drawing a fresh batch per update"""
     actor_q: Literal["min", "mean"] = "min"
     """how the actor loss aggregates the critics: min (SAC/SimBa) or mean (CIR)"""
-    swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
-    """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
-    diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
-    """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
-    reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
-    """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
-    cir: CIRArgs = dataclasses.field(default_factory=CIRArgs)
-    """CIR: constrained-initial-representation critic torso and the convex min/max target (plasticity/cir.py)"""
-    least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
-    """LEAST: stop unpromising episodes early, stored as truncations (plasticity/least.py)"""
 
 
 LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0

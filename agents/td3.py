@@ -33,15 +33,16 @@ from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity.cir import CIRArgs, CIRCritic, convex_min_max
-from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
-from plasticity.least import EpisodeStopper, LEASTArgs
-from plasticity.resets import Resettable, ResetArgs, Resetter
-from plasticity.swd import SWDArgs, make_sampler
+from plasticity import ActorCriticRemedies
+from plasticity.cir import CIRCritic, convex_min_max
+from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
+from plasticity.least import EpisodeStopper
+from plasticity.resets import Resettable, Resetter
+from plasticity.swd import make_sampler
 
 
 @dataclasses.dataclass
-class Args(RunArgs):
+class Args(ActorCriticRemedies, RunArgs):
     exp_name: str = "td3"
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "Hopper-v5"
@@ -72,16 +73,6 @@ class Args(RunArgs):
     """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR) instead of fresh batches"""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """hidden layer widths of the actor and of each critic"""
-    swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
-    """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
-    diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
-    """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
-    reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
-    """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
-    cir: CIRArgs = dataclasses.field(default_factory=CIRArgs)
-    """CIR: constrained-initial-representation critic and the convex min/max target (plasticity/cir.py)"""
-    least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
-    """LEAST: stop unpromising episodes early, stored as truncations (plasticity/least.py)"""
 
 
 class Actor(nn.Module):

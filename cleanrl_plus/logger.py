@@ -50,11 +50,16 @@ class Logger:
             self.writer.add_scalar(tag, value, step)
 
     def episodes(self, stats: EpisodeStats) -> None:
+        """One point per env step at which episodes ended: the mean over the episodes that ended at that step
+        (with one env, every episode; with thousands of envs, a few points per step instead of thousands)."""
+        by_step: dict[int, list[tuple[float, int]]] = {}
         for episodic_return, length, step in zip(stats.returns, stats.lengths, stats.end_steps):
-            self.writer.add_scalar("charts/episodic_return", episodic_return, step)
-            self.writer.add_scalar("charts/episodic_length", length, step)
-        if len(stats):
-            self.last_episodic_return = stats.returns[-1]
+            by_step.setdefault(step, []).append((episodic_return, length))
+        for step, ended in by_step.items():
+            mean_return = sum(r for r, _ in ended) / len(ended)
+            self.writer.add_scalar("charts/episodic_return", mean_return, step)
+            self.writer.add_scalar("charts/episodic_length", sum(n for _, n in ended) / len(ended), step)
+            self.last_episodic_return = mean_return
 
     def close(self) -> None:
         self.writer.close()

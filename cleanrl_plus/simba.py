@@ -39,13 +39,14 @@ def he_normal_(layer: EnsembleLinear) -> EnsembleLinear:
 class EnsembleLayerNorm(nn.Module):
     """LayerNorm over the last dim with a separate affine (scale, shift) per ensemble member."""
 
-    def __init__(self, ensemble_size: int, width: int) -> None:
+    def __init__(self, ensemble_size: int, width: int, eps: float = LAYER_NORM_EPS) -> None:
         super().__init__()
+        self.eps = eps
         self.weight = nn.Parameter(torch.ones(ensemble_size, 1, width))
         self.bias = nn.Parameter(torch.zeros(ensemble_size, 1, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, x.shape[-1:], eps=LAYER_NORM_EPS) * self.weight + self.bias
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
 
 
 class ResidualBlock(nn.Module):

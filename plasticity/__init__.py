@@ -1,5 +1,31 @@
-"""Plug-in plasticity remedies and diagnostics (SWD, resets/ReDo/S&P, CIR, LEAST, ...).
+"""Plug-in plasticity remedies and diagnostics: SWD (swd.py), the reset family (resets.py), CIR (cir.py),
+LEAST (least.py) and the diagnostics (diagnostics.py).
 
-Each remedy is one module with one settings dataclass nested in an agent's Args and a few hook
-functions. None has landed yet; see the open issue "Plasticity remedies as plug-ins".
+Each remedy is one module with one settings dataclass nested in an agent's Args (`--swd.enabled`,
+`--reset.method redo`, ...) and a few hook functions the agent calls. `ActorCriticRemedies` bundles the
+settings every off-policy actor-critic agent (TD3, SAC) takes, so they are declared once.
 """
+
+from __future__ import annotations
+
+import dataclasses
+
+from plasticity.cir import CIRArgs
+from plasticity.diagnostics import DiagnosticsArgs
+from plasticity.least import LEASTArgs
+from plasticity.resets import ResetArgs
+from plasticity.swd import SWDArgs
+
+
+@dataclasses.dataclass
+class ActorCriticRemedies:
+    swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
+    """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""
+    diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
+    """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
+    reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
+    """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
+    cir: CIRArgs = dataclasses.field(default_factory=CIRArgs)
+    """CIR: constrained-initial-representation critic torso and the convex min/max target (plasticity/cir.py)"""
+    least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
+    """LEAST: stop unpromising episodes early, stored as truncations (plasticity/least.py)"""

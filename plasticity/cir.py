@@ -23,9 +23,11 @@ import dataclasses
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.simba import EnsembleLayerNorm
+
+TORCH_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, as CIR's PyTorch code
 
 
 @dataclasses.dataclass
@@ -52,18 +54,6 @@ def avg_l1_norm(z: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     return 0.1 * z / z.abs().mean(dim=-1, keepdim=True).clamp_min(eps)
 
 
-class SiteLayerNorm(nn.Module):
-    """LayerNorm with an affine per ensemble member, or one affine broadcast over members (`members=1`)."""
-
-    def __init__(self, members: int, width: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(members, 1, width))
-        self.bias = nn.Parameter(torch.zeros(members, 1, width))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, x.shape[-1:], eps=1e-5) * self.weight + self.bias  # nn.LayerNorm's ε, as the code
-
-
 class CIREncoder(nn.Module):
     """CIR's critic torso for an ensemble of critics: (E, B, in) → (E, B, H)."""
 
@@ -76,10 +66,10 @@ class CIREncoder(nn.Module):
         self.up1_in, self.up1_out = linear(width, width), linear(width, width)
         self.up2_in, self.up2_out = linear(width, width), linear(width, width)
         if shared_layer_norm:
-            shared = SiteLayerNorm(1, width)
+            shared = EnsembleLayerNorm(1, width, eps=TORCH_LAYER_NORM_EPS)  # one affine broadcast over members
             self.norms = nn.ModuleList([shared] * self.SITES)
         else:
-            self.norms = nn.ModuleList(SiteLayerNorm(ensemble_size, width) for _ in range(self.SITES))
+            self.norms = nn.ModuleList(EnsembleLayerNorm(ensemble_size, width, eps=TORCH_LAYER_NORM_EPS) for _ in range(self.SITES))
         # one ELU module per site, so that diagnostics can read the hidden activations with hooks
         self.activations = nn.ModuleList(nn.ELU() for _ in range(5))
         self.out_features = width  # EnsembleLinear initialises like nn.Linear: PyTorch's default, as the official code

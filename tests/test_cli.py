@@ -3,7 +3,6 @@
 import json
 import signal
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -62,7 +61,7 @@ def test_sigterm_checkpoints_then_resume_finishes(tmp_path):
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 0, stderr
     run_dir = next(tmp_path.iterdir())
-    assert f"stopped at step" in stdout and f"--resume {run_dir}" in stdout
+    assert "stopped at step" in stdout and f"--resume {run_dir}" in stdout
     stopped_at = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
     assert 0 < stopped_at < 1_000_000
     summary = json.loads((run_dir / "summary.json").read_text())

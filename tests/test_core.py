@@ -11,7 +11,7 @@ from cleanrl_plus.config import parse_args
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.logger import hyperparameter_table
 from cleanrl_plus.progress import Progress
-from cleanrl_plus.run import resolve_threads, run_name_for, tune_allocator
+from cleanrl_plus.run import resolve_threads, run_name_for
 
 
 def test_resume_reuses_saved_flags_and_lets_new_ones_override(tmp_path):
@@ -112,3 +112,19 @@ def test_tuned_allocator_stops_returning_activations_to_the_os():
     faults = {mode: int(run_script("-c", FAULT_PROBE, mode).stdout) for mode in ("plain", "tuned")}
     assert faults["plain"] > 2000, faults  # the probe does provoke faults on this platform
     assert faults["tuned"] < faults["plain"] / 4, faults
+
+
+def test_episode_logging_averages_episodes_that_end_at_the_same_step(tmp_path):
+    """Thousands of envs finish thousands of episodes per log interval: one point per end step, the mean."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from cleanrl_plus.logger import Logger
+    from envs.base import EpisodeStats
+
+    logger = Logger(str(tmp_path), args=None, purge_step=0)
+    logger.episodes(EpisodeStats(returns=[1.0, 3.0, 5.0], lengths=[10, 30, 50], end_steps=[10, 10, 20]))
+    logger.close()
+    events = EventAccumulator(str(tmp_path)).Reload()
+    assert [(e.step, e.value) for e in events.Scalars("charts/episodic_return")] == [(10, 2.0), (20, 5.0)]
+    assert [e.value for e in events.Scalars("charts/episodic_length")] == [20.0, 50.0]
+    assert logger.last_episodic_return == 5.0
