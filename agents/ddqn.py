@@ -254,8 +254,10 @@ def main(args: Args) -> dict:
     linears = q_network.linear_layers()
     forward_q = lambda batch: q_network(batch.obs)  # noqa: E731
     monitor = PlasticityMonitor(args.diagnostics, critic=(q_network, ActivationProbe(linears[:-1], linears[-1]), forward_q))
-    resetter = Resetter(args.reset, critic=Resettable(q_network, optimizer, q_target, make_q_network, list(zip(linears[:-1], linears[1:])), forward_q))
-    stateful = dict(q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env, monitor=monitor, resetter=resetter)
+    resetter = Resetter(args.reset, critic=Resettable(q_network, optimizer, q_target, make_q_network, list(zip(linears[:-1], linears[1:])), forward_q,
+                                                    head=q_network.head))
+    # the resetter loads first: an injected head must exist again before the weights arrive
+    stateful = dict(resetter=resetter, q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env, monitor=monitor)
     global_step, num_updates = 0, 0
     if run.resumed:
         state = run.resumed

@@ -152,6 +152,9 @@ def main(args: Args) -> dict:
     gtr = args.gtr
     if gtr.sigma <= 0 or gtr.anchor_size < 1 or not 0 < gtr.anchor_decay <= 1:
         raise UserError("GTR needs --gtr.sigma > 0, --gtr.anchor-size ≥ 1 and --gtr.anchor-decay in (0, 1]")
+    if args.reset.method == "inject":
+        raise UserError("plasticity injection changes the policy's structure, which GTR's anchor snapshots cannot follow — "
+                        "use another --reset.method")
     # ppo.main builds the policy, so it builds the trust region too, from this factory.
     return ppo.main(args, make_trust_region=lambda policy: GaussianTrustRegion(args.gtr, policy), agent_name="gtr")
 

@@ -238,12 +238,14 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     resetter = Resetter(
         args.reset,
         critic=Resettable(agent.critic, optimizer, None, lambda: ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).critic.to(device),
-                          list(zip(hidden_linears(agent.critic)[:-1], hidden_linears(agent.critic)[1:])), lambda b: agent.value(b.obs)),
+                          list(zip(hidden_linears(agent.critic)[:-1], hidden_linears(agent.critic)[1:])), lambda b: agent.value(b.obs),
+                          head=agent.critic[-1]),
         actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_dim, space, args.hidden_sizes, args.activation).to(device),
-                         list(zip(hidden_linears(agent.policy.net)[:-1], hidden_linears(agent.policy.net)[1:])), lambda b: agent.policy.net(b.obs)),
+                         list(zip(hidden_linears(agent.policy.net)[:-1], hidden_linears(agent.policy.net)[1:])), lambda b: agent.policy.net(b.obs),
+                         head=agent.policy.net[-1]),
     )
-    stateful = dict(agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer, reward_scaler=reward_scaler, env=env,
-                    monitor=monitor, resetter=resetter)
+    stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
+                    reward_scaler=reward_scaler, env=env, monitor=monitor)
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
     if trust_region is not None:
         stateful["trust_region"] = trust_region

@@ -223,14 +223,14 @@ def main(args: Args) -> dict:
     resetter = Resetter(
         args.reset,
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),
-                          critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions)),
+                          critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions), head=critic.head),
         actor=Resettable(actor, actor_optimizer, None, lambda: Actor(args, obs_dim, env.single_action_space).to(device),
                          unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs))),
     )
-    stateful = dict(
-        actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer, actor_optimizer=actor_optimizer,
-        critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay, env=env, monitor=monitor,
-        resetter=resetter,
+    stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
+        resetter=resetter, actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer,
+        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay,
+        env=env, monitor=monitor,
     )
     stopper = None
     if args.least.enabled:

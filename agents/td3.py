@@ -109,6 +109,10 @@ class TwinCritic(nn.Module):
             x = F.relu(layer.member(0, x))
         return self.layers[-1].member(0, x).squeeze(-1)
 
+    @property
+    def head(self) -> nn.Module:
+        return self.layers[-1]
+
     def activation_probe(self) -> ActivationProbe:
         return ActivationProbe(self.layers[:-1], self.layers[-1])
 
@@ -168,13 +172,13 @@ def main(args: Args) -> dict:
     resetter = Resetter(
         args.reset,
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(obs_dim, action_dim, args).to(device),
-                          critic.unit_pairs(), lambda b: critic(b.obs, b.actions)),
+                          critic.unit_pairs(), lambda b: critic(b.obs, b.actions), head=critic.head),
         actor=Resettable(actor, actor_optimizer, actor_target, lambda: Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device),
-                         list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(b.obs)),
+                         list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(b.obs), head=actor.net[-1]),
     )
-    stateful = dict(
-        actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target, actor_optimizer=actor_optimizer,
-        critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor, resetter=resetter,
+    stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
+        resetter=resetter, actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
+        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
     )
     stopper = None
     if args.least.enabled:

@@ -10,11 +10,19 @@
   and zero outgoing weights, so the output is unchanged at that moment; the Adam moments of exactly those
   entries are zeroed. Adam's step counter is per tensor and is not reset (documented pitfall: the first
   update of a recycled entry is ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g)). Targets need no change.
-Replacement parameters are written into the existing tensors, so optimisers keep their parameter lists.
+- Plasticity injection (Nikishin et al., NeurIPS 2023; spec §6.4): once, at update F, the network's head h_θ
+  becomes h_θ(φ) + h_θ′(φ) − h_θ′⁻(φ) with θ frozen, θ′ fresh and trainable, θ′⁻ a frozen copy of θ′, so the
+  output is unchanged at injection; the optimiser loses θ (and its state) and gets θ′ as a new parameter
+  group with fresh Adam state (pitfall §6.6.1: an optimiser that never sees θ′); the target network gets the
+  same structure with its own frozen head and copies of θ′, θ′⁻. A resumed run re-creates the structure
+  from the resetter's state before the weights are loaded.
+Replacement parameters of full/S&P/ReDo are written into the existing tensors, so optimisers keep their
+parameter lists.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Callable, Literal
 
@@ -25,15 +33,16 @@ from cleanrl_plus.errors import UserError
 from cleanrl_plus.nn import EnsembleLinear
 from plasticity.diagnostics import ActivationProbe, unit_scores
 
-DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000}
+DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000}
 
 
 @dataclasses.dataclass
 class ResetArgs:
-    method: Literal["off", "full", "shrink-perturb", "redo"] = "off"
-    """periodic re-initialisation remedy: full reset (replay kept), shrink-and-perturb, or ReDo (recycle dormant units)"""
+    method: Literal["off", "full", "shrink-perturb", "redo", "inject"] = "off"
+    """re-initialisation remedy: full reset (replay kept), shrink-and-perturb, ReDo (recycle dormant units), or plasticity injection (once)"""
     every: int = 0
-    """gradient updates between events; 0 = the method's default (full and S&P 200,000; ReDo 1,000)"""
+    """gradient updates between events (injection: the update at which it happens, once); 0 = the method's default
+    (full and S&P 200,000; ReDo 1,000; injection 250,000)"""
     networks: Literal["critic", "actor", "both"] = "both"
     """which networks the remedy touches"""
     redo_tau: float = 0.1
@@ -54,6 +63,7 @@ class Resettable:
     make_fresh: Callable[[], nn.Module]
     unit_pairs: list[tuple[nn.Module, nn.Module]]  # (layer feeding a ReLU, layer reading it) for ReDo
     forward: Callable  # forward(batch) runs the module on a replay batch (for ReDo's scores)
+    head: nn.Module | None = None  # the output layer plasticity injection replaces (None: the network has several heads)
 
 
 def drop_optimizer_state(optimizer: torch.optim.Optimizer, parameters) -> None:
@@ -113,6 +123,46 @@ def recycle_dormant(net: Resettable, batch, tau: float) -> float:
     return recycled / max(total, 1)
 
 
+class InjectedHead(nn.Module):
+    """h_θ(x) + h_θ′(x) − h_θ′⁻(x): the frozen old head, a fresh trainable head and a frozen copy of it."""
+
+    def __init__(self, old: nn.Module, fresh: nn.Module) -> None:
+        super().__init__()
+        self.old, self.fresh, self.fresh_frozen = old, fresh, copy.deepcopy(fresh)
+        self.old.requires_grad_(False)
+        self.fresh_frozen.requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.old(x) + self.fresh(x) - self.fresh_frozen(x)
+
+    def member(self, index: int, x: torch.Tensor) -> torch.Tensor:  # ensemble heads: one member (TD3's Q₁)
+        return self.old.member(index, x) + self.fresh.member(index, x) - self.fresh_frozen.member(index, x)
+
+
+def _replace(root: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, attribute = name.rpartition(".")
+    setattr(root.get_submodule(parent) if parent else root, attribute, module)
+
+
+def inject_plasticity(net: Resettable) -> None:
+    """Swap `net.head` for an InjectedHead in the network and its target, and move the optimiser onto θ′."""
+    name = next(n for n, m in net.module.named_modules() if m is net.head)
+    fresh = dict(net.make_fresh().named_modules())[name]
+    injected = InjectedHead(net.head, fresh)
+    _replace(net.module, name, injected)
+    old_parameters = set(net.head.parameters())
+    for group in net.optimizer.param_groups:
+        group["params"] = [p for p in group["params"] if p not in old_parameters]
+    drop_optimizer_state(net.optimizer, old_parameters)
+    net.optimizer.add_param_group({"params": list(injected.fresh.parameters())})
+    if net.target is not None:
+        target_head = net.target.get_submodule(name)
+        target_injected = InjectedHead(target_head, copy.deepcopy(injected.fresh).requires_grad_(False))
+        target_injected.fresh_frozen.load_state_dict(injected.fresh_frozen.state_dict())
+        _replace(net.target, name, target_injected)
+    net.head = injected
+
+
 class Resetter:
     """Applies the configured method to the chosen networks every `every` updates; logs what it did."""
 
@@ -122,13 +172,25 @@ class Resetter:
         chosen = ("critic", "actor") if args.networks == "both" else (args.networks,)
         self.networks = {name: net for name, net in networks.items() if name in chosen}
         self.count = 0
+        self.injected: list[str] = []
         for name, net in self.networks.items():
+            if args.method == "inject" and net.head is None:
+                raise UserError(f"plasticity injection needs one output layer; this {name} has several heads — "
+                                f"use --reset.networks to leave it out")
             if args.method == "redo" and not net.unit_pairs:
                 raise UserError(f"ReDo does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
                                 f"would change the output — use --reset.networks to leave it out, or another --reset.method")
 
     def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
         if self.args.method == "off" or num_updates % self.every:
+            return
+        if self.args.method == "inject":
+            if num_updates == self.every:  # once
+                for name, net in self.networks.items():
+                    inject_plasticity(net)
+                    self.injected.append(name)
+                self.count += 1
+                logger.scalars({"plasticity/resets": float(self.count)}, global_step)
             return
         self.count += 1
         report = {"plasticity/resets": float(self.count)}
@@ -142,7 +204,12 @@ class Resetter:
         logger.scalars(report, global_step)
 
     def state_dict(self) -> dict:
-        return {"count": self.count}
+        return {"count": self.count, "injected": list(self.injected)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Agents load the resetter before the networks, so an injected head exists again when weights arrive."""
         self.count = state["count"]
+        for name in state.get("injected", []):
+            if name not in self.injected:
+                inject_plasticity(self.networks[name])
+                self.injected.append(name)

@@ -116,3 +116,73 @@ def test_agents_run_each_reset_method_and_log_it(agent, method, tmp_path):
     assert events.Scalars("plasticity/resets")[-1].value == result["num_updates"] // 100
     if method == "redo":
         assert "plasticity/critic_recycled_fraction" in events.Tags()["scalars"]
+
+
+def _injectable(seed: int = 0):
+    from cleanrl_plus.nn import mlp
+    from plasticity.resets import Resettable
+
+    torch.manual_seed(seed)
+    net = mlp(3, 2, (8, 8))
+    target = copy.deepcopy(net)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    resettable = Resettable(net, optimizer, target, lambda: mlp(3, 2, (8, 8)), [], lambda b: net(b.obs), head=net[-1])
+    return net, target, optimizer, resettable
+
+
+def test_plasticity_injection_keeps_the_output_and_gives_the_optimiser_exactly_the_trainable_parameters():
+    from plasticity.resets import InjectedHead, inject_plasticity
+
+    net, target, optimizer, resettable = _injectable()
+    x = torch.randn(16, 3)
+    net(x).square().mean().backward()
+    optimizer.step()  # the old head has Adam state that must go
+    old_head = net[-1]
+    before, target_before = net(x).detach(), target(x).detach()
+    inject_plasticity(resettable)
+    assert isinstance(net[-1], InjectedHead) and isinstance(target[-1], InjectedHead)
+    torch.testing.assert_close(net(x), before, rtol=0, atol=1e-6)
+    torch.testing.assert_close(target(x), target_before, rtol=0, atol=1e-6)
+    in_optimizer = {p for group in optimizer.param_groups for p in group["params"]}
+    trainable = {p for p in net.parameters() if p.requires_grad}
+    assert in_optimizer == trainable and not any(p.requires_grad for p in old_head.parameters())
+    assert set(net[-1].fresh.parameters()) <= trainable and not set(net[-1].fresh_frozen.parameters()) & trainable
+    assert not any(p in optimizer.state for p in old_head.parameters())
+    frozen_weight = old_head.weight.detach().clone()
+    optimizer.zero_grad()
+    net(x).square().mean().backward()
+    optimizer.step()
+    assert torch.equal(old_head.weight, frozen_weight) and not torch.allclose(net(x), before)
+
+
+def test_td3_with_injection_resumes_bit_identically(runs_dir):
+    from pathlib import Path
+
+    from agents import td3
+    from cleanrl_plus.checkpoint import load_checkpoint
+    from plasticity.resets import ResetArgs
+
+    common = dict(env_id="Pendulum-v1", learning_starts=100, eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False,
+                  batch_size=32, hidden_sizes=(16, 16), reset=ResetArgs(method="inject", every=100))
+    straight = td3.main(td3.Args(total_timesteps=400, exp_name="straight", **common))
+    half = td3.main(td3.Args(total_timesteps=250, exp_name="split", **common))  # injected at update 100, then killed
+    resumed = td3.main(td3.Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))
+    a = load_checkpoint(Path(straight["run_dir"]) / "checkpoint.pt")
+    b = load_checkpoint(Path(resumed["run_dir"]) / "checkpoint.pt")
+    assert a["resetter"]["injected"] == ["critic", "actor"] == b["resetter"]["injected"]
+    for name in ("actor", "critic", "actor_target", "critic_target"):
+        assert any("fresh_frozen" in key for key in a[name])
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
+
+
+def test_injection_where_it_cannot_apply_is_a_clear_error(runs_dir):
+    from agents import gtr, sac_simba
+    from cleanrl_plus.errors import UserError
+    from plasticity.resets import ResetArgs
+
+    with pytest.raises(UserError, match="several heads"):  # SAC's actor has a mean and a log-σ head
+        sac_simba.main(sac_simba.Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, progress=False,
+                                      reset=ResetArgs(method="inject")))
+    with pytest.raises(UserError, match="anchor snapshots"):
+        gtr.main(gtr.Args(env_id="CartPole-v1", runs_dir=runs_dir, reset=ResetArgs(method="inject")))
