@@ -80,3 +80,14 @@ def test_td3_with_least_stops_episodes_as_truncations(runs_dir):
 def test_least_on_an_agent_without_a_q_function_is_a_clear_error(runs_dir):
     with pytest.raises(UserError, match="LEAST needs a Q function"):
         ppo.main(ppo.Args(env_id="CartPole-v1", runs_dir=runs_dir, least=LEASTArgs(enabled=True)))
+
+
+def test_the_learning_potential_uses_the_episode_mean_td_error():
+    """ω divides by the running mean of this episode's TD errors, so one quiet transition does not trigger a stop."""
+    stopper = EpisodeStopper(LEASTArgs(enabled=True, start=0.0, window=4, weight=0.5, min_history=2), 1, 5, 100, torch.device("cpu"))
+    stopper.history_q[:4, 1] = 10.0
+    stopper.history_g[:4, 1] = 1.0
+    stopper.should_stop(torch.tensor([10.0]), torch.tensor([1.9]), global_step=50)  # step 0: G = 1.9
+    # step 1: this G = 0.1 alone would give ω = 10 (stop below 50); the episode mean (1.9 + 0.1)/2 = 1 gives ω = 1
+    assert not stopper.should_stop(torch.tensor([6.0]), torch.tensor([0.1]), global_step=50)[0]
+    assert float(stopper.current_g[0, 1]) == pytest.approx(1.0)
