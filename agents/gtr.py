@@ -112,10 +112,8 @@ class GaussianTrustRegion:
 
     def before_update(self, storage: RolloutStorage, policy: ppo.Policy) -> None:
         self.anchor.push(policy)  # π_old joins the mixture as its most recent member
-        steps, envs = storage.logprobs.shape
-        flat_obs = storage.obs.reshape(steps * envs, -1)
-        flat_actions = storage.actions.reshape(steps * envs, *storage.actions.shape[2:])
-        storage.extra = self.anchor.log_prob(flat_obs, flat_actions).reshape(steps, envs, 1)
+        rollout = storage.flat()
+        storage.extra = self.anchor.log_prob(rollout.obs, rollout.actions).reshape(*storage.logprobs.shape, 1)
         self.parameters_before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
         self.stats = {"released": [], "kl_anchor": []}
 

@@ -228,21 +228,18 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         return [m for m in net if isinstance(m, nn.Linear)]
 
     activation = torch.tanh if args.activation == "tanh" else torch.relu
+    policy_linears, critic_linears = hidden_linears(agent.policy.net), hidden_linears(agent.critic)
     monitor = PlasticityMonitor(
         args.diagnostics,
-        policy=(agent.policy, ActivationProbe(hidden_linears(agent.policy.net)[:-1], hidden_linears(agent.policy.net)[-1], activation),
-                lambda b: agent.policy.net(b.obs)),
-        critic=(agent.critic, ActivationProbe(hidden_linears(agent.critic)[:-1], hidden_linears(agent.critic)[-1], activation),
-                lambda b: agent.value(b.obs)),
+        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], activation), lambda b: agent.policy.net(b.obs)),
+        critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], activation), lambda b: agent.value(b.obs)),
     )
     resetter = Resetter(
         args.reset,
         critic=Resettable(agent.critic, optimizer, None, lambda: ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).critic.to(device),
-                          list(zip(hidden_linears(agent.critic)[:-1], hidden_linears(agent.critic)[1:])), lambda b: agent.value(b.obs),
-                          head=agent.critic[-1]),
+                          list(zip(critic_linears[:-1], critic_linears[1:])), lambda b: agent.value(b.obs), head=critic_linears[-1]),
         actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_dim, space, args.hidden_sizes, args.activation).to(device),
-                         list(zip(hidden_linears(agent.policy.net)[:-1], hidden_linears(agent.policy.net)[1:])), lambda b: agent.policy.net(b.obs),
-                         head=agent.policy.net[-1]),
+                         list(zip(policy_linears[:-1], policy_linears[1:])), lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
     )
     stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
                     reward_scaler=reward_scaler, env=env, monitor=monitor)

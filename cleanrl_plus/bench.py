@@ -76,13 +76,14 @@ def bench_env(args: BenchArgs) -> dict:
         return time.perf_counter() - start
 
     env.reset()
-    run(max(args.warmup // env.num_envs, 10))
+    warmup_iterations = max(args.warmup // env.num_envs, 10)
+    run(warmup_iterations)
     iterations = max(-(-args.steps // env.num_envs), 1)
     elapsed = run(iterations)
     env.close()
     return {
         "agent": "env", "env_id": args.env_id, "num_envs": env.num_envs, "device": str(device), "threads": torch.get_num_threads(),
-        "timed_steps": iterations * env.num_envs, "warmup_steps": max(args.warmup // env.num_envs, 10) * env.num_envs,
+        "timed_steps": iterations * env.num_envs, "warmup_steps": warmup_iterations * env.num_envs,
         "env_steps_per_second": round(iterations * env.num_envs / elapsed, 1), "updates_per_second": 0.0, "agent_flags": "",
     }
 

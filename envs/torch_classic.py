@@ -20,6 +20,7 @@ import gymnasium as gym
 import torch
 
 from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.replay import ring_slots
 from envs.base import EpisodeStats, StepResult, TorchVecEnv
 
 
@@ -34,8 +35,7 @@ class DeviceEpisodeLog:
         self.count = torch.zeros((), dtype=torch.long, device=device)
 
     def record(self, returns: torch.Tensor, lengths: torch.Tensor, done: torch.Tensor, end_step: int) -> None:
-        order = self.count + torch.cumsum(done.long(), 0) - 1
-        slots = torch.where(done, order % self.capacity, self.capacity)
+        slots = ring_slots(done, self.count, self.capacity)
         self.returns.index_copy_(0, slots, returns.float())
         self.lengths.index_copy_(0, slots, lengths)
         self.end_steps.index_fill_(0, slots, end_step)

@@ -27,6 +27,7 @@ import dataclasses
 import torch
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.replay import ring_slots
 
 
 @dataclasses.dataclass
@@ -88,8 +89,7 @@ class EpisodeStopper:
         self.finished += done.sum()
         self.stopped += stopped.sum()
         self.steps_saved += ((self.length - self.step_index) * stopped).sum()
-        order = self.next_row + torch.cumsum(done.long(), 0) - 1
-        rows = torch.where(done, order % self.args.window, self.args.window)
+        rows = ring_slots(done, self.next_row, self.args.window)
         self.history_q.index_copy_(0, rows, self.current_q)
         self.history_g.index_copy_(0, rows, self.current_g)
         self.next_row = (self.next_row + done.sum()) % self.args.window

@@ -114,3 +114,11 @@ def test_sac_rejects_discrete_action_envs(tmp_path):
 def test_unknown_cli_command():
     result = run_script("-m", "cleanrl_plus.cli", "nope")
     _assert_one_line_error(result, "unknown command 'nope' — run `cleanrl-plus --help` for the list")
+
+
+def test_bench_env_times_the_environment_alone():
+    result = run_script("-m", "cleanrl_plus.cli", "bench", "env", "--env-id", "torch:CartPole-v1", "--num-envs", "64",
+                        "--steps", "6400", "--threads", "1", "--json-out")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["agent"] == "env" and report["timed_steps"] == 6400 and report["env_steps_per_second"] > 0

@@ -52,3 +52,10 @@ def test_state_dict_round_trip():
     for name in ("obs", "next_obs", "actions", "rewards", "terminated", "insertion_step"):
         assert torch.equal(getattr(copy, name), getattr(buffer, name))
     assert (copy.position, copy.size, copy.num_inserted) == (2, 5, 7)
+
+
+def test_ring_slots_place_selected_rows_in_order_wrap_and_send_the_rest_to_scratch():
+    from cleanrl_plus.replay import ring_slots
+
+    selected = torch.tensor([True, False, True, True])
+    assert ring_slots(selected, torch.tensor(2), capacity=3).tolist() == [2, 3, 0, 1]
