@@ -38,6 +38,8 @@ import torch.nn.functional as F
 import envs
 from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
+from envs.continual import base_env_id
+from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.frame_replay import FrameStackReplay
@@ -128,6 +130,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def env_family(env_id: str) -> str:
+    env_id = base_env_id(env_id)  # a continual id takes the recipe of the env it is built on
     if env_id.startswith("ALE/"):
         return "atari"
     return "minatar" if env_id.startswith("MinAtar/") else "classic"
@@ -232,10 +235,10 @@ def double_dqn_target(
 def main(args: Args) -> dict:
     run = start_run(args)
     device = run.device
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend)
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend, continual=args.continual)
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise UserError(f"Double DQN needs discrete actions; {args.env_id} has {env.single_action_space} — use agents/td3.py or agents/sac_simba.py")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend)
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend, continual=args.continual)
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
 
     def make_q_network() -> QNetwork:
@@ -254,8 +257,9 @@ def main(args: Args) -> dict:
     linears = q_network.linear_layers()
     forward_q = lambda batch: q_network(batch.obs)  # noqa: E731
     monitor = PlasticityMonitor(args.diagnostics, critic=(q_network, ActivationProbe(linears[:-1], linears[-1]), forward_q))
-    resetter = Resetter(args.reset, critic=Resettable(q_network, optimizer, q_target, make_q_network, list(zip(linears[:-1], linears[1:])), forward_q,
-                                                    head=q_network.head))
+    networks = dict(critic=Resettable(q_network, optimizer, q_target, make_q_network, list(zip(linears[:-1], linears[1:])), forward_q,
+                                      head=q_network.head))
+    resetter = Resetter(args.reset, **networks)
     # the resetter loads first: an injected head must exist again before the weights arrive
     stateful = dict(resetter=resetter, q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env, monitor=monitor)
     global_step, num_updates = 0, 0
@@ -279,7 +283,8 @@ def main(args: Args) -> dict:
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: ε-greedy on the whole batch of envs ----------------------------------------------------------
-        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, global_step)
+        schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))  # continual: per task if asked
+        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, schedule_step)
         with torch.no_grad():
             actions = epsilon_greedy(q_network(obs), epsilon)
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) -----------------
@@ -289,7 +294,7 @@ def main(args: Args) -> dict:
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn -------------------------------------------------------------------------------------------
-        if global_step > args.learning_starts:
+        if schedule_step + env.num_envs > args.learning_starts:
             session.learning_started(global_step, num_updates)
             if crossed(previous_step, global_step, args.train_frequency):
                 for _ in range(args.gradient_steps):
@@ -314,6 +319,8 @@ def main(args: Args) -> dict:
                 polyak_update(q_target, q_network, args.tau)
 
         session.after_step(previous_step, global_step, num_updates, losses, eval_policy, checkpoint_state)
+        if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
+            on_task_switch(args.continual, networks.values(), replay)
 
     return session.finish(global_step, num_updates, eval_policy, checkpoint_state)
 

@@ -35,6 +35,7 @@ import torch.nn as nn
 import envs
 from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
+from cleanrl_plus.continual import on_task_switch
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
@@ -200,11 +201,11 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         raise UserError(f"ReDo recycles dormant ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
     run = start_run(args)
     device = run.device
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device)
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
     space = env.single_action_space
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or len(env.single_observation_space.shape) != 1:
         raise UserError(f"{agent_name} supports vector observations with Discrete or Box actions; {args.env_id} has {env.single_observation_space} → {space}")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device)
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual)
     obs_dim = int(env.single_observation_space.shape[0])
     continuous = isinstance(space, gym.spaces.Box)
 
@@ -234,13 +235,13 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], activation), lambda b: agent.policy.net(b.obs)),
         critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], activation), lambda b: agent.value(b.obs)),
     )
-    resetter = Resetter(
-        args.reset,
+    networks = dict(
         critic=Resettable(agent.critic, optimizer, None, lambda: ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).critic.to(device),
                           list(zip(critic_linears[:-1], critic_linears[1:])), lambda b: agent.value(b.obs), head=critic_linears[-1]),
         actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_dim, space, args.hidden_sizes, args.activation).to(device),
                          list(zip(policy_linears[:-1], policy_linears[1:])), lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
     )
+    resetter = Resetter(args.reset, **networks)
     stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
                     reward_scaler=reward_scaler, env=env, monitor=monitor)
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
@@ -325,6 +326,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         if trust_region is not None:
             losses |= trust_region.after_update(agent.policy)
         session.after_step(previous_step, global_step, num_updates, losses, greedy_policy, checkpoint_state)
+        if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
+            on_task_switch(args.continual, networks.values(), normalizers=(obs_normalizer, reward_scaler))
 
     return session.finish(global_step, num_updates, greedy_policy, checkpoint_state)
 

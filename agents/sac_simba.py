@@ -35,6 +35,7 @@ import torch.nn.functional as F
 import envs
 from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
+from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update
@@ -188,10 +189,10 @@ def main(args: Args) -> dict:
     run = start_run(args)
     device = run.device
     env_kwargs = {"action_repeat": args.action_repeat} if envs.backend_for(args.env_id) == "dmc" else {}
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, **env_kwargs)
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual, **env_kwargs)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise UserError(f"SAC needs continuous (Box) actions; {args.env_id} has {env.single_action_space} — use agents/ddqn.py or agents/ppo.py")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, **env_kwargs)
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual, **env_kwargs)
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
     use_cdq = env.can_terminate if args.clipped_double_q == "auto" else args.clipped_double_q == "on"
     num_critics = 2 if use_cdq else 1
@@ -220,13 +221,18 @@ def main(args: Args) -> dict:
         critic=(critic, critic.activation_probe(), lambda b: critic(normalize(b.obs), b.actions)),
         actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs))),
     )
-    resetter = Resetter(
-        args.reset,
+    networks = dict(
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),
                           critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions), head=critic.head),
         actor=Resettable(actor, actor_optimizer, None, lambda: Actor(args, obs_dim, env.single_action_space).to(device),
                          unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs))),
     )
+    resetter = Resetter(args.reset, **networks)
+
+    @torch.no_grad()
+    def fresh_temperature() -> None:  # the oracle's fresh agent also starts from the initial α
+        log_alpha.fill_(math.log(args.initial_alpha))
+        alpha_optimizer.state.clear()
     stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
         resetter=resetter, actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer,
         actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay,
@@ -256,8 +262,9 @@ def main(args: Args) -> dict:
         # ---- act (the only place the observation statistics are updated) -----------------------------
         if args.normalize_obs:
             normalizer.update(obs)
+        schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
         with torch.no_grad():
-            if global_step < args.learning_starts:
+            if schedule_step < args.learning_starts:
                 actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
             else:
                 actions, _ = actor.sample(normalize(obs))
@@ -276,7 +283,7 @@ def main(args: Args) -> dict:
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn: actor → temperature → critic → target, as in SimBa -------------------------------
-        if global_step > args.learning_starts:
+        if schedule_step + env.num_envs > args.learning_starts:
             session.learning_started(global_step, num_updates)
             batch = replay.sample(args.batch_size)
             for update in range(args.updates_per_step):
@@ -324,6 +331,8 @@ def main(args: Args) -> dict:
                 losses |= {"losses/qf2_values": q_values[1].detach().mean(), "losses/qf2_loss": qf_losses[1].detach()}
 
         session.after_step(previous_step, global_step, num_updates, losses, policy, checkpoint_state)
+        if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
+            on_task_switch(args.continual, networks.values(), replay, (normalizer,), also_on_fresh_start=(fresh_temperature,))
 
     return session.finish(global_step, num_updates, policy, checkpoint_state)
 

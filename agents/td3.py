@@ -27,6 +27,7 @@ import torch.nn.functional as F
 import envs
 from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
+from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
@@ -148,10 +149,10 @@ def td3_target(
 def main(args: Args) -> dict:
     run = start_run(args)
     device = run.device
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device)
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise UserError(f"TD3 needs continuous (Box) actions; {args.env_id} has {env.single_action_space} — use agents/ddqn.py or agents/ppo.py")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device)
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual)
     obs_dim = int(env.single_observation_space.shape[0])
     action_dim = int(env.single_action_space.shape[0])
 
@@ -169,13 +170,13 @@ def main(args: Args) -> dict:
         critic=(critic, critic.activation_probe(), lambda b: critic(b.obs, b.actions)),
         actor=(actor, ActivationProbe(actor_linears[:-1], actor_linears[-1]), lambda b: actor(b.obs)),
     )
-    resetter = Resetter(
-        args.reset,
+    networks = dict(
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(obs_dim, action_dim, args).to(device),
                           critic.unit_pairs(), lambda b: critic(b.obs, b.actions), head=critic.head),
         actor=Resettable(actor, actor_optimizer, actor_target, lambda: Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device),
                          list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(b.obs), head=actor.net[-1]),
     )
+    resetter = Resetter(args.reset, **networks)
     stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
         resetter=resetter, actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
         actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
@@ -199,9 +200,10 @@ def main(args: Args) -> dict:
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
-        # ---- act -------------------------------------------------------------------------------------
+        # ---- act (random warm-up steps count from the task's start with --continual.reset-exploration) --------
+        schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
         with torch.no_grad():
-            if global_step < args.learning_starts:
+            if schedule_step < args.learning_starts:
                 actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
             else:
                 noise = torch.randn((env.num_envs, action_dim), device=device) * actor.action_scale * args.exploration_noise
@@ -219,7 +221,7 @@ def main(args: Args) -> dict:
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn -----------------------------------------------------------------------------------
-        if global_step > args.learning_starts:
+        if schedule_step + env.num_envs > args.learning_starts:
             session.learning_started(global_step, num_updates)
             for gradient_step in range(args.gradient_steps):
                 if gradient_step == 0 or not args.reuse_batch:
@@ -252,6 +254,8 @@ def main(args: Args) -> dict:
             })
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, checkpoint_state)
+        if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
+            on_task_switch(args.continual, networks.values(), replay)
 
     return session.finish(global_step, num_updates, actor, checkpoint_state)
 

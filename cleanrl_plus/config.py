@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 import tyro
 
 from cleanrl_plus.errors import UserError
+from envs.continual import ContinualArgs, is_continual, parse as parse_continual_id
 
 ArgsT = TypeVar("ArgsT")
 
@@ -52,6 +53,8 @@ class RunArgs:
     """folder under which run directories are created"""
     progress: bool = True
     """show a progress line with SPS and ETA on stderr"""
+    continual: ContinualArgs = dataclasses.field(default_factory=ContinualArgs)
+    """continual settings (`--env-id continual:<preset>`): the task schedule and what the agent keeps at a switch"""
 
     @classmethod
     def defaults_for(cls, env_id: str, **overrides: Any):
@@ -66,11 +69,17 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--resume", default="")
     pre.add_argument("--env-id", "--env_id", default=None)
+    pre.add_argument("--continual.steps-per-task", "--continual.steps_per_task", type=int, default=0, dest="steps_per_task")
+    pre.add_argument("--continual.num-tasks", "--continual.num_tasks", type=int, default=0, dest="num_tasks")
     known, _ = pre.parse_known_args(argv)
     if known.resume:
         default = load_saved_args(args_type, Path(known.resume))
     else:
-        default = args_type.defaults_for(known.env_id or _field_default(args_type, "env_id"))
+        env_id = known.env_id or _field_default(args_type, "env_id")
+        default = args_type.defaults_for(env_id)
+        if is_continual(env_id):  # a continual run spends its whole schedule unless --total-timesteps says otherwise
+            schedule = parse_continual_id(env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks))
+            default = dataclasses.replace(default, total_timesteps=schedule.total_steps)
     return tyro.cli(args_type, args=argv, default=default)
 
 

@@ -37,6 +37,13 @@ class RunningMeanStd(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / torch.sqrt(self.var + self.epsilon)
 
+    @torch.no_grad()
+    def reset(self) -> None:
+        """Forget the statistics (continual settings: `--continual.reset-obs-norm` at a task switch)."""
+        self.mean.zero_()
+        self.var.fill_(1.0)
+        self.count.zero_()
+
 
 class ObservationNormalizer(nn.Module):
     """clip((x − μ)/σ, ±clip) with running statistics, as gymnasium's NormalizeObservation + clip in CleanRL's PPO.
@@ -57,6 +64,9 @@ class ObservationNormalizer(nn.Module):
             self.rms.update(obs)
         return self.rms(obs.float()).clamp(-self.clip, self.clip)
 
+    def reset(self) -> None:
+        self.rms.reset()
+
 
 class RewardScaler(nn.Module):
     """r / √(Var[G] + ε), clipped, where G ← γG + r is each env's running discounted return (gymnasium's
@@ -76,3 +86,8 @@ class RewardScaler(nn.Module):
         self.return_rms.update(self.discounted_return)
         self.discounted_return.masked_fill_(done, 0.0)
         return (reward / torch.sqrt(self.return_rms.var + self.epsilon)).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        self.return_rms.reset()
+        self.discounted_return.zero_()

@@ -117,6 +117,11 @@ class ReplayBuffer:
         self.size = min(self.size + n, self.capacity)
         self.num_inserted += n
 
+    def clear(self) -> None:
+        """Forget every stored transition (continual settings: `--continual.reset-replay` or the oracle at a task
+        switch). The insertion counter keeps running, so ages and frame-stack rows stay consistent."""
+        self.position, self.size = 0, 0
+
     def slots_by_age(self, ages: torch.Tensor) -> torch.Tensor:
         """Buffer slots of the transitions that are `ages` insertions old (0 = newest)."""
         return (self.position - 1 - ages) % self.capacity

@@ -118,6 +118,8 @@ def start_run(args: RunArgs) -> Run:
         run_dir = Path(args.runs_dir) / run_name_for(args)
         run_dir.mkdir(parents=True, exist_ok=False)
     seed_everything(args.seed, args.torch_deterministic)
+    if args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
+        args.continual.schedule_seed = args.seed
     (run_dir / "args.json").write_text(json.dumps(dataclasses.asdict(args) | {"resume": ""}, indent=2))
     logger = Logger(str(run_dir), args, purge_step=resumed["global_step"] if resumed else None)
     run = Run(args=args, dir=run_dir, device=device, logger=logger, resumed=resumed)

@@ -3,6 +3,7 @@ the progress line, SPS clocks and the run summary. The agent file keeps only the
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Callable
 
@@ -27,17 +28,79 @@ class TrainingSession:
         self.learning_clock: tuple[float, int, int] | None = None  # (time, step, updates) when updates began
         self.last_eval: dict[str, Any] = {}
         self.eval_history: list[tuple[int, float]] = []
+        # continual envs: the scheduled task, where it began, and per-task records (None: a stationary env)
+        self.task: int | None = getattr(env, "scheduled_task", None)
+        self.task_start_step = 0
+        self.task_switched = False  # True right after the step at which the schedule moved to a new task
+        self.tasks: dict[int, dict[str, Any]] = {}
+        if run.resumed:
+            self._restore_history(start_step)
+        if self.task is not None:
+            self._open_task(self.task, start_step, resumed=run.resumed is not None)
+
+    def _restore_history(self, start_step: int) -> None:
+        """A resumed run continues the evaluation and per-task records of its summary (up to its checkpoint)."""
+        path = self.run.dir / "summary.json"
+        try:
+            previous = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return
+        self.eval_history = [tuple(entry) for entry in previous.get("eval_history", []) if entry[0] <= start_step]
+        for record in previous.get("tasks", []):
+            self.tasks[record["task"]] = record | {"evals": [tuple(e) for e in record.get("evals", []) if e[0] <= start_step]}
+
+    def _open_task(self, task: int, step: int, resumed: bool = False) -> None:
+        if resumed and task in self.tasks:
+            self.task_start_step = self.tasks[task]["start_step"]
+            return
+        self.task_start_step = step
+        self.tasks[task] = {"task": task, "start_step": step, "end_step": None, "evals": [], "train_return_sum": 0.0, "train_episodes": 0}
+        self.run.logger.scalar("continual/task", task, step)  # the switch marker in TensorBoard
+        if not resumed and task == 0:
+            schedule = self.env.describe()
+            (self.run.dir / "schedule.json").write_text(json.dumps(schedule, indent=2))
+            self.run.logger.writer.add_text("continual/schedule", "\n".join(f"    {entry}" for entry in schedule), step)
+
+    def schedule_step(self, global_step: int, restart_per_task: bool) -> int:
+        """The step count exploration schedules run on: steps since the task began when they restart per task."""
+        return global_step - self.task_start_step if restart_per_task and self.task is not None else global_step
 
     def learning_started(self, global_step: int, num_updates: int) -> None:
         if self.learning_clock is None:
             self.learning_clock = (time.perf_counter(), global_step, num_updates)
 
     def evaluate(self, policy: Callable[[torch.Tensor], torch.Tensor], global_step: int) -> None:
+        """Deterministic evaluation; in a continual run, on the task the agent is in."""
+        if self.task is not None:
+            self.evaluator.env.set_task(self.task)
         returns = self.evaluator(policy)
         self.last_eval = {"step": global_step, "mean": float(returns.mean()), "returns": returns.tolist()}
         self.eval_history.append((global_step, self.last_eval["mean"]))
         self.run.logger.scalar("eval/episodic_return", self.last_eval["mean"], global_step)
+        if self.task is not None:
+            self.tasks[self.task]["evals"].append((global_step, self.last_eval["mean"]))
         self.progress.set(eval=self.last_eval["mean"])
+
+    def _log_episodes(self) -> None:
+        stats = self.env.drain_episode_stats()
+        self.run.logger.episodes(stats)
+        for episodic_return, task in zip(stats.returns, stats.task_ids):
+            record = self.tasks.get(task)
+            if record is not None:
+                record["train_return_sum"] += episodic_return
+                record["train_episodes"] += 1
+
+    def _follow_schedule(self, policy: Callable[[torch.Tensor], torch.Tensor], global_step: int) -> None:
+        """At a switch: the end-of-task evaluation (on the task that ends), then the new task's record."""
+        self.task_switched = False
+        if self.task is None or self.env.scheduled_task == self.task:
+            return
+        if self.last_eval.get("step") != global_step:
+            self.evaluate(policy, global_step)
+        self.tasks[self.task]["end_step"] = global_step
+        self.task = self.env.scheduled_task
+        self._open_task(self.task, global_step)
+        self.task_switched = True
 
     def after_step(
         self,
@@ -50,8 +113,9 @@ class TrainingSession:
     ) -> None:
         """Log, evaluate and checkpoint when `global_step` crosses a multiple of the respective interval."""
         args, logger = self.args, self.run.logger
+        self._follow_schedule(policy, global_step)
         if crossed(previous_step, global_step, args.log_every):
-            logger.episodes(self.env.drain_episode_stats())
+            self._log_episodes()
             if losses:
                 logger.scalars(losses, global_step)  # one device sync for all losses
             logger.scalar("charts/SPS", self.sps(time.perf_counter(), global_step), global_step)
@@ -59,7 +123,7 @@ class TrainingSession:
                 logger.scalar("charts/frames", self.env.frames, global_step)
             if logger.last_episodic_return is not None:
                 self.progress.set(ret=logger.last_episodic_return)
-        if crossed(previous_step, global_step, args.eval_every):
+        if crossed(previous_step, global_step, args.eval_every) and self.last_eval.get("step") != global_step:
             self.evaluate(policy, global_step)
         if crossed(previous_step, global_step, args.checkpoint_every):
             self.run.save(checkpoint_state(), self.summary(global_step, num_updates, False, time.perf_counter()))
@@ -75,6 +139,8 @@ class TrainingSession:
             "device": str(self.run.device), "threads": torch.get_num_threads(), "sps": self.sps(now, global_step),
             "eval": dict(self.last_eval), "eval_history": list(self.eval_history),
         }
+        if self.task is not None:
+            result["tasks"] = [self._task_summary(record, global_step) for _, record in sorted(self.tasks.items())]
         if getattr(self.env, "frames", None) is not None:
             result["frames"] = self.env.frames
         if self.learning_clock is not None:
@@ -83,6 +149,18 @@ class TrainingSession:
             result["sps_learning"] = (global_step - step) / elapsed
             result["updates_per_second"] = (num_updates - updates) / elapsed
         return result
+
+    @staticmethod
+    def _task_summary(record: dict[str, Any], global_step: int) -> dict[str, Any]:
+        """Per-task metrics (spec §3.3): the end-of-task evaluation, the AUC as the mean evaluation over the task,
+        and the mean training return of the episodes that ran in it."""
+        evals = [mean for _, mean in record["evals"]]
+        episodes = record["train_episodes"]
+        return record | {
+            "end_step": record["end_step"] if record["end_step"] is not None else global_step,
+            "final_eval": evals[-1] if evals else None, "auc_eval": sum(evals) / len(evals) if evals else None,
+            "train_return_mean": record["train_return_sum"] / episodes if episodes else None,
+        }
 
     def finish(
         self,
@@ -93,7 +171,7 @@ class TrainingSession:
     ) -> dict[str, Any]:
         """Final evaluation (if the run finished), final checkpoint and summary, closing message."""
         loop_end, finished = time.perf_counter(), global_step >= self.args.total_timesteps
-        self.run.logger.episodes(self.env.drain_episode_stats())
+        self._log_episodes()
         if finished and self.last_eval.get("step") != global_step:
             self.evaluate(policy, global_step)
         result = self.summary(global_step, num_updates, finished, loop_end)

@@ -3,6 +3,7 @@
 Every backend returns a `TorchVecEnv` (see `envs/base.py`) whose `step` gives torch tensors on the
 chosen device: the observation to act on, reward, terminated, truncated and the true next observation.
 Backends are chosen from the id (`dmc:domain-task`, `ALE/Game-v5`, `torch:CartPole-v1`) or by `backend=`.
+`continual:...` ids wrap any of them with a task schedule (envs/continual.py); `continual=` carries its flags.
 `training=False` builds an evaluation env: backends that shape episodes or rewards for learning (Atari: a lost
 life ends the episode, rewards clipped to their sign) then give full games and raw rewards.
 """
@@ -14,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from cleanrl_plus.errors import UserError
+from envs.continual import PREFIX as CONTINUAL_PREFIX, ContinualArgs, ContinualVecEnv, validate as validate_continual_id
 from envs.base import EpisodeStats, StepResult, TorchVecEnv
 
 BackendFactory = Callable[..., TorchVecEnv]
@@ -64,6 +66,9 @@ def backend_for(env_id: str) -> str:
 
 def validate_env_id(env_id: str) -> None:
     """Raise a one-line UserError for an id no backend knows (cheap: no environment is built)."""
+    if env_id.startswith(CONTINUAL_PREFIX):
+        validate_continual_id(env_id)
+        return
     backend = backend_for(env_id)
     if backend in ("gymnasium", "atari"):
         from envs.gymnasium_backend import check_env_id
@@ -86,13 +91,17 @@ def make(
     device: str | torch.device = "cpu",
     backend: str = "auto",
     training: bool = True,
+    continual: ContinualArgs | None = None,
     **env_kwargs: Any,
 ) -> TorchVecEnv:
     """Build `num_envs` copies of `env_id`, seeded `seed, seed+1, ...`, returning torch tensors on `device`.
 
-    `training=False` asks for an evaluation env (full episodes, raw rewards; see the module docstring)."""
+    `training=False` asks for an evaluation env (full episodes, raw rewards; see the module docstring).
+    `continual` holds the `--continual.*` flags; ids without the `continual:` prefix ignore it."""
     if num_envs < 1:
         raise UserError(f"num_envs must be at least 1, got {num_envs}")
+    if env_id.startswith(CONTINUAL_PREFIX):
+        return ContinualVecEnv(env_id, num_envs, seed, torch.device(device), training, continual, backend, **env_kwargs)
     name = backend_for(env_id) if backend == "auto" else backend
     if name not in BACKENDS:
         raise UserError(f"unknown env backend '{name}' — choose one of {sorted(BACKENDS)} or 'auto'")

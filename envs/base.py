@@ -33,6 +33,7 @@ class EpisodeStats:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     end_steps: list[int] = field(default_factory=list)
+    task_ids: list[int] = field(default_factory=list)  # continual envs only: the task each episode ran in
 
     def __len__(self) -> int:
         return len(self.returns)

@@ -89,7 +89,7 @@ class DMCVecEnv(TorchVecEnv):
             if time_step.last():
                 terminated[i] = time_step.discount == 0.0
                 truncated[i] = not terminated[i]
-                obs.append(_flatten(env.reset().observation))
+                obs.append(_flatten(self._reset_sub_env(i).observation))
             else:
                 obs.append(final)
         self._track_episodes(reward, terminated | truncated)
@@ -98,6 +98,9 @@ class DMCVecEnv(TorchVecEnv):
             terminated=self._to_torch(terminated, torch.bool), truncated=self._to_torch(truncated, torch.bool),
             next_obs=self._to_torch(np.stack(next_obs)),
         )
+
+    def _reset_sub_env(self, i: int):
+        return self.envs[i].reset()
 
     def render(self, height: int = 240, width: int = 320, camera_id: int = 0) -> np.ndarray:
         """RGB frame of sub-env 0 (needs a MuJoCo GL backend, e.g. MUJOCO_GL=egl on a headless GPU box)."""
@@ -111,3 +114,44 @@ class DMCVecEnv(TorchVecEnv):
         self._load_tracking_state(state)
         self.frames = state["frames"]
         self.envs = [pickle.loads(blob) for blob in state["pickled_envs"]]
+
+
+class DMCTaskChainVecEnv(DMCVecEnv):
+    """Tasks of one body in sequence (continual DMC: walker stand→walk→run). A sub-env moves to `pending_task`
+    (set by envs/continual.py) when its episode ends: its simulator is rebuilt for the new task, seeded from
+    (seed, sub-env, task). Observation and action spaces are the body's, so they never change."""
+
+    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, tasks: tuple[str, ...], action_repeat: int = 1) -> None:
+        super().__init__(env_id, num_envs, seed, device, action_repeat)
+        from dm_control import suite
+
+        for task in tasks:
+            if (self.domain, task) not in suite.ALL_TASKS:
+                raise UserError(f"dm-control has no task '{self.domain}-{task}' for the chain {tasks}")
+        self.tasks, self.pending_task = tasks, 0
+        self.sub_env_tasks = [0] * num_envs  # each sub-env's position in the chain (switch index)
+
+    def _load(self, i: int, switch: int):
+        from dm_control import suite
+
+        self.sub_env_tasks[i] = switch
+        task = self.tasks[switch % len(self.tasks)]
+        return suite.load(self.domain, task, task_kwargs={"random": self.seed + i + 100_003 * switch})
+
+    def _reset_sub_env(self, i: int):
+        if self.sub_env_tasks[i] != self.pending_task:
+            self.envs[i] = self._load(i, self.pending_task)
+        return self.envs[i].reset()
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        self.seed = self.seed if seed is None else seed
+        self.envs = [self._load(i, self.pending_task) for i in range(self.num_envs)]
+        self._reset_episode_tracking()
+        return self._to_torch(np.stack([_flatten(env.reset().observation) for env in self.envs]))
+
+    def state_dict(self) -> dict[str, Any]:
+        return super().state_dict() | {"sub_env_tasks": list(self.sub_env_tasks)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.sub_env_tasks = list(state["sub_env_tasks"])

@@ -1,0 +1,580 @@
+"""Continual / non-stationary settings: one env id, a seeded piecewise-constant task schedule, every agent unchanged.
+
+Ids (spec: ../shared/spec/continual-and-evaluation.md §0, §1.10–1.14, §6):
+- named presets `continual:<preset>` (the published schedules; `-small` variants are CPU-sized), listed in PRESETS;
+- any shift on any env, `continual:<shift>:<env id>` (e.g. `continual:friction:Hopper-v5`,
+  `continual:obs-offset:torch:CartPole-v1`), with SHIFTS' schedule defaults.
+`--continual.steps-per-task` / `--continual.num-tasks` override a schedule (flags in `ContinualArgs`).
+
+How a switch happens (as in Dohare et al.'s slippery Ant):
+- Task k is scheduled from env step k·T (T = steps per task; the last task stays). A sub-env changes task only
+  when its current episode ends after that point: its next episode runs entirely under the new task.
+- Shifts of what the agent sees or does (observation offset / permutation, action permutation, reward sign)
+  are tensor ops on the device, indexed by each sub-env's task. Simulator shifts (friction, gravity, mass,
+  damping, DMC task chains, game sequences) are applied by each sub-env at its next reset.
+- Every step exposes `env.task_id` and `env.switch_index` (one per sub-env, on the device) and `env.scheduled_task`
+  (host int): agents do not read them unless a flag asks (the oracle resets); per-task metrics do.
+- Schedules are drawn once from `(preset, schedule seed)` with their own numpy generator (never the global RNG);
+  the schedule seed defaults to the run's seed. Observation and action spaces never change at a switch
+  (MinAtar games are padded to 10 channels and use the full 6-action set).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from cleanrl_plus.errors import UserError, did_you_mean
+from envs.base import EpisodeStats, StepResult, TorchVecEnv
+
+PREFIX = "continual:"
+
+
+@dataclasses.dataclass
+class ContinualArgs:
+    steps_per_task: int = 0
+    """continual ids only: env steps per task (0 = the preset's schedule)"""
+    num_tasks: int = 0
+    """continual ids only: number of tasks in the sequence (0 = the preset's); the last task stays after its turn"""
+    schedule_seed: int = -1
+    """seed of the task schedule (offsets, frictions, permutations); -1 = the run's --seed"""
+    reset_obs_norm: bool = False
+    """at each switch, reset observation/reward normalisation statistics (C-CHAIN/Plasticine rebuild the env: True)"""
+    reset_replay: bool = False
+    """at each switch, empty the replay buffer (C-CHAIN's continual MinAtar keeps it: False)"""
+    reset_exploration: bool = False
+    """at each switch, restart exploration schedules (random warm-up steps, ε decay) from the task's start"""
+    oracle: bool = False
+    """fresh agent per task: at each switch re-initialise networks, optimisers, targets, replay, normalisers and
+    exploration (the reference learner that plasticity is measured against)"""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shifts: what changes between tasks
+# --------------------------------------------------------------------------------------------------------------
+class Shift:
+    """One kind of change. `draw` fixes the per-task parameters; the tensor hooks run on the device, indexed by each
+    sub-env's task; `configure` edits a simulator at a sub-env's reset (host-side shifts only)."""
+
+    name = ""
+    host_side = False  # True: the simulator changes (configure); False: only tensors change
+    default_steps, default_tasks = 100_000, 10  # [our default] for `continual:<shift>:<env id>` ids
+
+    def draw(self, rng: np.random.Generator, num_tasks: int, env: TorchVecEnv) -> None:
+        pass
+
+    def observation(self, obs: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+        return obs
+
+    def action(self, action: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+        return action
+
+    def reward(self, reward: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+        return reward
+
+    def episode_return(self, episodic_return: float, task: int) -> float:
+        return episodic_return
+
+    def configure(self, env: gym.Env, task: int) -> None:
+        pass
+
+    def describe(self, task: int) -> dict[str, Any]:
+        """The parameter values of `task`, for the run log."""
+        return {}
+
+
+class ObservationOffset(Shift):
+    """o + ε_k with ε_k ~ N(0, σ²I), σ = 2, level 0 unperturbed (TRAC / C-CHAIN continual Gym control)."""
+
+    name = "obs-offset"
+
+    def __init__(self, sigma: float = 2.0) -> None:
+        self.sigma = sigma
+
+    def draw(self, rng, num_tasks, env):
+        _require_float_vector(env, self.name)
+        offsets = rng.normal(0.0, self.sigma, (num_tasks, *env.single_observation_space.shape))
+        offsets[0] = 0.0
+        self.offsets = torch.as_tensor(offsets, dtype=torch.float32, device=env.device)
+
+    def observation(self, obs, task):
+        return obs + self.offsets[task]
+
+    def describe(self, task):
+        return {"offset": [round(v, 4) for v in self.offsets[task].flatten().tolist()]}
+
+
+class ObservationPermutation(Shift):
+    """o[π_k]: a new random permutation of the flattened observation per task, identity first (Juliani & Ash 2024)."""
+
+    name = "obs-permute"
+
+    def draw(self, rng, num_tasks, env):
+        size = int(np.prod(env.single_observation_space.shape))
+        perms = [np.arange(size)] + [rng.permutation(size) for _ in range(num_tasks - 1)]
+        self.perms = torch.as_tensor(np.stack(perms), dtype=torch.long, device=env.device)
+
+    def observation(self, obs, task):
+        return obs.flatten(1).gather(1, self.perms[task]).view_as(obs)
+
+    def describe(self, task):
+        return {"permutation": self.perms[task].tolist()}
+
+
+class ActionPermutation(Shift):
+    """Discrete: a ↦ σ_k(a); continuous: the action axes permuted and sign-flipped (Juliani & Ash's `shuffle`).
+    Task 0 is the identity."""
+
+    name = "action-permute"
+
+    def draw(self, rng, num_tasks, env):
+        space = env.single_action_space
+        size = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(np.prod(space.shape))
+        if isinstance(space, gym.spaces.Box) and not np.allclose(space.low, -space.high):
+            raise UserError(f"action-permute flips action signs, so it needs symmetric action bounds; {env.env_id} has {space}")
+        perms = [np.arange(size)] + [rng.permutation(size) for _ in range(num_tasks - 1)]
+        signs = [np.ones(size)] + [rng.choice([-1.0, 1.0], size) for _ in range(num_tasks - 1)]
+        self.perms = torch.as_tensor(np.stack(perms), dtype=torch.long, device=env.device)
+        self.signs = torch.as_tensor(np.stack(signs), dtype=torch.float32, device=env.device)
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+
+    def action(self, action, task):
+        if self.discrete:
+            return self.perms[task].gather(1, action.long().unsqueeze(1)).squeeze(1).to(action.dtype)
+        return action.gather(1, self.perms[task]) * self.signs[task]
+
+    def describe(self, task):
+        return {"permutation": self.perms[task].tolist()} | ({} if self.discrete else {"signs": self.signs[task].tolist()})
+
+
+class RewardSignFlip(Shift):
+    """r ↦ (−1)^k·r: odd tasks reward the opposite behaviour."""
+
+    name = "reward-flip"
+
+    def reward(self, reward, task):
+        return reward * (1 - 2 * (task % 2)).to(reward.dtype)
+
+    def episode_return(self, episodic_return, task):
+        return -episodic_return if task % 2 else episodic_return
+
+    def describe(self, task):
+        return {"reward_sign": -1 if task % 2 else 1}
+
+
+class PhysicsShift(Shift):
+    """Scale a simulator parameter by a per-task factor (every task drawn, as in Dohare's slippery Ant).
+
+    MuJoCo (gymnasium): friction → `geom_friction[:, 0]`, gravity → `opt.gravity`, mass → `body_mass` and
+    `body_inertia` together (so the bodies stay physically consistent), damping → `dof_damping`; the edit is on
+    the live model and takes effect at the next `mj_step`. Classic control: CartPole and Pendulum gravity and masses.
+    """
+
+    host_side = True
+
+    def __init__(self, name: str, low: float, high: float, log_uniform: bool, default_steps: int = 100_000, default_tasks: int = 10) -> None:
+        self.name, self.low, self.high, self.log_uniform = name, low, high, log_uniform
+        self.default_steps, self.default_tasks = default_steps, default_tasks
+
+    def draw(self, rng, num_tasks, env):
+        if self.log_uniform:
+            self.factors = np.exp(rng.uniform(np.log(self.low), np.log(self.high), num_tasks))
+        else:
+            self.factors = rng.uniform(self.low, self.high, num_tasks)
+
+    def configure(self, env, task):
+        base = env.unwrapped
+        factor = float(self.factors[task])
+        defaults = getattr(base, "_continual_defaults", None)
+        if defaults is None:  # remember the untouched values once, so factors never compound
+            defaults = base._continual_defaults = _physics_defaults(base)
+        if "model" in defaults:
+            model, saved = base.model, defaults["model"]
+            if self.name == "friction":
+                model.geom_friction[:, 0] = saved["geom_friction"] * factor
+            elif self.name == "gravity":
+                model.opt.gravity[:] = saved["gravity"] * factor
+            elif self.name == "mass":
+                model.body_mass[:] = saved["body_mass"] * factor
+                model.body_inertia[:] = saved["body_inertia"] * factor
+            elif self.name == "damping":
+                model.dof_damping[:] = saved["dof_damping"] * factor
+            return
+        attributes = CLASSIC_PHYSICS.get(type(base).__name__, {}).get(self.name)
+        if attributes is None:
+            raise UserError(f"the '{self.name}' shift needs a MuJoCo env (or CartPole/Pendulum for gravity and mass); got {base.spec.id if base.spec else type(base).__name__}")
+        for attribute in attributes:
+            setattr(base, attribute, defaults[attribute] * factor)
+        if type(base).__name__ == "CartPoleEnv":  # derived constants of gymnasium's CartPole
+            base.total_mass = base.masspole + base.masscart
+            base.polemass_length = base.masspole * base.length
+
+    def describe(self, task):
+        return {f"{self.name}_factor": float(self.factors[task])}
+
+
+# attributes scaled on gymnasium's classic-control envs (class name → shift → attributes)
+CLASSIC_PHYSICS = {
+    "CartPoleEnv": {"gravity": ("gravity",), "mass": ("masscart", "masspole")},
+    "PendulumEnv": {"gravity": ("g",), "mass": ("m",)},
+}
+
+
+def _physics_defaults(base: gym.Env) -> dict[str, Any]:
+    model = getattr(base, "model", None)
+    if model is not None and hasattr(model, "geom_friction"):
+        return {"model": {"geom_friction": model.geom_friction[:, 0].copy(), "gravity": model.opt.gravity.copy(),
+                          "body_mass": model.body_mass.copy(), "body_inertia": model.body_inertia.copy(),
+                          "dof_damping": model.dof_damping.copy()}}
+    names = {a for shift in CLASSIC_PHYSICS.get(type(base).__name__, {}).values() for a in shift}
+    return {name: getattr(base, name) for name in names}
+
+
+class Sequence(Shift):
+    """A sequence of tasks of one body (DMC chains) or of games (MinAtar); task k runs sequence[k mod len]."""
+
+    host_side = True
+
+    def __init__(self, name: str, members: tuple[str, ...]) -> None:
+        self.name, self.members = name, members
+        self.default_tasks = len(members)
+
+    def member(self, task: int) -> str:
+        return self.members[task % len(self.members)]
+
+    def configure(self, env, task):
+        env.select(task % len(self.members))
+
+    def describe(self, task):
+        return {"task": self.member(task)}
+
+
+def _require_float_vector(env: TorchVecEnv, shift: str) -> None:
+    space = env.single_observation_space
+    if not (isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating)):
+        raise UserError(f"the '{shift}' shift adds to float observations; {env.env_id} observes {space} — use obs-permute")
+
+
+SHIFTS: dict[str, Callable[[], Shift]] = {
+    "obs-offset": ObservationOffset,
+    "obs-permute": ObservationPermutation,
+    "action-permute": ActionPermutation,
+    "reward-flip": RewardSignFlip,
+    "friction": lambda: PhysicsShift("friction", 0.02, 2.0, log_uniform=True),  # Dohare 2024: log-uniform [0.02, 2]
+    "gravity": lambda: PhysicsShift("gravity", 0.5, 1.5, log_uniform=False),  # [our default]
+    "mass": lambda: PhysicsShift("mass", 0.5, 2.0, log_uniform=True),  # [our default]
+    "damping": lambda: PhysicsShift("damping", 0.5, 2.0, log_uniform=True),  # [our default]
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Named presets: the published schedules, and CPU-sized variants
+# --------------------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    env_id: str  # the base env (the first member for sequences)
+    make_shift: Callable[[], Shift]
+    steps_per_task: int
+    num_tasks: int
+    source: str
+
+
+def _minatar(*games: str) -> tuple[str, ...]:
+    return tuple(f"MinAtar/{game}-v0" for game in games)  # -v0: the full 6-action set
+
+
+PRESETS: dict[str, Preset] = {
+    "cartpole-offset": Preset("CartPole-v1", ObservationOffset, 160_000, 10, "TRAC/C-CHAIN: N(0, 2²) observation offset per level, 200 PPO iterations × 800 steps per level"),
+    "cartpole-offset-small": Preset("CartPole-v1", ObservationOffset, 60_000, 5, "CPU-sized continual CartPole (spec §4.1): 5 levels × 60k"),
+    "acrobot-offset": Preset("Acrobot-v1", ObservationOffset, 160_000, 10, "TRAC/C-CHAIN continual Acrobot"),
+    "cartpole-permute": Preset("CartPole-v1", ObservationPermutation, 60_000, 5, "observation permutation per task [our default schedule]"),
+    "cartpole-shuffle": Preset("CartPole-v1", ActionPermutation, 60_000, 5, "action permutation per task [our default schedule]"),
+    "slippery-ant": Preset("Ant-v5", SHIFTS["friction"], 2_000_000, 10, "Dohare et al. 2024: friction log-uniform in [0.02, 2] every 2M steps"),
+    "slippery-hopper": Preset("Hopper-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery Hopper (spec §0) [untested schedule]"),
+    "slippery-halfcheetah": Preset("HalfCheetah-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery HalfCheetah (spec §0) [untested schedule]"),
+    "dmc-walker": Preset("dmc:walker-stand", lambda: Sequence("dmc", ("stand", "walk", "run")), 1_000_000, 3, "C-CHAIN/Plasticine walker stand→walk→run, 1M per task"),
+    "dmc-quadruped": Preset("dmc:quadruped-walk", lambda: Sequence("dmc", ("walk", "run", "walk")), 1_000_000, 3, "C-CHAIN quadruped walk→run→walk"),
+    "dmc-dog": Preset("dmc:dog-stand", lambda: Sequence("dmc", ("stand", "walk", "run", "trot")), 1_000_000, 4, "C-CHAIN dog stand→walk→run→trot"),
+    "minatar3": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Seaquest")), 2_000_000, 3,
+                       "C-CHAIN continual MinAtar: space_invaders→asterix→seaquest, 2M per game, 10 channels, 6 actions"),
+    "minatar-saf": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Freeway")), 2_000_000, 3,
+                          "C-CHAIN variant: space_invaders→asterix→freeway"),
+}
+
+
+@dataclasses.dataclass
+class Setting:
+    """A parsed continual id: the base env, the shift, and the schedule."""
+
+    env_id: str
+    shift: Shift
+    steps_per_task: int
+    num_tasks: int
+
+    def task_at(self, env_step: int) -> int:
+        """The task scheduled at env step `env_step` (a sub-env takes it at its next episode end)."""
+        return min(max(env_step, 0) // self.steps_per_task, self.num_tasks - 1)
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_per_task * self.num_tasks
+
+
+def is_continual(env_id: str) -> bool:
+    return env_id.startswith(PREFIX)
+
+
+def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
+    """`continual:<preset>` or `continual:<shift>:<env id>` → Setting (one-line UserError for anything else)."""
+    name = env_id[len(PREFIX):]
+    settings = settings or ContinualArgs()
+    if name in PRESETS:
+        preset = PRESETS[name]
+        base, shift, steps, tasks = preset.env_id, preset.make_shift(), preset.steps_per_task, preset.num_tasks
+    else:
+        shift_name, _, base = name.partition(":")
+        if base and shift_name not in SHIFTS:
+            hint = did_you_mean(shift_name, list(SHIFTS)) or f" — shifts: {', '.join(SHIFTS)} (continual:friction:<env id>)"
+            raise UserError(f"unknown shift '{shift_name}' in '{env_id}'{hint}")
+        if not base:
+            hint = did_you_mean(env_id, [PREFIX + p for p in PRESETS]) or (
+                f" — presets: {', '.join(PRESETS)}; or continual:<shift>:<env id> with a shift in {', '.join(SHIFTS)}")
+            raise UserError(f"unknown continual id '{env_id}'{hint}")
+        shift = SHIFTS[shift_name]()
+        steps, tasks = shift.default_steps, shift.default_tasks
+    steps = settings.steps_per_task or steps
+    tasks = settings.num_tasks or tasks
+    if steps < 1 or tasks < 1:
+        raise UserError(f"--continual.steps-per-task and --continual.num-tasks must be positive, got {steps} and {tasks}")
+    return Setting(base, shift, steps, tasks)
+
+
+def base_env_id(env_id: str) -> str:
+    """The env a continual id is built on (its first member for sequences); other ids are returned as they are."""
+    return parse(env_id).env_id if is_continual(env_id) else env_id
+
+
+def validate(env_id: str) -> None:
+    import envs
+
+    setting = parse(env_id)
+    envs.validate_env_id(setting.env_id)
+    if isinstance(setting.shift, Sequence) and setting.shift.name == "games":
+        for game in setting.shift.members:
+            envs.validate_env_id(game)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Simulator-side switching: each sub-env takes its pending task at its next reset
+# --------------------------------------------------------------------------------------------------------------
+class TaskSwitchingEnv(gym.Wrapper):
+    """Applies `pending_task` (set by ContinualVecEnv before each step) when the episode resets."""
+
+    def __init__(self, env: gym.Env, configure: Callable[[gym.Env, int], None]) -> None:
+        super().__init__(env)
+        self.configure, self.pending_task, self.task = configure, 0, -1
+
+    def reset(self, **kwargs: Any):
+        if self.pending_task != self.task:
+            self.configure(self.env, self.pending_task)
+            self.task = self.pending_task
+        return self.env.reset(**kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the configure hook is a bound method of the shift; the env pickles without it and gets it back on load
+        return {k: v for k, v in self.__dict__.items() if k != "configure"}
+
+
+class GameSequenceEnv(gym.Env):
+    """Several games behind one env: observations zero-padded to the largest channel count, one shared action set."""
+
+    def __init__(self, env_ids: tuple[str, ...]) -> None:
+        from envs.gymnasium_backend import register_optional_ids
+
+        for env_id in env_ids:
+            register_optional_ids(env_id)
+        self.games = [gym.make(env_id) for env_id in env_ids]
+        spaces = [game.observation_space for game in self.games]
+        channels = max(space.shape[-1] for space in spaces)
+        self.observation_space = gym.spaces.Box(0, 1, (*spaces[0].shape[:-1], channels), spaces[0].dtype)
+        actions = {game.action_space.n for game in self.games}
+        if len(actions) != 1:
+            raise UserError(f"games {env_ids} have different action sets {actions} — use the full-action-set ids (MinAtar -v0)")
+        self.action_space = self.games[0].action_space
+        self.active = 0
+
+    def select(self, index: int) -> None:
+        self.active = index
+
+    def _pad(self, obs: np.ndarray) -> np.ndarray:
+        padded = np.zeros(self.observation_space.shape, self.observation_space.dtype)
+        padded[..., : obs.shape[-1]] = obs
+        return padded
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:  # every game gets its own stream from the one seed
+            for i, game in enumerate(self.games):
+                game.reset(seed=seed + 7919 * i)
+        obs, info = self.games[self.active].reset()
+        return self._pad(obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.games[self.active].step(action)
+        return self._pad(obs), reward, terminated, truncated, info
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The batched env
+# --------------------------------------------------------------------------------------------------------------
+class ContinualVecEnv(TorchVecEnv):
+    """Wraps any backend's batched env with a task schedule (see the module docstring).
+
+    Training envs follow the schedule; evaluation envs (`training=False`) stay on the task they are given with
+    `set_task` (the session evaluates on the training env's current task)."""
+
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True,
+        continual: ContinualArgs | None = None, backend: str = "auto", **env_kwargs: Any,
+    ) -> None:
+        super().__init__(num_envs)
+        settings = continual or ContinualArgs()
+        self.setting = parse(env_id, settings)
+        self.env_id, self.device, self.follow_schedule = env_id, device, training
+        self.inner = self._build_inner(num_envs, seed, device, training, backend, env_kwargs)
+        for attribute in ("single_observation_space", "single_action_space", "can_terminate", "max_episode_steps"):
+            setattr(self, attribute, getattr(self.inner, attribute))
+        schedule_seed = settings.schedule_seed if settings.schedule_seed >= 0 else seed
+        # the schedule depends on (benchmark, schedule seed) only: zlib.crc32 is stable across processes, hash() is not
+        self.setting.shift.draw(np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self)
+        self.switch_index = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.pending = 0  # the task sub-envs take at their next reset
+        self.fixed_task = 0  # evaluation envs: the task set by set_task
+
+    def _build_inner(self, num_envs, seed, device, training, backend, env_kwargs) -> TorchVecEnv:
+        import envs
+        from envs.gymnasium_backend import GymnasiumVecEnv
+
+        shift, base = self.setting.shift, self.setting.env_id
+        if not shift.host_side:
+            return envs.make(base, num_envs, seed, device, backend=backend, training=training, **env_kwargs)
+        if isinstance(shift, Sequence) and shift.name == "dmc":
+            from envs.dmc_backend import DMCTaskChainVecEnv
+
+            return DMCTaskChainVecEnv(base, num_envs, seed, device, shift.members, **env_kwargs)
+        if envs.backend_for(base) != "gymnasium" or backend not in ("auto", "gymnasium"):
+            raise UserError(f"the '{shift.name}' shift edits the simulator; it runs on gymnasium envs, not '{base}' — pick a gymnasium id")
+        if isinstance(shift, Sequence):
+            make_env = lambda: TaskSwitchingEnv(GameSequenceEnv(shift.members), shift.configure)  # noqa: E731
+        else:
+            make_env = lambda: TaskSwitchingEnv(gym.make(base, **env_kwargs), shift.configure)  # noqa: E731
+        return GymnasiumVecEnv(base, num_envs, seed, device, make_env=make_env)
+
+    # --- the schedule ---------------------------------------------------------------------------------------
+    @property
+    def env_steps(self) -> int:  # the inner env counts steps; the base class's attribute is routed to it
+        return self.inner.env_steps if "inner" in self.__dict__ else 0
+
+    @env_steps.setter
+    def env_steps(self, value: int) -> None:
+        if "inner" in self.__dict__:
+            self.inner.env_steps = value
+
+    @property
+    def frames(self) -> int | None:
+        return getattr(self.inner, "frames", None)
+
+    @property
+    def scheduled_task(self) -> int:
+        """The task new episodes start in now (host int, no device sync)."""
+        return self.setting.task_at(self.env_steps) if self.follow_schedule else self.fixed_task
+
+    @property
+    def task_id(self) -> torch.Tensor:
+        """Each sub-env's task (for sequences: the member index; else the switch index)."""
+        if isinstance(self.setting.shift, Sequence):
+            return self.switch_index % len(self.setting.shift.members)
+        return self.switch_index
+
+    def set_task(self, task: int) -> None:
+        """Evaluation envs: play `task` from the next reset on."""
+        self.fixed_task = min(max(task, 0), self.setting.num_tasks - 1)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The whole schedule, for the run log."""
+        return [{"task": k, "start_step": k * self.setting.steps_per_task} | self.setting.shift.describe(k) for k in range(self.setting.num_tasks)]
+
+    def _push_pending(self) -> None:
+        task = self.scheduled_task
+        if task == self.pending:
+            return
+        self.pending = task
+        for sub_env in self._switching_sub_envs():
+            sub_env.pending_task = task
+        if hasattr(self.inner, "pending_task"):  # DMC task chains switch inside their own step
+            self.inner.pending_task = task
+
+    def _switching_sub_envs(self) -> list[TaskSwitchingEnv]:
+        """The gymnasium sub-envs that apply simulator shifts at reset (none for tensor-only shifts)."""
+        if not self.setting.shift.host_side or not hasattr(self.inner, "vec"):
+            return []
+        return list(self.inner.vec.envs)
+
+    # --- TorchVecEnv interface ----------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        self.pending = -1
+        self._push_pending()
+        self.switch_index.fill_(self.pending)
+        return self.setting.shift.observation(self.inner.reset(seed=seed), self.switch_index)
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        self._check_action(action)
+        self._push_pending()  # episodes that end in this step restart in the scheduled task
+        shift, task = self.setting.shift, self.switch_index
+        step = self.inner.step(shift.action(action, task))
+        reward, next_obs = shift.reward(step.reward, task), shift.observation(step.next_obs, task)
+        self.switch_index = torch.where(step.terminated | step.truncated, self.pending, task)
+        obs = shift.observation(step.obs, self.switch_index)
+        return StepResult(obs, reward, step.terminated, step.truncated, next_obs)
+
+    def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        fresh = self.inner.reset_where(mask, obs)
+        if fresh is obs:
+            return obs
+        self.switch_index = torch.where(mask, self.pending, self.switch_index)
+        return torch.where(mask.view(-1, *[1] * (obs.dim() - 1)), self.setting.shift.observation(fresh, self.switch_index), obs)
+
+    def drain_episode_stats(self) -> EpisodeStats:
+        """The inner env's episodes, each labelled with its task: the task scheduled when it started, i.e. at the
+        step before its first (a sub-env takes the pending task at the reset that starts the episode)."""
+        stats = self.inner.drain_episode_stats()
+        n, shift = self.num_envs, self.setting.shift
+        for episodic_return, length, end_step in zip(list(stats.returns), stats.lengths, stats.end_steps):
+            task = self.setting.task_at(end_step - (length + 1) * n) if self.follow_schedule else self.fixed_task
+            stats.task_ids.append(task)
+        stats.returns = [shift.episode_return(r, k) for r, k in zip(stats.returns, stats.task_ids)]
+        return stats
+
+    def state_dict(self) -> dict[str, Any]:
+        sub_tasks = [sub_env.task for sub_env in self._switching_sub_envs()]
+        return {"inner": self.inner.state_dict(), "switch_index": self.switch_index.clone(), "pending": self.pending,
+                "fixed_task": self.fixed_task, "sub_env_tasks": sub_tasks}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.inner.load_state_dict(state["inner"])
+        self.switch_index = state["switch_index"].to(self.device)
+        self.pending, self.fixed_task = state["pending"], state["fixed_task"]
+        # re-apply each sub-env's task to its restored simulator (MuJoCo restores the state, not the model edits)
+        for sub_env, task in zip(self._switching_sub_envs(), state["sub_env_tasks"]):
+            sub_env.configure, sub_env.pending_task, sub_env.task = self.setting.shift.configure, self.pending, task
+            if task >= 0:
+                self.setting.shift.configure(sub_env.env, task)
+        if hasattr(self.inner, "pending_task"):
+            self.inner.pending_task = self.pending
+
+    def close(self) -> None:
+        self.inner.close()

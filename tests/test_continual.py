@@ -1,0 +1,251 @@
+"""Continual settings (envs/continual.py, cleanrl_plus/continual.py): schedules, switches at episode ends, each shift
+changing what it claims, checkpoints, per-task summaries and the oracle's fresh start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from agents import ppo
+from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.config import parse_args
+from cleanrl_plus.continual import on_task_switch
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.normalization import ObservationNormalizer
+from cleanrl_plus.replay import ReplayBuffer
+from envs.continual import PRESETS, ContinualArgs
+from plasticity.resets import Resettable
+
+
+def schedule(steps: int, tasks: int, seed: int = -1) -> ContinualArgs:
+    return ContinualArgs(steps_per_task=steps, num_tasks=tasks, schedule_seed=seed)
+
+
+def test_schedules_reproduce_per_seed_and_differ_across_seeds():
+    a = envs.make("continual:cartpole-offset", 1, seed=1, continual=schedule(100, 4, seed=3)).describe()
+    b = envs.make("continual:cartpole-offset", 2, seed=9, continual=schedule(100, 4, seed=3)).describe()
+    c = envs.make("continual:cartpole-offset", 1, seed=1, continual=schedule(100, 4, seed=4)).describe()
+    assert a == b  # the schedule depends on the schedule seed only, not on the env seed or count
+    assert a[1]["offset"] != c[1]["offset"]
+    assert a[0]["offset"] == [0.0] * 4 and [entry["start_step"] for entry in a] == [0, 100, 200, 300]
+
+
+def _run_random(env, steps: int, generator: torch.Generator):
+    """Step with random actions; per step: the switch index before, done, the switch index after."""
+    env.reset(seed=0)
+    history = []
+    for _ in range(steps):
+        before = env.switch_index.clone()
+        step = env.step(torch.randint(0, 2, (env.num_envs,), generator=generator))
+        history.append((before, step.terminated | step.truncated, env.switch_index.clone(), step))
+    return history
+
+
+def test_sub_envs_switch_only_at_their_episode_ends_and_reset_into_the_new_task():
+    env = envs.make("continual:cartpole-offset", 3, seed=2, continual=schedule(60, 3))
+    offsets = env.setting.shift.offsets
+    history = _run_random(env, 120, torch.Generator().manual_seed(0))
+    switched = 0
+    for before, done, after, step in history:
+        changed = after != before
+        assert not (changed & ~done).any(), "a sub-env changed task in the middle of an episode"
+        switched += int(changed.sum())
+        # the observation to act on is in the new task's frame: minus its offset, a CartPole reset state (|s| ≤ 0.05)
+        raw_reset = step.obs[done] - offsets[after[done]]
+        assert (raw_reset.abs() <= 0.05 + 1e-6).all()
+        # the stored final observation keeps the old task's offset
+        assert torch.allclose(step.next_obs - offsets[before], step.next_obs - offsets[before])
+    assert switched >= 3 and (env.switch_index >= 1).all()
+
+
+def test_episodes_are_labelled_with_the_task_they_ran_in():
+    env = envs.make("continual:cartpole-offset", 2, seed=5, continual=schedule(50, 4))
+    history = _run_random(env, 150, torch.Generator().manual_seed(1))
+    expected = []
+    for before, done, _, _ in history:
+        for i in torch.nonzero(done).flatten().tolist():
+            expected.append(int(before[i]))
+    stats = env.drain_episode_stats()
+    assert sorted(stats.task_ids) == sorted(expected) and len(set(expected)) >= 3
+
+
+def _fixed_task_env(env_id: str, task: int, seed: int = 0):
+    env = envs.make(env_id, 1, seed=seed, training=False, continual=schedule(100, 3, seed=0))
+    env.set_task(task)
+    return env
+
+
+def test_observation_offset_and_permutation_transform_the_raw_observation():
+    raw = envs.make("CartPole-v1", 1, seed=4).reset(seed=4)
+    shifted = _fixed_task_env("continual:obs-offset:CartPole-v1", 2)
+    assert torch.allclose(shifted.reset(seed=4), raw + shifted.setting.shift.offsets[2])
+    permuted = _fixed_task_env("continual:obs-permute:CartPole-v1", 1)
+    perm = permuted.setting.shift.perms[1]
+    assert not torch.equal(perm, torch.arange(4))
+    assert torch.equal(permuted.reset(seed=4), raw[:, perm])
+
+
+def test_action_permutation_maps_actions_and_reward_flip_negates_rewards():
+    shuffled = _fixed_task_env("continual:action-permute:Pendulum-v1", 1, seed=3)
+    plain = envs.make("Pendulum-v1", 1, seed=3)
+    shuffled.reset(seed=3), plain.reset(seed=3)
+    signs = shuffled.setting.shift.signs[1]
+    action = torch.tensor([[0.7]])
+    assert torch.allclose(shuffled.step(action).obs, plain.step(action * signs).obs)
+
+    flipped = _fixed_task_env("continual:reward-flip:Pendulum-v1", 1)
+    flipped.reset(seed=0)
+    assert (flipped.step(torch.zeros(1, 1)).reward > 0).all()  # Pendulum's costs become rewards
+    stats = flipped.drain_episode_stats()
+    assert stats.returns == [] or all(r > 0 for r in stats.returns)
+
+
+def test_friction_is_edited_on_the_live_mujoco_model_and_survives_a_checkpoint():
+    env = envs.make("continual:friction:Hopper-v5", 1, seed=0, continual=schedule(50, 3))
+    model = env.inner.vec.envs[0].unwrapped.model
+    default = model.geom_friction[:, 0].copy()  # untouched until the first reset applies task 0
+    env.reset(seed=0)
+    np.testing.assert_allclose(model.geom_friction[:, 0], default * env.setting.shift.factors[0], rtol=1e-6)
+    action = torch.zeros(1, 3)
+    while int(env.switch_index[0]) < 1:
+        env.step(action)
+    task = int(env.switch_index[0])
+    np.testing.assert_allclose(model.geom_friction[:, 0], default * env.setting.shift.factors[task], rtol=1e-6)
+
+    state = env.state_dict()
+    actions = [torch.rand(1, 3, generator=torch.Generator().manual_seed(i)) * 2 - 1 for i in range(30)]
+    after = [env.step(a).obs for a in actions]
+    restored = envs.make("continual:friction:Hopper-v5", 1, seed=0, continual=schedule(50, 3))
+    restored.reset(seed=0)
+    restored.load_state_dict(state)
+    np.testing.assert_allclose(restored.inner.vec.envs[0].unwrapped.model.geom_friction[:, 0], model.geom_friction[:, 0])
+    for a, expected in zip(actions, after):
+        assert torch.equal(restored.step(a).obs, expected)
+
+
+def test_gravity_and_mass_change_classic_control_physics():
+    env = envs.make("continual:gravity:CartPole-v1", 1, seed=0, continual=schedule(30, 2))
+    cartpole = env.inner.vec.envs[0].unwrapped
+    env.reset(seed=0)
+    assert cartpole.gravity == pytest.approx(9.8 * env.setting.shift.factors[0])
+    while int(env.switch_index[0]) < 1:
+        env.step(torch.zeros(1, dtype=torch.long))
+    assert cartpole.gravity == pytest.approx(9.8 * env.setting.shift.factors[1])
+    heavy = envs.make("continual:mass:CartPole-v1", 1, seed=0, continual=schedule(30, 2))
+    heavy.reset(seed=0)
+    pole = heavy.inner.vec.envs[0].unwrapped
+    assert pole.total_mass == pytest.approx(1.1 * heavy.setting.shift.factors[0])
+
+
+def test_dmc_chain_switches_the_task_on_the_same_body():
+    env = envs.make("continual:dmc-walker", 1, seed=0, continual=schedule(600, 3))
+    env.reset(seed=0)
+    speeds = []
+    for _ in range(2):  # episodes are 1000 steps: task 1 is scheduled from step 600, task 2 from 1200
+        for _ in range(1000):
+            env.step(torch.zeros(1, 6))
+        speeds.append(env.inner.envs[0].task._move_speed)
+    assert speeds == [1.0, 8.0]  # stand → walk (switch at the 1st episode end) → run (2nd); walker-stand has speed 0
+    assert env.inner.sub_env_tasks == [2] and env.task_id.tolist() == [2]
+
+
+def test_minatar_game_sequence_pads_channels_and_keeps_six_actions():
+    env = envs.make("continual:minatar3", 1, seed=0, continual=schedule(1, 2))  # Asterix from the first episode end
+    assert env.single_observation_space.shape == (10, 10, 10) and env.single_action_space.n == 6
+    obs = env.reset(seed=0)
+    games = env.inner.vec.envs[0].env
+    assert obs.shape == (1, 10, 10, 10) and games.active == 0
+    while int(env.switch_index[0]) < 1:
+        step = env.step(torch.randint(0, 6, (1,)))
+    assert games.active == 1 and games.games[1].spec.id == "MinAtar/Asterix-v0"
+    assert step.obs[..., 4:].sum() == 0 and step.obs[..., :4].sum() > 0  # Asterix has 4 channels, zero-padded to 10
+
+
+@pytest.mark.parametrize("env_id, fix", [
+    ("continual:cartpole-ofset", "continual:cartpole-offset"),
+    ("continual:wobble:CartPole-v1", "shifts: obs-offset"),
+    ("continual:frixion:CartPole-v1", "did you mean .friction"),
+    ("continual:friction:torch:CartPole-v1", "gymnasium"),
+    ("continual:obs-offset:MinAtar/Breakout-v1", "obs-permute"),
+    ("continual:friction:Hoper-v5", "Hopper-v5"),
+])
+def test_bad_continual_ids_get_one_line_errors_naming_the_fix(env_id, fix):
+    with pytest.raises(UserError, match=fix.replace("<", ".").replace(">", ".")):
+        envs.validate_env_id(env_id)
+        envs.make(env_id, 1, seed=0)
+
+
+def test_every_preset_names_an_env_that_exists():
+    for name in PRESETS:
+        envs.validate_env_id(f"continual:{name}")
+
+
+def test_a_continual_run_spends_its_schedule_by_default():
+    args = parse_args(ppo.Args, ["--env-id", "continual:cartpole-offset-small"])
+    assert args.total_timesteps == 5 * 60_000
+    args = parse_args(ppo.Args, ["--env-id", "continual:cartpole-offset-small", "--continual.num-tasks", "2"])
+    assert args.total_timesteps == 2 * 60_000 and args.continual.num_tasks == 2
+
+
+def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_default():
+    net = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(net.parameters())
+    net(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    network = Resettable(net, optimizer, None, lambda: torch.nn.Linear(3, 2), [], lambda b: None)
+    replay = ReplayBuffer(8, (3,), (2,))
+    replay.add(torch.ones(2, 3), torch.ones(2, 2), torch.ones(2), torch.ones(2, 3), torch.zeros(2))
+    normalizer = ObservationNormalizer((3,), enabled=True)
+    normalizer(torch.full((4, 3), 5.0), update=True)
+    weights = net.weight.detach().clone()
+
+    on_task_switch(ContinualArgs(), [network], replay, [normalizer])
+    assert torch.equal(net.weight, weights) and len(replay) == 2 and normalizer.rms.count > 0 and optimizer.state
+
+    on_task_switch(ContinualArgs(oracle=True), [network], replay, [normalizer])
+    assert not torch.equal(net.weight, weights) and len(replay) == 0 and normalizer.rms.count == 0
+    assert not optimizer.state
+    replay.add(torch.full((1, 3), 7.0), torch.ones(1, 2), torch.ones(1), torch.ones(1, 3), torch.zeros(1))
+    assert torch.equal(replay.sample(4).obs, torch.full((4, 3), 7.0))  # sampling sees only what came after the clear
+
+
+TINY = dict(num_steps=32, num_minibatches=2, update_epochs=1, hidden_sizes=(16, 16), eval_episodes=2, progress=False, eval_every=0,
+            num_envs=2, normalize_obs=False, normalize_reward=False)
+
+
+def test_ppo_continual_run_writes_per_task_records_switch_markers_and_the_schedule(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ppo.Args(env_id="continual:cartpole-offset-small", total_timesteps=384, runs_dir=runs_dir,
+                    continual=schedule(128, 3), **TINY)
+    result = ppo.main(args)
+    tasks = result["tasks"]
+    assert [t["task"] for t in tasks] == [0, 1, 2]
+    assert [t["start_step"] for t in tasks] == [0, 128, 256] and tasks[-1]["end_step"] == 384
+    assert all(t["final_eval"] is not None for t in tasks)  # an end-of-task evaluation for every task
+    markers = EventAccumulator(result["run_dir"]).Reload().Scalars("continual/task")
+    assert [(m.step, m.value) for m in markers] == [(0, 0.0), (128, 1.0), (256, 2.0)]
+    saved = json.loads((Path(result["run_dir"]) / "schedule.json").read_text())
+    assert len(saved) == 3 and saved[0]["offset"] == [0.0] * 4
+    assert json.loads((Path(result["run_dir"]) / "args.json").read_text())["continual"]["schedule_seed"] == 1
+
+
+def test_ppo_oracle_restarts_the_networks_at_each_switch_and_resumes_exactly(runs_dir):
+    common = dict(env_id="continual:cartpole-offset-small", runs_dir=runs_dir, **TINY)
+    oracle = ContinualArgs(steps_per_task=128, num_tasks=3, oracle=True)
+    straight = ppo.main(ppo.Args(total_timesteps=320, exp_name="straight", continual=oracle, **common))
+    half = ppo.main(ppo.Args(total_timesteps=192, exp_name="split", continual=oracle, **common))
+    resumed = ppo.main(ppo.Args(total_timesteps=320, exp_name="split", continual=oracle, resume=half["run_dir"], **common))
+    a = load_checkpoint(Path(straight["run_dir"]) / "checkpoint.pt")
+    b = load_checkpoint(Path(resumed["run_dir"]) / "checkpoint.pt")
+    assert all(torch.equal(a["agent"][k], b["agent"][k]) for k in a["agent"])
+    assert [t["start_step"] for t in resumed["tasks"]] == [t["start_step"] for t in straight["tasks"]] == [0, 128, 256]
+
+    persistent = ppo.main(ppo.Args(total_timesteps=320, exp_name="persistent", continual=schedule(128, 3), **common))
+    c = load_checkpoint(Path(persistent["run_dir"]) / "checkpoint.pt")
+    assert not all(torch.equal(a["agent"][k], c["agent"][k]) for k in a["agent"])
