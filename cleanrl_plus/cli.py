@@ -1,4 +1,4 @@
-"""The `cleanrl-plus` console command. Subcommands: bench (later: sweep, report, compare)."""
+"""The `cleanrl-plus` console command. Subcommands: bench, report (later: sweep, compare)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ USAGE = """usage: cleanrl-plus <command> [flags]
 
 commands:
   bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
+  report   IQM tables with 95% CIs and plots from run directories: cleanrl-plus report runs/ --baseline ppo
 
 Agents run as scripts: python agents/td3.py --help
 """
@@ -26,6 +27,10 @@ def main(argv: list[str] | None = None) -> None:
             from cleanrl_plus import bench
 
             bench.main(rest)
+        elif command == "report":
+            from cleanrl_plus import report
+
+            report.main(rest)
         else:
             raise UserError(f"unknown command '{command}' — run `cleanrl-plus --help` for the list")
     except UserError as error:
