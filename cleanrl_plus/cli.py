@@ -1,4 +1,4 @@
-"""The `cleanrl-plus` console command. Subcommands: bench, report (later: sweep, compare)."""
+"""The `cleanrl-plus` console command. Subcommands: compare, sweep, report, bench."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from cleanrl_plus.errors import UserError, exit_with
 USAGE = """usage: cleanrl-plus <command> [flags]
 
 commands:
-  bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
+  compare  baseline vs a remedy over seeds, then the report (default: PPO on continual CartPole, a few minutes)
+  sweep    agent × env × remedy configuration × seed, idempotent, local pool / Slurm (submitit) / Ray:
+           cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= --config sp="--reset.method shrink-perturb"
   report   IQM tables with 95% CIs and plots from run directories: cleanrl-plus report runs/ --baseline ppo
+  bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
+
+Each command explains its flags: cleanrl-plus <command> --help
 
 Agents run as scripts: python agents/td3.py --help
 """
@@ -27,6 +32,14 @@ def main(argv: list[str] | None = None) -> None:
             from cleanrl_plus import bench
 
             bench.main(rest)
+        elif command == "sweep":
+            from cleanrl_plus import sweep
+
+            sweep.main(rest)
+        elif command == "compare":
+            from cleanrl_plus import compare
+
+            compare.main(rest)
         elif command == "report":
             from cleanrl_plus import report
 

@@ -51,6 +51,9 @@ class RunArgs:
     """resume a killed run from its directory (runs/<name>); its saved flags are reused unless given again"""
     runs_dir: str = "runs"
     """folder under which run directories are created"""
+    run_name: str = ""
+    """name of the run directory under --runs-dir (default {env_id}__{exp_name}__{seed}__{unix_time}); sweeps set it
+    so that a rerun finds its runs"""
     progress: bool = True
     """show a progress line with SPS and ETA on stderr"""
     continual: ContinualArgs = dataclasses.field(default_factory=ContinualArgs)

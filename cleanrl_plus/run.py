@@ -70,6 +70,8 @@ def tune_allocator() -> None:
 
 
 def run_name_for(args: RunArgs) -> str:
+    if args.run_name:
+        return args.run_name
     env_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.env_id)
     return f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
@@ -116,7 +118,9 @@ def start_run(args: RunArgs) -> Run:
         resumed = load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)
     else:
         run_dir = Path(args.runs_dir) / run_name_for(args)
-        run_dir.mkdir(parents=True, exist_ok=False)
+        if run_dir.exists():
+            raise UserError(f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name")
+        run_dir.mkdir(parents=True)
     seed_everything(args.seed, args.torch_deterministic)
     if args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
         args.continual.schedule_seed = args.seed

@@ -1,0 +1,75 @@
+"""`cleanrl-plus compare`: a baseline against one remedy over several seeds, then the report — one command.
+
+    cleanrl-plus compare                                               # PPO on continual CartPole: baseline vs shrink-and-perturb
+    cleanrl-plus compare --agent td3 --env-id Pendulum-v1 --remedy "--cir.critic" --remedy-name cir \\
+                         --flags "--total-timesteps 10000 --learning-starts 1000 --eval-every 2000"
+
+The default is the cheapest real plasticity experiment we know (spec continual-and-evaluation.md §4.1, §4.3):
+PPO with rl-zoo's CartPole recipe at a constant learning rate on continual CartPole, where a random N(0, 2²)
+observation offset arrives every 40k steps (3 tasks). A single persistent PPO agent tends to collapse to ≈ 9 after a
+switch; the report shows whether the remedy keeps it learning. `--oracle` adds a fresh agent per task as the
+reference. It is a sweep (`runs/compare/`, idempotent: rerunning skips finished runs) followed by `report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+
+import tyro
+
+from cleanrl_plus import sweep
+from cleanrl_plus.errors import UserError
+
+# rl-zoo's PPO CartPole recipe (spec §4.1) with a constant learning rate, as in the continual CartPole measurements
+CONTINUAL_CARTPOLE_FLAGS = (
+    "--num-envs 8 --num-steps 32 --num-minibatches 1 --update-epochs 20 --gae-lambda 0.8 --gamma 0.98 "
+    "--learning-rate 1e-3 --no-anneal-lr --no-clip-vloss --no-normalize-obs --no-normalize-reward "
+    "--eval-episodes 20 --eval-every 10000 --continual.steps-per-task 40000 --continual.num-tasks 3"
+)
+
+
+@dataclasses.dataclass
+class CompareArgs:
+    agent: str = "ppo"
+    """the agent (td3, sac_simba, ddqn, ppo, gtr)"""
+    env_id: str = "continual:cartpole-offset-small"
+    """the task (a continual id or any env id)"""
+    remedy: str = "--reset.method shrink-perturb --reset.every 1000"
+    """the remedy's flags, added to the baseline's"""
+    remedy_name: str = "shrink-perturb"
+    """the remedy's name in the report (its runs are {agent}-{remedy_name})"""
+    flags: str = CONTINUAL_CARTPOLE_FLAGS
+    """flags for every run (default: PPO's CartPole recipe on a 3 × 40k-step continual schedule)"""
+    seeds: int = 3
+    """seeds per group (3 runs in minutes; ≥ 10 for claims — the report says so)"""
+    oracle: bool = False
+    """also run a fresh agent per task (--continual.oracle) and report the ratios to it"""
+    runs_dir: str = "runs/compare"
+    """where the runs and the report go"""
+    workers: int = 0
+    """runs at a time (0 = one per CPU core)"""
+    reps: int = 2000
+    """bootstrap resamples per confidence interval"""
+
+
+def main(argv: list[str]) -> Path:
+    args = tyro.cli(CompareArgs, args=sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
+    if args.seeds < 1:
+        raise UserError(f"--seeds must be at least 1, got {args.seeds}")
+    configs = [f"{sweep.BASELINE}=", f"{args.remedy_name}={args.remedy}"]
+    if args.oracle:
+        configs.append("oracle=--continual.oracle")
+    plan = sweep.SweepArgs(agent=(args.agent,), env_id=(args.env_id,), seeds=tuple(range(1, args.seeds + 1)), config=tuple(configs),
+                           flags=args.flags, runs_dir=args.runs_dir, workers=args.workers)
+    print(f"compare: {args.agent} on {args.env_id}, baseline vs {args.remedy_name} ({args.remedy})"
+          f"{' and the oracle' if args.oracle else ''}, {args.seeds} seeds each", flush=True)
+    print(f"  every run: {shlex.join(shlex.split(args.flags))}", flush=True)
+    results = sweep.run_sweep(plan)
+    if any(r["state"] != "finished" for r in results):
+        raise UserError("some runs did not finish (listed above) — rerun the same command to resume them")
+    from cleanrl_plus.report import write_report
+
+    oracle = f"{args.agent}-oracle" if args.oracle else None
+    return write_report([args.runs_dir], Path(args.runs_dir) / "report", baseline=args.agent, oracle=oracle, reps=args.reps, verbose=True)

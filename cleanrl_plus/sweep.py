@@ -1,0 +1,446 @@
+"""`cleanrl-plus sweep`: agent × env × remedy configuration × seed, run idempotently on this machine or a cluster.
+
+    cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= --config sp="--reset.method shrink-perturb"
+    cleanrl-plus sweep plan.toml                                # the same from a file (see `example_plan` / README)
+
+- The manifest: one run per (agent, env, configuration, seed), named `{env}__{exp_name}__{seed}` where exp_name is
+  the agent for the configuration called `baseline` and `{agent}-{name}` otherwise (the report groups by it).
+- Idempotent: a rerun skips finished runs, resumes interrupted ones from their checkpoint (`--resume`), and moves
+  a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted).
+- Executors: `local` (default; a pool of subprocesses, one torch thread each on CPU, `--workers` at a time, GPUs
+  shared round-robin), `submitit` (Slurm job arrays, requeued on preemption or timeout; `--slurm.cluster local`
+  runs the same path on this machine) and `ray` (an existing cluster, `--address`). The cluster executors are
+  optional extras: `pip install -e ".[cluster]"`.
+- Each run's stdout/stderr goes to `<runs-dir>/logs/<run name>.log`; a status line shows done / running / failed /
+  pending and the last evaluation return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import tyro
+
+from cleanrl_plus.errors import UserError, did_you_mean
+
+AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
+BASELINE = "baseline"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass
+class SlurmArgs:
+    cluster: Literal["slurm", "local"] = "slurm"
+    """submitit backend: 'slurm' submits job arrays; 'local' runs the same submitit path on this machine"""
+    partition: str = ""
+    """Slurm partition (empty: the cluster's default)"""
+    timeout_min: int = 240
+    """wall-clock limit per job in minutes; a job that reaches it checkpoints and is requeued"""
+    cpus_per_task: int = 1
+    """CPU cores per run"""
+    gpus_per_node: int = 0
+    """GPUs per run"""
+    array_parallelism: int = 64
+    """how many runs of the array run at once"""
+
+
+@dataclasses.dataclass
+class SweepArgs:
+    plan: tyro.conf.Positional[tuple[str, ...]] = ()
+    """optional TOML plan file; its keys are these flags' names (flags given as well override it)"""
+    agent: tuple[str, ...] = ("ppo",)
+    """agents (td3, sac_simba, ddqn, ppo, gtr)"""
+    env_id: tuple[str, ...] = ("CartPole-v1",)
+    """environment ids, continual ids included"""
+    seeds: tuple[int, ...] = (1, 2, 3)
+    """seeds; every configuration runs every seed"""
+    config: tuple[str, ...] = (f"{BASELINE}=",)
+    """remedy configurations as NAME=FLAGS, e.g. sp="--reset.method shrink-perturb"; the one named 'baseline' keeps the agent's name"""
+    flags: str = ""
+    """flags given to every run (e.g. "--total-timesteps 50000 --num-envs 8")"""
+    runs_dir: str = "runs/sweep"
+    """folder of the sweep's run directories (and logs/)"""
+    executor: Literal["local", "submitit", "ray"] = "local"
+    """where runs execute: a local process pool, Slurm through submitit, or a Ray cluster"""
+    workers: int = 0
+    """local executor: runs at a time (0 = one per CPU core)"""
+    address: str = ""
+    """ray executor: the cluster address (empty: start a local Ray instance)"""
+    slurm: SlurmArgs = dataclasses.field(default_factory=SlurmArgs)
+    """submitit executor settings"""
+    dry_run: bool = False
+    """print the manifest (what would run, resume or be skipped) and exit"""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run of the manifest."""
+
+    agent: str
+    env_id: str
+    config: str
+    seed: int
+    flags: tuple[str, ...]
+    runs_dir: str
+
+    @property
+    def exp_name(self) -> str:
+        return self.agent if self.config == BASELINE else f"{self.agent}-{self.config}"
+
+    @property
+    def name(self) -> str:
+        return f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.env_id)}__{self.exp_name}__{self.seed}"
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.runs_dir) / self.name
+
+    @property
+    def log(self) -> Path:
+        return Path(self.runs_dir) / "logs" / f"{self.name}.log"
+
+
+def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    parsed: dict[str, tuple[str, ...]] = {}
+    for entry in configs:
+        name, sep, flags = entry.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise UserError(f"--config '{entry}' must look like NAME=FLAGS with NAME of letters, digits, '-', '_' (e.g. sp=\"--reset.method shrink-perturb\")")
+        if name in parsed:
+            raise UserError(f"--config name '{name}' is given twice")
+        parsed[name] = tuple(shlex.split(flags))
+    return parsed
+
+
+def manifest(args: SweepArgs) -> list[RunSpec]:
+    """Expand agent × env × configuration × seed into runs (deterministic order and names)."""
+    for agent in args.agent:
+        if agent not in AGENTS:
+            raise UserError(f"unknown agent '{agent}'{did_you_mean(agent, AGENTS) or ' — agents: ' + ', '.join(AGENTS)}")
+    import envs
+
+    for env_id in args.env_id:
+        envs.validate_env_id(env_id)
+    if not args.seeds:
+        raise UserError("--seeds needs at least one seed")
+    common = tuple(shlex.split(args.flags))
+    for reserved in ("--seed", "--env-id", "--exp-name", "--runs-dir", "--run-name", "--resume"):
+        if any(flag == reserved or flag.startswith(reserved + "=") for flag in common):
+            raise UserError(f"{reserved} is set by the sweep for every run — remove it from --flags")
+    configs = parse_configs(args.config)
+    return [
+        RunSpec(agent, env_id, config, seed, common + config_flags, args.runs_dir)
+        for agent, env_id, (config, config_flags), seed in itertools.product(args.agent, args.env_id, configs.items(), args.seeds)
+    ]
+
+
+def load_plan(path: str, given: list[str]) -> SweepArgs:
+    """A TOML plan provides the defaults; flags on the command line override them."""
+    try:
+        plan = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"plan file {path} not found") from None
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"plan file {path} is not valid TOML ({error})") from None
+    fields = {f.name for f in dataclasses.fields(SweepArgs)} - {"plan"}
+    unknown = sorted(set(plan) - fields)
+    if unknown:
+        raise UserError(f"plan file {path}: unknown keys {unknown}{did_you_mean(unknown[0], fields)}")
+    if isinstance(plan.get("config"), dict):  # [config] table: name = "flags"
+        plan["config"] = [f"{name}={flags}" for name, flags in plan["config"].items()]
+    for key in ("agent", "env_id", "seeds", "config"):
+        if key in plan and not isinstance(plan[key], list):
+            plan[key] = [plan[key]]
+        if key in plan:
+            plan[key] = tuple(plan[key])
+    if "slurm" in plan:
+        plan["slurm"] = SlurmArgs(**plan["slurm"])
+    return tyro.cli(SweepArgs, args=given, default=SweepArgs(**plan))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One run: decide fresh / resume / skip, then execute the agent in a subprocess
+# ----------------------------------------------------------------------------------------------------------------
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def status_of(spec: RunSpec) -> Literal["finished", "resume", "fresh"]:
+    summary = read_summary(spec.dir)
+    if summary is not None and summary.get("finished"):
+        return "finished"
+    return "resume" if (spec.dir / "checkpoint.pt").is_file() else "fresh"
+
+
+def command_for(spec: RunSpec, threads: bool = True) -> list[str]:
+    """The agent command line of a run: resume from its checkpoint if it has one, else start it fresh."""
+    command = [sys.executable, "-m", f"agents.{spec.agent}", *spec.flags]
+    if threads and not any(flag.startswith("--threads") for flag in spec.flags):
+        command += ["--threads", "1"]  # packed runs: one core each
+    command += ["--no-progress", "--seed", str(spec.seed), "--env-id", spec.env_id, "--exp-name", spec.exp_name,
+                "--runs-dir", spec.runs_dir, "--run-name", spec.name]
+    if status_of(spec) == "resume":
+        command += ["--resume", str(spec.dir)]
+    return command
+
+
+def prepare(spec: RunSpec) -> None:
+    """Before a fresh start: a directory that died before its first checkpoint has nothing to resume; keep it aside."""
+    if status_of(spec) == "fresh" and spec.dir.exists():
+        spec.dir.rename(spec.dir.with_name(f"{spec.dir.name}.abandoned-{int(time.time())}"))
+    spec.log.parent.mkdir(parents=True, exist_ok=True)
+
+
+def execute(spec: RunSpec, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run (or finish) one run to completion, blocking; used by the cluster executors. Returns its outcome."""
+    if status_of(spec) == "finished":
+        return outcome(spec, 0)
+    prepare(spec)
+    with open(spec.log, "a") as log:
+        code = subprocess.run(command_for(spec), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    return outcome(spec, code)
+
+
+def outcome(spec: RunSpec, returncode: int) -> dict[str, Any]:
+    summary = read_summary(spec.dir) or {}
+    state = "finished" if summary.get("finished") else ("failed" if returncode else "stopped")
+    return {"run": spec.name, "state": state, "returncode": returncode, "eval": summary.get("eval", {}).get("mean")}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Progress display
+# ----------------------------------------------------------------------------------------------------------------
+class Board:
+    """done / running / failed / pending counts and the latest evaluation return, on one refreshing line."""
+
+    def __init__(self, total: int, skipped: int) -> None:
+        self.total, self.done, self.failed, self.running = total, skipped, 0, 0
+        self.last = ""
+        self.tty = sys.stderr.isatty()
+        self._shown = ""
+
+    def finished(self, result: dict[str, Any]) -> None:
+        if result["state"] == "finished":
+            self.done += 1
+            value = result["eval"]
+            self.last = f"{result['run']}: eval {value:.1f}" if value is not None else result["run"]
+        else:
+            self.failed += 1
+            self.last = f"{result['run']}: {result['state']} (exit {result['returncode']})"
+        self.show(force=True)
+
+    def show(self, force: bool = False) -> None:
+        pending = self.total - self.done - self.failed - self.running
+        line = f"sweep: {self.done}/{self.total} done, {self.running} running, {self.failed} failed, {pending} pending"
+        line += f" | last: {self.last}" if self.last else ""
+        if line == self._shown and not force:
+            return
+        self._shown = line
+        print(("\r" + line.ljust(110)) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Executors
+# ----------------------------------------------------------------------------------------------------------------
+def run_local(specs: list[RunSpec], workers: int, board: Board) -> list[dict[str, Any]]:
+    """A pool of agent subprocesses. SIGINT/SIGTERM reach every run (each checkpoints and exits); rerun to resume."""
+    import torch
+
+    gpus = torch.cuda.device_count()
+    pending, running, results = list(specs), {}, []
+    stop = {"requested": False}
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop["requested"] = True
+        for process, _, _ in running.values():
+            process.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        slot_ids = itertools.count()
+        while pending or running:
+            while pending and len(running) < workers and not stop["requested"]:
+                spec = pending.pop(0)
+                prepare(spec)
+                env = dict(os.environ)
+                slot = next(slot_ids)
+                if gpus:  # several runs per GPU, GPUs round-robin
+                    env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
+                log = open(spec.log, "a")
+                process = subprocess.Popen(command_for(spec), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                           start_new_session=True)  # Ctrl-C reaches runs through us, once
+                running[spec.name] = (process, spec, log)
+            board.running = len(running)
+            board.show()
+            time.sleep(0.2)
+            for name, (process, spec, log) in list(running.items()):
+                if process.poll() is not None:
+                    log.close()
+                    del running[name]
+                    board.running = len(running)
+                    results.append(outcome(spec, process.returncode))
+                    board.finished(results[-1])
+            if stop["requested"] and not running:
+                break
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if stop["requested"]:
+        board.close()
+        raise UserError("sweep interrupted: running runs checkpointed — rerun the same command to resume them")
+    return results
+
+
+class SubmititRun:
+    """A submitit job that requeues itself on preemption or timeout; the rerun resumes from the checkpoint."""
+
+    def __call__(self, spec: RunSpec) -> dict[str, Any]:
+        return execute(spec)
+
+    def checkpoint(self, spec: RunSpec) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(SubmititRun(), spec)
+
+
+def run_submitit(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[dict[str, Any]]:
+    try:
+        import submitit
+    except ImportError:
+        raise UserError('--executor submitit needs submitit — pip install -e ".[cluster]"') from None
+    folder = Path(args.runs_dir) / "logs" / "submitit"
+    executor = submitit.AutoExecutor(folder=folder, cluster=None if args.slurm.cluster == "slurm" else "local")
+    parameters: dict[str, Any] = dict(timeout_min=args.slurm.timeout_min, cpus_per_task=args.slurm.cpus_per_task)
+    if args.slurm.cluster == "slurm":
+        parameters |= dict(slurm_array_parallelism=args.slurm.array_parallelism, gpus_per_node=args.slurm.gpus_per_node)
+        if args.slurm.partition:
+            parameters["slurm_partition"] = args.slurm.partition
+    executor.update_parameters(**parameters)
+    jobs = executor.map_array(SubmititRun(), specs)
+    print(f"submitted {len(jobs)} runs (first job {jobs[0].job_id}); logs in {folder}", file=sys.stderr)
+    return _wait_all(jobs, lambda job: job.done(), lambda job: job.result(), board)
+
+
+def run_ray(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[dict[str, Any]]:
+    try:
+        import ray
+    except ImportError:
+        raise UserError('--executor ray needs ray — pip install -e ".[cluster]"') from None
+    ray.init(address=args.address or None, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    try:
+        remote = ray.remote(num_cpus=args.slurm.cpus_per_task, num_gpus=args.slurm.gpus_per_node, max_retries=3)(execute)
+        futures = [remote.remote(spec) for spec in specs]
+        return _wait_all(futures, lambda f: bool(ray.wait([f], timeout=0)[0]), ray.get, board)
+    finally:
+        ray.shutdown()
+
+
+def _wait_all(handles: list, is_done: Callable[[Any], bool], result: Callable[[Any], dict], board: Board) -> list[dict[str, Any]]:
+    results, waiting = [], list(handles)
+    board.running = len(waiting)
+    while waiting:
+        for handle in [h for h in waiting if is_done(h)]:
+            waiting.remove(handle)
+            board.running = len(waiting)
+            try:
+                results.append(result(handle))
+            except Exception as error:  # a job that crashed outside the agent (node failure, ...)
+                results.append({"run": str(handle), "state": "failed", "returncode": -1, "eval": None, "error": str(error)})
+            board.finished(results[-1])
+        board.show()
+        time.sleep(0.5)
+    return results
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
+    """Expand, skip what is finished, execute the rest; returns every run's outcome (finished ones included)."""
+    specs = manifest(args)
+    states = {spec.name: status_of(spec) for spec in specs}
+    if args.dry_run:
+        for spec in specs:
+            print(f"{states[spec.name]:>8}  {shlex.join(command_for(spec)) if states[spec.name] != 'finished' else spec.name}")
+        return []
+    todo = [spec for spec in specs if states[spec.name] != "finished"]
+    skipped = len(specs) - len(todo)
+    print(f"sweep: {len(specs)} runs in {args.runs_dir} ({skipped} finished already, "
+          f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start)", file=sys.stderr)
+    board = Board(len(specs), skipped)
+    if args.executor == "local":
+        results = run_local(todo, args.workers or os.cpu_count() or 1, board)
+    elif args.executor == "submitit":
+        results = run_submitit(todo, args, board)
+    else:
+        results = run_ray(todo, args, board)
+    board.close()
+    results += [outcome(spec, 0) for spec in specs if states[spec.name] == "finished"]
+    failed = [r for r in results if r["state"] != "finished"]
+    for result in failed:
+        print(f"  {result['run']}: {result['state']} — see {Path(args.runs_dir) / 'logs' / (result['run'] + '.log')}", file=sys.stderr)
+    return results
+
+
+def glue_flag_values(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """`--flags "--num-envs 8"` → `--flags=--num-envs 8`: values that are themselves flags would read as flags."""
+    glued, i = [], 0
+    while i < len(argv):
+        if argv[i] in names and i + 1 < len(argv):
+            glued.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            glued.append(argv[i])
+            i += 1
+    return glued
+
+
+def gather_repeated(argv: list[str], name: str) -> list[str]:
+    """`--config a= --config b=X` → `--config a= b=X` (tyro reads a repeated flag's last occurrence only)."""
+    values, rest, i = [], [], 0
+    while i < len(argv):
+        if argv[i] == name:
+            i += 1
+            while i < len(argv) and not argv[i].startswith("--"):
+                values.append(argv[i])
+                i += 1
+        elif argv[i].startswith(name + "="):
+            values.append(argv[i][len(name) + 1:])
+            i += 1
+        else:
+            rest.append(argv[i])
+            i += 1
+    return rest + ([name, *values] if values else [])
+
+
+def parse(argv: list[str]) -> SweepArgs:
+    argv = gather_repeated(glue_flag_values(argv, ("--flags",)), "--config")
+    plan = next((a for a in argv if a.endswith(".toml") and not a.startswith("-")), None)
+    if plan is not None:
+        return load_plan(plan, [a for a in argv if a != plan])
+    return tyro.cli(SweepArgs, args=argv, prog="cleanrl-plus sweep")
+
+
+def main(argv: list[str]) -> list[dict[str, Any]]:
+    results = run_sweep(parse(argv))
+    if any(r["state"] != "finished" for r in results):
+        raise UserError("some runs did not finish (listed above) — fix the cause and rerun the same command; finished runs are skipped")
+    return results
