@@ -249,3 +249,21 @@ def test_ppo_oracle_restarts_the_networks_at_each_switch_and_resumes_exactly(run
     persistent = ppo.main(ppo.Args(total_timesteps=320, exp_name="persistent", continual=schedule(128, 3), **common))
     c = load_checkpoint(Path(persistent["run_dir"]) / "checkpoint.pt")
     assert not all(torch.equal(a["agent"][k], c["agent"][k]) for k in a["agent"])
+
+
+def test_reset_exploration_restarts_the_epsilon_schedule_at_each_switch(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from agents import ddqn
+
+    def epsilons(reset_exploration: bool) -> dict[int, float]:
+        args = ddqn.Args.defaults_for(
+            "continual:obs-offset:CartPole-v1", total_timesteps=600, learning_starts=50, exploration_fraction=0.2, train_frequency=10,
+            gradient_steps=1, log_every=50, eval_every=0, eval_episodes=2, progress=False, runs_dir=runs_dir, exp_name=str(reset_exploration),
+            continual=ContinualArgs(steps_per_task=300, num_tasks=2, reset_exploration=reset_exploration))
+        run_dir = ddqn.main(args)["run_dir"]
+        return {e.step: e.value for e in EventAccumulator(run_dir).Reload().Scalars("charts/epsilon")}
+
+    kept, restarted = epsilons(False), epsilons(True)
+    assert kept[550] == pytest.approx(ddqn.Args.defaults_for("CartPole-v1").end_e)  # 120 decay steps ended long ago
+    assert restarted[400] > kept[400] and restarted[400] > restarted[250]  # decaying again from the task's start
