@@ -211,13 +211,17 @@ def ntk_report(name: str, module: nn.Module, forward: Callable, batch, max_param
     norms = gram.diagonal().sqrt().clamp_min(1e-300)
     cosine = (gram / norms[:, None] / norms[None, :]).abs()
     off_diagonal = ~torch.eye(len(gram), dtype=torch.bool, device=gram.device)
-    return {
-        f"plasticity/{name}_ntk_rank": float((eigenvalues > tol * largest).sum()) if largest > 0 else 0.0,
-        f"plasticity/{name}_ntk_effective_rank": spectrum_effective_rank(eigenvalues) if largest > 0 else 0.0,
-        f"plasticity/{name}_ntk_srank": float(spectrum_srank(eigenvalues)) if largest > 0 else 0.0,
-        f"plasticity/{name}_ntk_condition": largest / max(float(eigenvalues[-1]), tol * largest) if largest > 0 else float("inf"),
+    report = {
         f"plasticity/{name}_ntk_grad_cos": float(cosine[off_diagonal].mean()),
         f"plasticity/{name}_ntk_params": float(sum(p.numel() for p in parameters)),
+    }
+    if largest == 0:  # every gradient is zero (all units dead): no spectrum to rank
+        return report | {f"plasticity/{name}_ntk_rank": 0.0}
+    return report | {
+        f"plasticity/{name}_ntk_rank": float((eigenvalues > tol * largest).sum()),
+        f"plasticity/{name}_ntk_effective_rank": spectrum_effective_rank(eigenvalues),
+        f"plasticity/{name}_ntk_srank": float(spectrum_srank(eigenvalues)),
+        f"plasticity/{name}_ntk_condition": largest / max(float(eigenvalues[-1]), tol * largest),
     }
 
 

@@ -383,7 +383,7 @@ class Resetter:
             return
         self.cbp_logged_step = global_step
         report = {f"plasticity/{name}_cbp_replaced": float(cbp.replaced) for name, cbp in self.cbp.items()}
-        logger.scalars(report | {"plasticity/cbp_replaced": float(sum(cbp.replaced for cbp in self.cbp.values()))}, global_step)
+        logger.scalars(report | {"plasticity/cbp_replaced": sum(report.values())}, global_step)
 
     def state_dict(self) -> dict:
         cbp = {name: cbp.state_dict() for name, cbp in self.cbp.items()}
