@@ -197,8 +197,9 @@ class TrustRegion(Protocol):
 def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
     if args.least.enabled:
         raise UserError(f"LEAST needs a Q function to judge episodes; {agent_name} has none — use agents/td3.py or agents/sac_simba.py")
-    if args.reset.method == "redo" and args.activation != "relu":
-        raise UserError(f"ReDo recycles dormant ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
+    if args.reset.method in ("redo", "cbp") and args.activation != "relu":
+        method = "ReDo recycles dormant" if args.reset.method == "redo" else "CBP replaces"
+        raise UserError(f"{method} ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)

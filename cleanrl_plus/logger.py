@@ -31,6 +31,7 @@ class Logger:
     def __init__(self, run_dir: str, args: Any, purge_step: int | None = None) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint, so curves do not fold back.
         self.writer = SummaryWriter(run_dir, purge_step=purge_step)
+        self.log_every = getattr(args, "log_every", 0)  # env steps between loss logs; remedies log their counters then too
         if purge_step is None:
             self.writer.add_text("hyperparameters", hyperparameter_table(args))
         self.last_episodic_return: float | None = None

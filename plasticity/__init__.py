@@ -1,4 +1,4 @@
-"""Plug-in plasticity remedies and diagnostics: SWD (swd.py), the reset family (resets.py), CIR (cir.py),
+"""Plug-in plasticity remedies and diagnostics: SWD (swd.py), the reset family incl. CBP (resets.py), CIR (cir.py),
 LEAST (least.py) and the diagnostics (diagnostics.py).
 
 Each remedy is one module with one settings dataclass nested in an agent's Args (`--swd.enabled`,
@@ -24,7 +24,7 @@ class ActorCriticRemedies:
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
     """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
-    """neuron resets: full reset, shrink-and-perturb or ReDo on actor and/or critic (plasticity/resets.py)"""
+    """neuron resets: full reset, shrink-and-perturb, ReDo, plasticity injection or continual backprop on actor and/or critic (plasticity/resets.py)"""
     cir: CIRArgs = dataclasses.field(default_factory=CIRArgs)
     """CIR: constrained-initial-representation critic torso and the convex min/max target (plasticity/cir.py)"""
     least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)

@@ -16,12 +16,25 @@
   group with fresh Adam state (pitfall §6.6.1: an optimiser that never sees θ′); the target network gets the
   same structure with its own frozen head and copies of θ′, θ′⁻. A resumed run re-creates the structure
   from the resetter's state before the weights are loaded.
-Replacement parameters of full/S&P/ReDo are written into the existing tensors, so optimisers keep their
+- Continual backprop (Dohare et al., "Loss of plasticity in deep continual learning", Nature 2024; reference
+  `lop/algos/gnt.py`; spec §6.5): every update, each hidden unit i of a network keeps an age Aᵢ, a running mean
+  activation f̄ᵢ ← η·f̄ᵢ + (1 − η)·mean_batch hᵢ and a contribution utility uᵢ ← η·uᵢ + (1 − η)·mean_k|w_kiᵒᵘᵗ|·mean_batch|hᵢ|,
+  η = 0.99; ages grow by one, ρ·#{i: Aᵢ > m} replacements accumulate per layer (ρ = 1e-4, maturity m = 10,000,
+  the paper's RL setting; the fractional part is carried over, as the reference's `accumulate=True`), and the
+  mature units with the lowest ûᵢ = uᵢ/(1 − η^Aᵢ) are replaced: fresh incoming weights from the network's own
+  initialiser, bias 0, next-layer bias += wᵒᵘᵗ_{·i}·f̄ᵢ/(1 − η^Aᵢ) (the expected output is kept), outgoing weights
+  0, Aᵢ = uᵢ = f̄ᵢ = 0, and the Adam moments of exactly those entries zeroed (step counter kept, as in ReDo).
+  The statistics come from forward pre-hooks on the layers reading the units, during training forwards (grad
+  on, weights trainable), so CBP sees each update's own batch at no extra forward; a network that did not
+  train since the last step (TD3's delayed actor) does not age. The reference zeroes f̄ before compensating
+  the bias, so its compensation adds 0; we compensate with f̄ as the paper describes.
+Replacement parameters of full/S&P/ReDo/CBP are written into the existing tensors, so optimisers keep their
 parameter lists.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 from typing import Callable, Literal
@@ -31,18 +44,19 @@ import torch.nn as nn
 
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.nn import EnsembleLinear
-from plasticity.diagnostics import ActivationProbe, unit_scores
+from plasticity.diagnostics import ActivationProbe, measuring, unit_scores
 
-DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000}
+DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000, "cbp": 1}
 
 
 @dataclasses.dataclass
 class ResetArgs:
-    method: Literal["off", "full", "shrink-perturb", "redo", "inject"] = "off"
-    """re-initialisation remedy: full reset (replay kept), shrink-and-perturb, ReDo (recycle dormant units), or plasticity injection (once)"""
+    method: Literal["off", "full", "shrink-perturb", "redo", "inject", "cbp"] = "off"
+    """re-initialisation remedy: full reset (replay kept), shrink-and-perturb, ReDo (recycle dormant units), plasticity
+    injection (once), or continual backprop (replace the least useful mature units)"""
     every: int = 0
     """gradient updates between events (injection: the update at which it happens, once); 0 = the method's default
-    (full and S&P 200,000; ReDo 1,000; injection 250,000)"""
+    (full and S&P 200,000; ReDo 1,000; injection 250,000; CBP 1)"""
     networks: Literal["critic", "actor", "both"] = "both"
     """which networks the remedy touches"""
     redo_tau: float = 0.1
@@ -51,6 +65,12 @@ class ResetArgs:
     """ReDo: replay batch used to score units"""
     shrink: float = 0.8
     """shrink-and-perturb: α in θ ← α·θ + (1 − α)·φ"""
+    cbp_replacement_rate: float = 1e-4
+    """CBP: ρ, units replaced per step per mature unit of a layer (fractions accumulate)"""
+    cbp_maturity: int = 10_000
+    """CBP: m, a unit can be replaced once it is older than m steps of its network (10,000: the paper's RL setting)"""
+    cbp_decay: float = 0.99
+    """CBP: η, decay of the running mean activation and of the contribution utility"""
 
 
 @dataclasses.dataclass
@@ -61,7 +81,7 @@ class Resettable:
     optimizer: torch.optim.Optimizer
     target: nn.Module | None
     make_fresh: Callable[[], nn.Module]
-    unit_pairs: list[tuple[nn.Module, nn.Module]]  # (layer feeding a ReLU, layer reading it) for ReDo
+    unit_pairs: list[tuple[nn.Module, nn.Module]]  # (layer feeding a ReLU, layer reading it) for ReDo and CBP
     forward: Callable  # forward(batch) runs the module on a replay batch (for ReDo's scores)
     head: nn.Module | None = None  # the output layer plasticity injection replaces (None: the network has several heads)
 
@@ -86,19 +106,39 @@ def shrink_and_perturb(net: Resettable, alpha: float) -> None:
     drop_optimizer_state(net.optimizer, net.module.parameters())
 
 
-def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, dormant: torch.Tensor) -> dict[torch.Tensor, tuple[torch.Tensor, bool]]:
-    """parameter → (mask of its entries touched by recycling `dormant` units, whether they get fresh values)."""
+def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor) -> dict[torch.Tensor, tuple[torch.Tensor, bool]]:
+    """parameter → (mask of its entries touched by re-initialising `units`, whether they get fresh values)."""
     if isinstance(layer_in, EnsembleLinear):  # weights (E, in, H), bias (E, 1, H); next layer (E, H, out)
         return {
-            layer_in.weight: (dormant[:, None, :].expand_as(layer_in.weight), True),
-            layer_in.bias: (dormant[:, None, :].expand_as(layer_in.bias), False),
-            layer_out.weight: (dormant[:, :, None].expand_as(layer_out.weight), False),
+            layer_in.weight: (units[:, None, :].expand_as(layer_in.weight), True),
+            layer_in.bias: (units[:, None, :].expand_as(layer_in.bias), False),
+            layer_out.weight: (units[:, :, None].expand_as(layer_out.weight), False),
         }
     return {  # nn.Linear: weights (H, in), bias (H,); next layer (out, H)
-        layer_in.weight: (dormant[:, None].expand_as(layer_in.weight), True),
-        layer_in.bias: (dormant, False),
-        layer_out.weight: (dormant[None, :].expand_as(layer_out.weight), False),
+        layer_in.weight: (units[:, None].expand_as(layer_in.weight), True),
+        layer_in.bias: (units, False),
+        layer_out.weight: (units[None, :].expand_as(layer_out.weight), False),
     }
+
+
+@torch.no_grad()
+def reinitialise_units(net: Resettable, layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor, fresh_in: nn.Module) -> None:
+    """Fresh incoming weights (from `fresh_in`, the same layer freshly built) and zero bias for `units`, zero
+    outgoing weights, and zero Adam moments of exactly those entries. Adam's step counter is per tensor and stays
+    (pitfall §6.6.4: a reset entry's first update is then ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g), ≈ 3× lr)."""
+    for parameter, (mask, fresh_values) in _entry_masks(layer_in, layer_out, units).items():
+        replacement = fresh_in.weight if fresh_values else torch.zeros_like(parameter)
+        parameter.copy_(torch.where(mask, replacement, parameter))
+        state = net.optimizer.state.get(parameter, {})
+        for moment in ("exp_avg", "exp_avg_sq"):
+            if moment in state:
+                state[moment].masked_fill_(mask, 0.0)
+
+
+def fresh_layers(net: Resettable) -> dict[nn.Module, nn.Module]:
+    """Each layer of `net.module` → the same layer of a freshly built network (its own initialiser)."""
+    fresh = dict(net.make_fresh().named_modules())
+    return {module: fresh[name] for name, module in net.module.named_modules()}
 
 
 @torch.no_grad()
@@ -106,21 +146,143 @@ def recycle_dormant(net: Resettable, batch, tau: float) -> float:
     """ReDo on every (layer_in, layer_out) pair; returns the fraction of hidden units recycled."""
     probe = ActivationProbe([pair[0] for pair in net.unit_pairs], net.unit_pairs[-1][1])
     hidden, _ = probe(lambda: net.forward(batch))
-    fresh_layers = dict(net.make_fresh().named_modules())
-    names = {module: name for name, module in net.module.named_modules()}
+    fresh = fresh_layers(net)
     recycled, total = 0, 0
     for (layer_in, layer_out), activation in zip(net.unit_pairs, hidden):
         dormant = unit_scores(activation) <= tau
         recycled, total = recycled + int(dormant.sum()), total + dormant.numel()
-        fresh_in = fresh_layers[names[layer_in]]
-        for parameter, (mask, fresh_values) in _entry_masks(layer_in, layer_out, dormant).items():
-            replacement = fresh_in.weight if fresh_values else torch.zeros_like(parameter)
-            parameter.copy_(torch.where(mask, replacement, parameter))
-            state = net.optimizer.state.get(parameter, {})
-            for moment in ("exp_avg", "exp_avg_sq"):
-                if moment in state:
-                    state[moment].masked_fill_(mask, 0.0)
+        reinitialise_units(net, layer_in, layer_out, dormant, fresh[layer_in])
     return recycled / max(total, 1)
+
+
+class UnitStatistics:
+    """CBP's state for the hidden units of one (layer_in, layer_out) pair, shaped (members, H) (one row for
+    nn.Linear): the step each unit was born at (age A = steps − birth, so ageing costs nothing), mean activation
+    f̄, contribution utility u, and the activations summed by the forward hook since the last step. The number of
+    mature units is kept on the host, so no step reads the device."""
+
+    def __init__(self, layer_in: nn.Module, layer_out: nn.Module) -> None:
+        self.layer_in, self.layer_out = layer_in, layer_out
+        self.ensemble = isinstance(layer_in, EnsembleLinear)  # weights (E, in, H), next layer (E, H, out)
+        weight = layer_in.weight
+        members, self.width = (weight.shape[0], weight.shape[2]) if self.ensemble else (1, weight.shape[0])
+        self.birth = torch.zeros(members, self.width, dtype=torch.int64, device=weight.device)
+        self.mean_activation = torch.zeros(members, self.width, device=weight.device)
+        self.utility = torch.zeros(members, self.width, device=weight.device)
+        self.activation_sum = torch.zeros(members, self.width, device=weight.device)
+        self.samples = 0  # batch rows summed into activation_sum since the last step
+        self.steps = 0  # CBP steps this layer has taken
+        self.owed = 0.0  # fractional replacements carried to the next step
+        # (step, units replaced per member) of the last m steps: those units are immature. A unit is replaced only
+        # when older than m, so none appears twice here, and #mature = H − their sum once steps > m.
+        self.recent: collections.deque[tuple[int, int]] = collections.deque()
+        self.replaced = 0  # units replaced so far, summed over members
+
+    @property
+    def age(self) -> torch.Tensor:
+        return self.steps - self.birth
+
+    def record(self, layer: nn.Module, hidden: torch.Tensor) -> None:
+        """Forward pre-hook of layer_out (its input is the ReLU output h, computed once by the network): sum h over
+        the batch for training forwards only — not acting, targets, probes or the frozen critic of an actor loss
+        (grad off or weights frozen), the NTK's per-sample gradients, nor copies of the layer (GTR's snapshots)."""
+        if layer is not self.layer_out or not torch.is_grad_enabled() or not layer.weight.requires_grad or measuring.active:
+            return
+        with torch.no_grad():
+            if not self.ensemble:
+                hidden = hidden.reshape(1, -1, self.width)
+            summed = hidden.detach().sum(dim=-2)
+            self.activation_sum = summed if self.samples == 0 else self.activation_sum + summed
+            self.samples += hidden.shape[-2]
+
+    def mature_units(self, maturity: int) -> int:
+        """#{i : Aᵢ > m} per member at this step (what the device's ages would say)."""
+        while self.recent and self.recent[0][0] < self.steps - maturity:
+            self.recent.popleft()
+        return (self.width if self.steps > maturity else 0) - sum(units for _, units in self.recent)
+
+    def update(self, decay: float) -> None:
+        """One step older; f̄ ← η·f̄ + (1 − η)·mean h, u ← η·u + (1 − η)·mean_k|w_kiᵒᵘᵗ|·mean|h| (ReLU: |h| = h)."""
+        weight = self.layer_out.weight
+        fan_out = weight.shape[-1] if self.ensemble else weight.shape[0]
+        outgoing_l1 = weight.abs().sum(dim=-1 if self.ensemble else 0)  # Σ_k |w_ki| (vector_norm is 5× slower on CPU)
+        self.mean_activation.mul_(decay).add_(self.activation_sum, alpha=(1 - decay) / self.samples)
+        self.utility.mul_(decay).addcmul_(outgoing_l1, self.activation_sum, value=(1 - decay) / (self.samples * fan_out))
+        self.steps += 1
+        self.samples = 0
+
+    def add_to_next_bias(self, activation: torch.Tensor) -> None:
+        """b_out += Σᵢ w_out[:, i]·activationᵢ: the next layer sees these constant activations through its bias."""
+        if self.ensemble:
+            self.layer_out.bias += torch.bmm(activation.unsqueeze(1), self.layer_out.weight)
+        else:
+            self.layer_out.bias += self.layer_out.weight @ activation[0]
+
+    def state_dict(self) -> dict:
+        tensors = {key: getattr(self, key).clone() for key in ("birth", "mean_activation", "utility", "activation_sum")}
+        return tensors | {"samples": self.samples, "steps": self.steps, "owed": self.owed, "recent": list(self.recent),
+                          "replaced": self.replaced}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("birth", "mean_activation", "utility", "activation_sum"):
+            setattr(self, key, state[key].to(getattr(self, key).device).clone())
+        self.samples, self.steps, self.owed, self.replaced = state["samples"], state["steps"], state["owed"], state["replaced"]
+        self.recent = collections.deque(tuple(event) for event in state["recent"])
+
+
+class ContinualBackprop:
+    """CBP for one network: statistics from forward pre-hooks on the layers reading its hidden units, `step()` after
+    each update."""
+
+    def __init__(self, net: Resettable, replacement_rate: float, maturity: int, decay: float) -> None:
+        self.net, self.replacement_rate, self.maturity, self.decay = net, replacement_rate, maturity, decay
+        self.layers = [UnitStatistics(layer_in, layer_out) for layer_in, layer_out in net.unit_pairs]
+        for stats in self.layers:  # a plain function, so that copies of the network (deepcopy) do not copy `stats`
+            stats.layer_out.register_forward_pre_hook(lambda layer, inputs, stats=stats: stats.record(layer, inputs[0]))
+
+    @property
+    def replaced(self) -> int:
+        return sum(stats.replaced for stats in self.layers)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        fresh = None
+        for stats in self.layers:
+            if not stats.samples:  # not trained since the last step (TD3's delayed actor): it does not age
+                continue
+            stats.update(self.decay)
+            mature = stats.mature_units(self.maturity)
+            stats.owed += self.replacement_rate * mature
+            count = min(int(stats.owed), mature)
+            stats.owed -= count
+            if count:
+                if fresh is None:  # one fresh network per step, only on steps that replace
+                    fresh = fresh_layers(self.net)
+                self.replace(stats, count, fresh[stats.layer_in])
+
+    @torch.no_grad()
+    def replace(self, stats: UnitStatistics, count: int, fresh_in: nn.Module) -> None:
+        """Replace the `count` mature units of lowest bias-corrected utility in every member."""
+        age = stats.age
+        correction = 1 - self.decay ** age  # 1 − η^A, Adam-style bias correction of both running means
+        mature = age > self.maturity
+        utility = torch.where(mature, stats.utility / correction, torch.inf)
+        chosen = utility.topk(count, dim=-1, largest=False).indices
+        units = torch.zeros_like(mature).scatter_(-1, chosen, True)
+        stats.add_to_next_bias(torch.where(units, stats.mean_activation / correction, 0.0))
+        reinitialise_units(self.net, stats.layer_in, stats.layer_out, units if stats.ensemble else units[0], fresh_in)
+        stats.mean_activation.masked_fill_(units, 0.0)
+        stats.utility.masked_fill_(units, 0.0)
+        stats.birth.masked_fill_(units, stats.steps)
+        stats.recent.append((stats.steps, count))
+        stats.replaced += count * units.shape[0]
+
+    def state_dict(self) -> list[dict]:
+        return [stats.state_dict() for stats in self.layers]
+
+    def load_state_dict(self, state: list[dict]) -> None:
+        for stats, layer_state in zip(self.layers, state):
+            stats.load_state_dict(layer_state)
 
 
 class InjectedHead(nn.Module):
@@ -177,12 +339,23 @@ class Resetter:
             if args.method == "inject" and net.head is None:
                 raise UserError(f"plasticity injection needs one output layer; this {name} has several heads — "
                                 f"use --reset.networks to leave it out")
-            if args.method == "redo" and not net.unit_pairs:
-                raise UserError(f"ReDo does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
+            if args.method in ("redo", "cbp") and not net.unit_pairs:
+                method = "ReDo" if args.method == "redo" else "CBP"
+                raise UserError(f"{method} does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
                                 f"would change the output — use --reset.networks to leave it out, or another --reset.method")
+        if args.method == "cbp" and not 0 <= args.cbp_replacement_rate <= 1:
+            raise UserError(f"--reset.cbp-replacement-rate is a fraction of the mature units per step; got {args.cbp_replacement_rate}")
+        self.cbp = {name: ContinualBackprop(net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay)
+                    for name, net in self.networks.items()} if args.method == "cbp" else {}
+        self.cbp_logged_step = 0
 
     def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
         if self.args.method == "off" or num_updates % self.every:
+            return
+        if self.args.method == "cbp":
+            for cbp in self.cbp.values():
+                cbp.step()
+            self.log_cbp(logger, global_step)
             return
         if self.args.method == "inject":
             if num_updates == self.every:  # once
@@ -203,12 +376,25 @@ class Resetter:
                 report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(net, replay.sample(self.args.redo_batch), self.args.redo_tau)
         logger.scalars(report, global_step)
 
+    def log_cbp(self, logger, global_step: int) -> None:
+        """Units replaced so far, when the agent logs its losses (every `log_every` env steps); host counts, no sync."""
+        log_every = getattr(logger, "log_every", 0)
+        if not log_every or global_step // log_every <= self.cbp_logged_step // log_every:
+            return
+        self.cbp_logged_step = global_step
+        report = {f"plasticity/{name}_cbp_replaced": float(cbp.replaced) for name, cbp in self.cbp.items()}
+        logger.scalars(report | {"plasticity/cbp_replaced": sum(report.values())}, global_step)
+
     def state_dict(self) -> dict:
-        return {"count": self.count, "injected": list(self.injected)}
+        cbp = {name: cbp.state_dict() for name, cbp in self.cbp.items()}
+        return {"count": self.count, "injected": list(self.injected), "cbp": cbp, "cbp_logged_step": self.cbp_logged_step}
 
     def load_state_dict(self, state: dict) -> None:
         """Agents load the resetter before the networks, so an injected head exists again when weights arrive."""
         self.count = state["count"]
+        for name, cbp_state in state.get("cbp", {}).items():
+            self.cbp[name].load_state_dict(cbp_state)
+        self.cbp_logged_step = state.get("cbp_logged_step", 0)
         for name in state.get("injected", []):
             if name not in self.injected:
                 inject_plasticity(self.networks[name])

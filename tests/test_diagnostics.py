@@ -1,15 +1,21 @@
+from typing import NamedTuple
+
 import pytest
 import torch
 import torch.nn as nn
 
 from plasticity.diagnostics import (
     ActivationProbe,
+    DiagnosticsArgs,
+    PlasticityMonitor,
     active_fraction,
+    churn_report,
     distance_from,
     dormant_fraction,
     effective_rank,
     gradient_norm,
     network_report,
+    ntk_report,
     parameter_rms,
     srank,
 )
@@ -64,3 +70,119 @@ def test_probe_reads_hidden_units_and_penultimate_features_without_changing_the_
     initial = [p.detach().clone() for p in net.parameters()]
     report = network_report("critic", net, probe, lambda: net(x), initial)
     assert report["plasticity/critic_dormant_0"] >= 8 / 14 and report["plasticity/critic_distance_from_init"] == 0.0
+
+
+# ---- NTK / Gram matrix and churn ---------------------------------------------------------------------------------
+
+
+class Probe(NamedTuple):
+    obs: torch.Tensor
+
+
+class FakeReplay:
+    def __init__(self, dim: int) -> None:
+        self.dim, self.draws = dim, 0
+
+    def sample(self, batch_size: int) -> Probe:
+        self.draws += 1
+        return Probe(torch.randn(batch_size, self.dim))
+
+
+class RecordingLogger:
+    def __init__(self) -> None:
+        self.logged: dict[int, dict] = {}
+
+    def scalars(self, values, step) -> None:
+        self.logged.setdefault(step, {}).update(values)
+
+
+def test_ntk_rank_of_a_linear_model_is_the_rank_of_its_inputs():
+    torch.manual_seed(0)
+    # f(x) = w·x + b: ∇f = [x, 1], so K = [X, 1]·[X, 1]ᵀ has rank 3 + 1 for inputs spanning 3 directions
+    linear = nn.Linear(8, 1)
+    low_rank_inputs = torch.randn(64, 3) @ torch.randn(3, 8)
+    report = ntk_report("critic", linear, lambda b: linear(b.obs), Probe(low_rank_inputs), max_params=10_000)
+    assert report["plasticity/critic_ntk_rank"] == 4 and report["plasticity/critic_ntk_srank"] <= 4
+    assert report["plasticity/critic_ntk_params"] == 9
+    # orthogonal inputs of equal norm, no bias: K = 4·I — full rank, effective rank 8, no interference, condition 1
+    no_bias = nn.Linear(8, 1, bias=False)
+    report = ntk_report("critic", no_bias, lambda b: no_bias(b.obs), Probe(2 * torch.eye(8)), max_params=10_000)
+    assert report["plasticity/critic_ntk_rank"] == 8 and report["plasticity/critic_ntk_srank"] == 8
+    assert report["plasticity/critic_ntk_effective_rank"] == pytest.approx(8.0)
+    assert report["plasticity/critic_ntk_grad_cos"] == pytest.approx(0.0, abs=1e-12)
+    assert report["plasticity/critic_ntk_condition"] == pytest.approx(1.0)
+    # the same input eight times: rank 1, every pair of gradients parallel
+    report = ntk_report("critic", no_bias, lambda b: no_bias(b.obs), Probe(torch.ones(8, 8)), max_params=10_000)
+    assert report["plasticity/critic_ntk_rank"] == 1 and report["plasticity/critic_ntk_grad_cos"] == pytest.approx(1.0)
+
+
+def test_ntk_keeps_the_last_layers_within_the_parameter_budget_and_handles_twin_critics():
+    from agents.td3 import TwinCritic
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    report = ntk_report("critic", net, lambda b: net(b.obs), Probe(torch.randn(16, 4)), max_params=1_000)
+    assert report["plasticity/critic_ntk_params"] == 33 + 32  # the head (33) and the last hidden bias; 32·32 would exceed
+    critic = TwinCritic(3, 1, (16, 16))
+    batch = Probe(torch.randn(20, 4))
+    report = ntk_report("critic", critic, lambda b: critic(b.obs[:, :3], b.obs[:, 3:]), batch, max_params=10**6)
+    assert report["plasticity/critic_ntk_params"] == sum(p.numel() for p in critic.parameters())
+    assert 1 < report["plasticity/critic_ntk_rank"] <= 20 and 0 < report["plasticity/critic_ntk_grad_cos"] < 1
+    assert not any(p.grad is not None for p in critic.parameters())  # the agent's gradients are left alone
+
+
+def test_churn_is_zero_without_an_update_and_positive_after_one():
+    torch.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 1))
+    actor = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD([*critic.parameters(), *actor.parameters()], lr=0.1)
+    monitor = PlasticityMonitor(
+        DiagnosticsArgs(every=0, ntk_every=0, churn_every=2, churn_batch=32),
+        critic=(critic, ActivationProbe([critic[0]], critic[2]), lambda b: critic(b.obs).squeeze(-1)),
+        actor=(actor, ActivationProbe([actor[0]], actor[2]), lambda b: actor(b.obs)),
+    )
+    replay, logger = FakeReplay(3), RecordingLogger()
+    monitor.after_update(1, replay, logger, global_step=1)  # takes the reference before update 2
+    monitor.after_update(2, replay, logger, global_step=2)  # nothing changed in between
+    assert logger.logged[2] == {"plasticity/critic_churn": 0.0, "plasticity/actor_churn": 0.0}
+    monitor.after_update(3, replay, logger, global_step=3)
+    reference, before = monitor.churn_reference
+    restored = PlasticityMonitor(monitor.args, **monitor.networks)
+    restored.load_state_dict(monitor.state_dict())  # a checkpoint between the reference and the update
+    (critic(torch.randn(8, 3)).square().mean() + actor(torch.randn(8, 3)).square().mean()).backward()
+    optimizer.step()
+    monitor.after_update(4, replay, logger, global_step=4)
+    churn = logger.logged[4]
+    with torch.no_grad():
+        expected_value_churn = (critic(reference.obs).squeeze(-1) - before["critic"]).abs().mean()
+        expected_policy_churn = (actor(reference.obs) - before["actor"]).norm(dim=1).mean()
+    assert churn["plasticity/critic_churn"] == pytest.approx(float(expected_value_churn)) and churn["plasticity/critic_churn"] > 0
+    assert churn["plasticity/actor_churn"] == pytest.approx(float(expected_policy_churn)) and churn["plasticity/actor_churn"] > 0
+    restored_logger = RecordingLogger()
+    restored.after_update(4, replay, restored_logger, global_step=4)
+    assert restored_logger.logged[4] == churn
+    assert replay.draws == 2  # one reference batch per measurement, none otherwise
+
+
+def test_greedy_churn_counts_states_whose_best_action_changes():
+    before = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 2.0, 3.0]])
+    after = before.clone()
+    after[0, 1] = 2.0  # state 0: greedy action 0 → 1
+    report = churn_report("critic", before, after, batch_size=4)
+    assert report["plasticity/critic_greedy_churn"] == 0.25
+    assert report["plasticity/critic_churn"] == pytest.approx(2.0 / 12)  # mean |ΔQ(s, a)| over states and actions
+    twin = churn_report("critic", torch.zeros(2, 4), torch.ones(2, 4), batch_size=4)  # (members, batch): no greedy action
+    assert twin == {"plasticity/critic_churn": 1.0}
+
+
+def test_monitor_runs_the_ntk_on_the_probe_batch_when_both_are_due():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    monitor = PlasticityMonitor(DiagnosticsArgs(every=5, probe_size=32, ntk_every=10, ntk_batch=16),
+                                critic=(net, ActivationProbe([net[0]], net[2]), lambda b: net(b.obs)))
+    replay, logger = FakeReplay(3), RecordingLogger()
+    for update in range(1, 11):
+        monitor.after_update(update, replay, logger, global_step=update)
+    assert sorted(logger.logged) == [5, 10] and replay.draws == 2  # the NTK reused update 10's probe batch
+    assert "plasticity/critic_ntk_rank" in logger.logged[10] and "plasticity/critic_ntk_rank" not in logger.logged[5]
+    assert 1 <= logger.logged[10]["plasticity/critic_ntk_rank"] <= 16
