@@ -58,7 +58,7 @@ class SlurmArgs:
 
 @dataclasses.dataclass
 class SweepArgs:
-    plan: tyro.conf.Positional[tuple[str, ...]] = ()
+    plan: tyro.conf.Positional[str] = ""
     """optional TOML plan file; its keys are these flags' names (flags given as well override it)"""
     agent: tuple[str, ...] = ("ppo",)
     """agents (td3, sac_simba, ddqn, ppo, gtr)"""
