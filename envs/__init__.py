@@ -2,7 +2,8 @@
 
 Every backend returns a `TorchVecEnv` (see `envs/base.py`) whose `step` gives torch tensors on the
 chosen device: the observation to act on, reward, terminated, truncated and the true next observation.
-Backends are chosen from the id (`dmc:domain-task`, `ALE/Game-v5`, `torch:CartPole-v1`) or by `backend=`.
+Backends are chosen from the id (`dmc:domain-task`, `ALE/Game-v5`, `torch:CartPole-v1`, `warp:Hopper-v5`) or by
+`backend=`.
 `continual:...` ids wrap any of them with a task schedule (envs/continual.py); `continual=` carries its flags.
 `training=False` builds an evaluation env: backends that shape episodes or rewards for learning (Atari: a lost
 life ends the episode, rewards clipped to their sign) then give full games and raw rewards.
@@ -51,10 +52,18 @@ def _envpool(env_id: str, num_envs: int, seed: int, device: torch.device, traini
     return EnvpoolAtariVecEnv(env_id, num_envs, seed, device, training=training, **kwargs)
 
 
-# name -> factory; a later issue adds "warp".
-BACKENDS: dict[str, BackendFactory] = {"gymnasium": _gymnasium, "dmc": _dmc, "torch": _torch, "atari": _atari, "envpool": _envpool}
+def _warp(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+    from envs.warp_backend import make_warp_env
+
+    return make_warp_env(env_id, num_envs, seed, device, **kwargs)
+
+
+# name -> factory
+BACKENDS: dict[str, BackendFactory] = {
+    "gymnasium": _gymnasium, "dmc": _dmc, "torch": _torch, "atari": _atari, "envpool": _envpool, "warp": _warp,
+}
 # id prefix -> backend name, for ids that say which backend they need.
-PREFIXES: dict[str, str] = {"dmc:": "dmc", "ALE/": "atari", "torch:": "torch"}
+PREFIXES: dict[str, str] = {"dmc:": "dmc", "ALE/": "atari", "torch:": "torch", "warp:": "warp"}
 
 
 def backend_for(env_id: str) -> str:
@@ -82,6 +91,10 @@ def validate_env_id(env_id: str) -> None:
         from envs.torch_classic import task_for
 
         task_for(env_id)
+    elif backend == "warp":
+        from envs.warp_backend import task_for as warp_task_for
+
+        warp_task_for(env_id)
 
 
 def make(

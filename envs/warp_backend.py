@@ -1,0 +1,322 @@
+"""MuJoCo Warp backend: gymnasium's v5 locomotion tasks as thousands of worlds on one device, tensors never leave it.
+
+`warp:Hopper-v5`, `warp:HalfCheetah-v5`, `warp:Walker2d-v5`, `warp:Ant-v5` load gymnasium's own XML files and
+step them with MuJoCo Warp (`mujoco_warp.step`, `nworld = num_envs`, frame skip 4 / 5 / 4 / 5 as gymnasium).
+Observations, rewards and terminations are torch code on zero-copy views of the simulator's arrays
+(`wp.to_torch`), following gymnasium 1.4's `*_v5.py` sources:
+
+- observation: qpos without the root's x (Ant: x, y), then qvel (Hopper and Walker2d clip qvel to ±10), then
+  for Ant the external contact forces `cfrc_ext` of bodies 1.. clipped to ±1 (105-d; 27-d with
+  `include_cfrc_ext_in_observation=False`, as gymnasium's flag);
+- reward: forward velocity (root x difference over dt = timestep · frame_skip) + healthy reward (given only
+  while healthy, the v5 rule) − ctrl_cost_weight·|a|² on the unclipped action (MuJoCo clamps the control
+  itself) − for Ant contact_cost_weight·|clip(cfrc_ext, ±1)|². Ant's x is the torso's `xpos`, which after
+  `mj_step` is one substep stale in gymnasium and here alike (both read it after the step's last forward);
+- termination: leaving the healthy ranges (Hopper: z > 0.7, |angle| < 0.2, |qpos[2:], qvel| < 100;
+  Walker2d: 0.8 < z < 2, |angle| < 1; Ant: finite state and 0.2 ≤ z ≤ 1); HalfCheetah never terminates;
+  truncation at 1000 steps (`max_episode_steps=` overrides it);
+- reset: qpos0 + U(±s) on qpos; qvel U(±s) (Hopper, Walker2d, s = 0.005) or s·N(0, 1) (HalfCheetah, Ant,
+  s = 0.1), like `mj_resetData` + `set_state` (solver warm start, time and contact forces zeroed).
+
+Differences, by design: single precision (MuJoCo Warp computes in float32; gymnasium in float64), so
+trajectories from the same state drift apart slowly (tests/test_warp.py measures how far); and our own random
+stream for reset noise (one torch generator per batch seeded by `seed`), so the same seed gives the same
+episodes here, not gymnasium's episodes. Every finished world is reset inside `step`; `obs` is its new first
+observation and `next_obs` the true final one. Episode statistics stay on the device (`DeviceEpisodeLog`).
+
+The physics of one agent step (frame_skip × `mujoco_warp.step`, plus Ant's `rne_postconstraint` for contact
+forces) is captured once as a Warp graph and replayed: a CUDA graph on GPUs, Warp's C++ replay of the recorded
+launches on CPU (bit-identical to eager launches there, ~100× faster because MuJoCo Warp issues hundreds of
+small kernel launches per physics step). `use_graph=False` runs the launches eagerly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import torch
+
+from cleanrl_plus.errors import UserError, did_you_mean
+from envs.base import EpisodeStats, StepResult, TorchVecEnv
+from envs.torch_classic import DeviceEpisodeLog
+
+PREFIX = "warp:"
+INSTALL_HINT = "pip install mujoco-warp==3.17.0 (or pip install -e . in the repository)"
+
+
+def import_warp() -> tuple[Any, Any]:
+    """(warp, mujoco_warp), imported on first use so that validating an id stays cheap."""
+    try:
+        import mujoco_warp
+        import warp
+    except ImportError as error:
+        raise UserError(f"the warp backend needs MuJoCo Warp ({error.name} is missing): {INSTALL_HINT}") from None
+    # one line per loaded kernel module (hundreds per model) would drown the run's log; warnings still show
+    warp.config.log_level = max(warp.config.log_level, warp.LOG_WARNING)
+    warp.init()  # idempotent; device lookups need the runtime
+    return warp, mujoco_warp
+
+
+class WarpLocomotionVecEnv(TorchVecEnv):
+    """Shared batch machinery; a task defines its reward weights, healthy rule, observation and reset noise."""
+
+    gymnasium_id: str
+    ctrl_cost_weight: float
+    reset_noise_scale: float
+    forward_reward_weight = 1.0
+    healthy_reward = 1.0  # per healthy step (not for HalfCheetah, which has no healthy rule)
+    qvel_noise = "uniform"  # "uniform": U(±s); "normal": s·N(0, 1)
+    qvel_clip: float | None = 10.0
+    needs_contact_forces = False  # run rne_postconstraint after the step (fills cfrc_ext)
+
+    def __init__(
+        self, num_envs: int, seed: int, device: torch.device, max_episode_steps: int | None = None, use_graph: bool = True,
+        nconmax: int | None = None, njmax: int | None = None, episode_log_capacity: int = 65_536,
+    ) -> None:
+        """`max_episode_steps`: time limit (default gymnasium's 1000); `use_graph`: replay the captured physics
+        (False: eager launches); `nconmax` / `njmax`: MuJoCo Warp's per-world contact / constraint-row capacity
+        (default its heuristic, 48 / 64 here, far above the ≤ 5 contacts / 22 rows gymnasium reaches on these models)."""
+        super().__init__(num_envs)
+        warp, mujoco_warp = import_warp()
+        self.warp, self.mjw = warp, mujoco_warp
+        self.env_id, self.device, self.seed = PREFIX + self.gymnasium_id, torch.device(device), seed
+        reference = gym.make(self.gymnasium_id, **self.gymnasium_kwargs())  # spaces, XML file, frame skip and time limit as registered
+        self.single_observation_space, self.single_action_space = reference.observation_space, reference.action_space
+        self.max_episode_steps = int(max_episode_steps or reference.spec.max_episode_steps)
+        self.frame_skip, model_path = reference.unwrapped.frame_skip, reference.unwrapped.fullpath
+        reference.close()
+
+        host_model = mujoco.MjModel.from_xml_path(model_path)
+        host_data = mujoco.MjData(host_model)
+        self.dt = float(host_model.opt.timestep) * self.frame_skip
+        self.warp_device = warp.device_from_torch(self.device)
+        with warp.ScopedDevice(self.warp_device):
+            self.model = mujoco_warp.put_model(host_model)
+            self.data = mujoco_warp.put_data(host_model, host_data, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+        # Zero-copy views: writing them writes the simulator's state, and they always show its latest values.
+        view = warp.to_torch
+        self.qpos, self.qvel, self.ctrl = view(self.data.qpos), view(self.data.qvel), view(self.data.ctrl)
+        self.time, self.qacc_warmstart = view(self.data.time), view(self.data.qacc_warmstart)
+        self.xpos, self.cfrc_ext = view(self.data.xpos), view(self.data.cfrc_ext)
+        self.init_qpos = torch.as_tensor(host_model.qpos0, dtype=torch.float32, device=self.device)
+
+        self.use_graph, self.graph = use_graph, None  # captured at the first step, once the kernels are compiled
+        self.warp_stream = warp.stream_from_torch(self.device) if self.device.type == "cuda" else None
+        self.generator = torch.Generator(device=self.device)
+        self.episode_log = DeviceEpisodeLog(episode_log_capacity, self.device)
+        self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self.episode_return = torch.zeros(num_envs, device=self.device)
+        self.x_before = self.qpos[:, 0].clone()  # the root's x before the coming step
+
+    # --- what a task defines ---------------------------------------------------------------------------
+    def gymnasium_kwargs(self) -> dict[str, Any]:
+        """Options of gymnasium's env that change its spaces (Ant's contact forces in the observation)."""
+        return {}
+
+    def observe(self) -> torch.Tensor:
+        velocity = self.qvel if self.qvel_clip is None else self.qvel.clamp(-self.qvel_clip, self.qvel_clip)
+        return torch.cat([self.qpos[:, 1:], velocity], dim=1)
+
+    def is_healthy(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def root_x(self) -> torch.Tensor:
+        """Right after a step: the x whose change over dt is the forward velocity (the root's slide joint)."""
+        return self.qpos[:, 0]
+
+    def contact_cost(self) -> torch.Tensor:
+        return torch.zeros((), device=self.device)
+
+    # --- physics ----------------------------------------------------------------------------------------
+    def _physics(self) -> None:
+        for _ in range(self.frame_skip):
+            self.mjw.step(self.model, self.data)
+        if self.needs_contact_forces:  # gymnasium calls mj_rnePostConstraint after mj_step for the same reason
+            self.mjw.rne_postconstraint(self.model, self.data)
+
+    def _simulate(self) -> None:
+        wp = self.warp
+        if self.use_graph and self.graph is None:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # the capture runs on Warp's own stream
+            try:
+                with wp.ScopedDevice(self.warp_device), wp.ScopedCapture() as capture:
+                    self._physics()
+                self.graph = capture.graph
+            except Exception as error:  # e.g. a CUDA driver without conditional graph nodes (the solver's while loop)
+                warnings.warn(f"{self.env_id}: graph capture failed ({error}); stepping with eager launches instead")
+                self.use_graph = False
+        if self.graph is not None:
+            wp.capture_launch(self.graph, stream=self.warp_stream)  # on torch's current stream: ordered with torch ops
+            return
+        with wp.ScopedDevice(self.warp_device), wp.ScopedStream(self.warp_stream):  # no stream (CPU): no-op
+            self._physics()
+
+    # --- the batch --------------------------------------------------------------------------------------
+    def _initial_states(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fresh qpos, qvel for every world (drawn for all, used where a world starts an episode: no host sync)."""
+        scale, n = self.reset_noise_scale, self.num_envs
+        qpos = self.init_qpos + scale * (2 * torch.rand(n, self.qpos.shape[1], device=self.device, generator=self.generator) - 1)
+        if self.qvel_noise == "normal":
+            qvel = scale * torch.randn(n, self.qvel.shape[1], device=self.device, generator=self.generator)
+        else:
+            qvel = scale * (2 * torch.rand(n, self.qvel.shape[1], device=self.device, generator=self.generator) - 1)
+        return qpos, qvel
+
+    def set_state(self, qpos: torch.Tensor, qvel: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Start the worlds in `mask` (all by default) from (qpos, qvel) as `mj_resetData` + gymnasium's `set_state`
+        would; returns the observations of all worlds."""
+        mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device) if mask is None else mask
+        rows = mask[:, None]
+        self.qpos.copy_(torch.where(rows, qpos.to(self.device, torch.float32), self.qpos))
+        self.qvel.copy_(torch.where(rows, qvel.to(self.device, torch.float32), self.qvel))
+        self.qacc_warmstart.masked_fill_(rows, 0.0)
+        self.time.masked_fill_(mask, 0.0)
+        self.cfrc_ext.masked_fill_(mask[:, None, None], 0.0)  # mj_forward does not compute them: 0 until the first step
+        self.x_before = torch.where(mask, self.qpos[:, 0], self.x_before)  # every root x is qpos[0] after mj_forward
+        return self.observe()
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        self.generator.manual_seed(self.seed if seed is None else seed)
+        self.elapsed.zero_()
+        self.episode_return.zero_()
+        return self.set_state(*self._initial_states())
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        self._check_action(action)
+        action = action.to(self.device, torch.float32)
+        self.ctrl.copy_(action)
+        self._simulate()
+        x_after = self.root_x().clone()
+        forward_velocity = (x_after - self.x_before) / self.dt
+        healthy = self.is_healthy()
+        # r = w·ẋ + healthy_reward·[healthy] − c·|a|² (− Ant's contact cost)
+        reward = (self.forward_reward_weight * forward_velocity + self.healthy_reward * healthy
+                  - self.ctrl_cost_weight * action.square().sum(dim=1) - self.contact_cost())
+        terminated = ~healthy
+        next_obs = self.observe()
+        self.x_before = x_after
+        self.elapsed += 1
+        truncated = self.elapsed >= self.max_episode_steps  # as gymnasium's TimeLimit (may coincide with terminated)
+        done = terminated | truncated
+        self.env_steps += self.num_envs
+        self.episode_return += reward
+        self.episode_log.record(self.episode_return, self.elapsed, done, self.env_steps)
+        self.episode_return.masked_fill_(done, 0.0)
+        self.elapsed.masked_fill_(done, 0)
+        obs = torch.where(done[:, None], self.set_state(*self._initial_states(), mask=done), next_obs)
+        return StepResult(obs, reward, terminated, truncated, next_obs)
+
+    def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        mask = mask.to(self.device)
+        self.episode_log.record(self.episode_return, self.elapsed, mask, self.env_steps)
+        self.episode_return.masked_fill_(mask, 0.0)
+        self.elapsed.masked_fill_(mask, 0)
+        return torch.where(mask[:, None], self.set_state(*self._initial_states(), mask=mask), obs)
+
+    def drain_episode_stats(self) -> EpisodeStats:
+        return self.episode_log.drain()
+
+    def state_dict(self) -> dict[str, Any]:
+        # Clones: the views change under the next step. The warm start makes resumed solver iterations bit-identical.
+        return {"qpos": self.qpos.clone(), "qvel": self.qvel.clone(), "qacc_warmstart": self.qacc_warmstart.clone(),
+                "time": self.time.clone(), "x_before": self.x_before.clone(), "elapsed": self.elapsed.clone(),
+                "episode_return": self.episode_return.clone(), "generator": self.generator.get_state(), "env_steps": self.env_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in ("qpos", "qvel", "qacc_warmstart", "time", "elapsed", "episode_return"):
+            getattr(self, name).copy_(state[name])  # in place: the simulator (and its captured graph) owns this memory
+        self.x_before = state["x_before"].to(self.device)
+        self.generator.set_state(state["generator"].cpu())
+        self.env_steps = state["env_steps"]
+
+    def close(self) -> None:
+        self.graph = None
+
+
+def _in_range(values: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    return (values > low) & (values < high)
+
+
+class Hopper(WarpLocomotionVecEnv):
+    """One-legged hopper; healthy while z > 0.7, |torso angle| < 0.2 and every qpos[2:], qvel entry within ±100."""
+
+    gymnasium_id, ctrl_cost_weight, reset_noise_scale = "Hopper-v5", 1e-3, 5e-3
+
+    def is_healthy(self):
+        state = torch.cat([self.qpos[:, 2:], self.qvel], dim=1)
+        return (_in_range(state, -100.0, 100.0).all(dim=1) & (self.qpos[:, 1] > 0.7)
+                & _in_range(self.qpos[:, 2], -0.2, 0.2))
+
+
+class Walker2d(WarpLocomotionVecEnv):
+    """Two-legged walker; healthy while 0.8 < z < 2 and |torso angle| < 1."""
+
+    gymnasium_id, ctrl_cost_weight, reset_noise_scale = "Walker2d-v5", 1e-3, 5e-3
+
+    def is_healthy(self):
+        return _in_range(self.qpos[:, 1], 0.8, 2.0) & _in_range(self.qpos[:, 2], -1.0, 1.0)
+
+
+class HalfCheetah(WarpLocomotionVecEnv):
+    """Planar cheetah; no healthy rule, no healthy reward, never terminates; unclipped qvel in the observation."""
+
+    gymnasium_id, ctrl_cost_weight, reset_noise_scale = "HalfCheetah-v5", 0.1, 0.1
+    healthy_reward, qvel_noise, qvel_clip = 0.0, "normal", None
+    can_terminate = False
+
+    def is_healthy(self):
+        return torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+
+
+class Ant(WarpLocomotionVecEnv):
+    """Quadruped with a free root; healthy while the state is finite and 0.2 ≤ z ≤ 1; pays for contact forces."""
+
+    gymnasium_id, ctrl_cost_weight, reset_noise_scale = "Ant-v5", 0.5, 0.1
+    qvel_noise, qvel_clip, needs_contact_forces = "normal", None, True
+    contact_cost_weight, contact_force_range, torso = 5e-4, (-1.0, 1.0), 1  # torso = gymnasium's main_body
+
+    def __init__(self, *args: Any, include_cfrc_ext_in_observation: bool = True, **kwargs: Any) -> None:
+        self.include_cfrc_ext_in_observation = include_cfrc_ext_in_observation
+        super().__init__(*args, **kwargs)
+
+    def gymnasium_kwargs(self):
+        return {"include_cfrc_ext_in_observation": self.include_cfrc_ext_in_observation}
+
+    def contact_forces(self) -> torch.Tensor:
+        return self.cfrc_ext.clamp(*self.contact_force_range)
+
+    def observe(self):
+        parts = [self.qpos[:, 2:], self.qvel]
+        if self.include_cfrc_ext_in_observation:
+            parts.append(self.contact_forces()[:, 1:].flatten(1))  # body 0 is the world
+        return torch.cat(parts, dim=1)
+
+    def is_healthy(self):
+        finite = torch.isfinite(self.qpos).all(dim=1) & torch.isfinite(self.qvel).all(dim=1)
+        return finite & (self.qpos[:, 2] >= 0.2) & (self.qpos[:, 2] <= 1.0)
+
+    def root_x(self):
+        # gymnasium reads data.body(main_body).xpos after mj_step: computed before the last substep's integration.
+        return self.xpos[:, self.torso, 0]
+
+    def contact_cost(self):
+        return self.contact_cost_weight * self.contact_forces().square().sum(dim=(1, 2))
+
+
+TASKS: dict[str, type[WarpLocomotionVecEnv]] = {task.gymnasium_id: task for task in (Hopper, HalfCheetah, Walker2d, Ant)}
+
+
+def task_for(env_id: str) -> type[WarpLocomotionVecEnv]:
+    name = env_id.removeprefix(PREFIX)
+    if name not in TASKS:
+        ids = ", ".join(PREFIX + known for known in TASKS)
+        raise UserError(f"no MuJoCo Warp version of '{name}'{did_you_mean(name, list(TASKS))} (warp ids: {ids})")
+    return TASKS[name]
+
+
+def make_warp_env(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> WarpLocomotionVecEnv:
+    return task_for(env_id)(num_envs, seed, device, **kwargs)

@@ -1,0 +1,215 @@
+"""MuJoCo Warp locomotion against gymnasium's own envs, stepped side by side from the same states and actions.
+
+CPU only here: the first test to step a model compiles MuJoCo Warp's kernels for it on a cold cache (~/.cache/warp:
+≈30 s for Hopper and Walker2d, ≈12 s more for HalfCheetah, ≈15 s more for Ant; ≈1 s once cached); steps then replay
+a captured graph (a few ms). Tolerances were measured on CPU (see each test) and given 5–10× headroom.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+import envs
+from cleanrl_plus.errors import UserError
+from envs.warp_backend import TASKS
+
+NUM_WORLDS = 8
+
+
+def _gymnasium_copies(env, qpos: torch.Tensor, qvel: torch.Tensor) -> list[gym.Env]:
+    """One unwrapped gymnasium env per world, started from that world's (float32) state."""
+    copies = []
+    for i in range(env.num_envs):
+        reference = gym.make(env.env_id.removeprefix("warp:"), **env.gymnasium_kwargs()).unwrapped
+        reference.reset(seed=i)  # mj_resetData: zero warm start, as our reset
+        reference.set_state(qpos[i].double().numpy(), qvel[i].double().numpy())
+        copies.append(reference)
+    return copies
+
+
+def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: float, resync: bool = False) -> tuple[int, list[dict]]:
+    """Step the warp env and one gymnasium copy per world with the same actions; compare each world until its first
+    episode end (after which its reset noise differs by design). `resync` restarts every copy from the warp state
+    before each step (one-step errors only). Returns how many terminations were compared, and gymnasium's infos."""
+    references = _gymnasium_copies(env, env.qpos.clone(), env.qvel.clone())
+    running = np.ones(env.num_envs, dtype=bool)
+    terminations, infos = 0, []
+    for t, action in enumerate(actions):
+        if resync:
+            for i in np.flatnonzero(running):
+                references[i].set_state(env.qpos[i].double().numpy(), env.qvel[i].double().numpy())
+        step = env.step(action)
+        for i in np.flatnonzero(running):
+            obs, reward, terminated, _, info = references[i].step(action[i].numpy())
+            infos.append(info)
+            where = f"{env.env_id} world {i} step {t}"
+            np.testing.assert_allclose(step.next_obs[i].numpy(), obs, rtol=0, atol=obs_atol, err_msg=where)
+            assert abs(float(step.reward[i]) - reward) <= reward_atol, where
+            assert bool(step.terminated[i]) == terminated, where
+            terminations += terminated
+            running[i] = not (terminated or bool(step.truncated[i]))
+    return terminations, infos
+
+
+def _random_actions(env, steps: int, scale: float, seed: int = 1) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    shape = (env.num_envs, *env.single_action_space.shape)
+    return [scale * (2 * torch.rand(shape, generator=generator) - 1) for _ in range(steps)]
+
+
+# (steps, obs atol, reward atol, resync). Measured worst differences (obs, reward): Hopper 9e-6 / 6e-7 and Walker2d
+# 2e-4 / 2e-5 open loop until every world fell (~20 steps); HalfCheetah 4e-4 / 4e-6 per step. HalfCheetah is re-synced
+# every step because it never falls: open loop, float32 error grows chaotically through its contacts (1e-2 by step 9).
+PARITY = {"Hopper-v5": (50, 1e-4, 1e-5, False), "Walker2d-v5": (50, 2e-3, 2e-4, False), "HalfCheetah-v5": (50, 5e-3, 5e-5, True)}
+
+
+@pytest.mark.parametrize("env_id", sorted(PARITY))
+def test_planar_trajectories_match_gymnasium_from_identical_states(env_id):
+    """Actions up to ±1.2 (MuJoCo clamps the control; the ctrl cost sees the unclipped action), from reset states
+    and from states with large joint velocities, so that Hopper and Walker2d terminate within the window."""
+    steps, obs_atol, reward_atol, resync = PARITY[env_id]
+    env = envs.make("warp:" + env_id, num_envs=NUM_WORLDS, seed=3)
+    env.reset()
+    kick = torch.zeros(NUM_WORLDS, env.qvel.shape[1])
+    kick[NUM_WORLDS // 2:, 2:] = torch.linspace(-3.0, 3.0, env.qvel.shape[1] - 2)  # half the worlds start flailing
+    env.set_state(env.qpos.clone(), env.qvel + kick)
+    terminations, _ = _compare(env, _random_actions(env, steps, scale=1.2), obs_atol, reward_atol, resync)
+    assert terminations > 0 or not env.can_terminate
+
+
+def _ant_standing_state(env, ankle_degrees: float, height: float) -> torch.Tensor:
+    """Ant's qpos0 with every ankle bent `ankle_degrees` towards the floor (the sign of each joint's range)."""
+    model = mujoco.MjModel.from_xml_path(gym.make("Ant-v5").unwrapped.fullpath)
+    qpos = env.init_qpos.clone()
+    qpos[2] = height
+    for joint in range(model.njnt):
+        if mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, joint).startswith("ankle"):
+            qpos[model.jnt_qposadr[joint]] = np.deg2rad(ankle_degrees) * np.sign(model.jnt_range[joint].sum())
+    return qpos
+
+
+@pytest.mark.parametrize("include_cfrc_ext_in_observation", [True, False])
+def test_ant_matches_gymnasium_while_its_contact_frames_agree(include_cfrc_ext_in_observation):
+    """World 0 stands on its feet (ankles at 35°) and pushes with actions up to ±0.3, so feet touch the floor and
+    contact forces enter the observation and the contact cost; world 1 jumps above z = 1 and terminates.
+
+    Only 10 steps: once an ankle touching the floor is within 30° of vertical, MuJoCo Warp (like MJX) orients the
+    contact's friction pyramid from the normal alone, MuJoCo from the capsule's axis, and with ant.xml's pyramidal
+    cones the friction forces then differ (measured: agreement to 6e-5 for 11 steps, then O(1) differences)."""
+    env = envs.make("warp:Ant-v5", num_envs=2, seed=0, include_cfrc_ext_in_observation=include_cfrc_ext_in_observation)
+    env.reset()
+    qpos = torch.stack([_ant_standing_state(env, 35.0, 0.5), _ant_standing_state(env, 35.0, 0.95)])
+    qvel = torch.zeros(2, env.qvel.shape[1])
+    qvel[1, 2] = 2.0  # upwards
+    env.set_state(qpos, qvel)
+    assert env.single_observation_space.shape == ((105,) if include_cfrc_ext_in_observation else (27,))
+    terminations, infos = _compare(env, _random_actions(env, 10, scale=0.3), obs_atol=5e-4, reward_atol=1e-5)
+    assert terminations == 1
+    assert sum(info["reward_contact"] < 0 for info in infos) >= 3  # feet were on the floor in the compared steps
+
+
+def test_time_limit_truncates_and_next_obs_is_the_final_observation():
+    """A 5-step limit next to an unlimited twin (same seed, same actions): at step 5 the limited env reports
+    truncation (not termination), its `next_obs` is the twin's observation after step 5, its `obs` a fresh start."""
+    limited = envs.make("warp:Hopper-v5", num_envs=3, seed=0, max_episode_steps=5)
+    unlimited = envs.make("warp:Hopper-v5", num_envs=3, seed=0)
+    limited.reset(), unlimited.reset()
+    for t in range(5):
+        step, twin = limited.step(torch.zeros(3, 3)), unlimited.step(torch.zeros(3, 3))
+        assert not step.terminated.any() and not twin.truncated.any() and bool(step.truncated.all()) == (t == 4)
+    assert torch.equal(step.next_obs, twin.obs)
+    assert (step.obs[:, :5] - limited.init_qpos[1:]).abs().max() <= 5e-3 and step.obs[:, 5:].abs().max() <= 5e-3
+    assert (twin.obs[:, 5:].abs() > 5e-3).any()  # the twin has moved on: the reset observation really is different
+    assert limited.drain_episode_stats().lengths == [5, 5, 5] and len(unlimited.drain_episode_stats()) == 0
+
+
+def test_reset_where_ends_only_the_masked_episodes():
+    env = envs.make("warp:Hopper-v5", num_envs=4, seed=0)
+    obs = env.reset()
+    for _ in range(3):
+        obs = env.step(torch.full((4, 3), 0.5)).obs
+    mask = torch.tensor([True, False, True, False])
+    fresh = env.reset_where(mask, obs)
+    assert torch.equal(fresh[~mask], obs[~mask])
+    assert (fresh[mask, 5:].abs() <= 5e-3).all() and not torch.equal(fresh[mask], obs[mask])
+    assert env.elapsed.tolist() == [0, 3, 0, 3]
+    assert env.drain_episode_stats().lengths == [3, 3]
+
+
+def test_same_seed_same_episodes_and_state_dict_round_trip_into_a_fresh_env():
+    def rollout(env, steps):
+        generator = torch.Generator().manual_seed(7)
+        return torch.stack([env.step(2 * torch.rand(4, 3, generator=generator) - 1).obs for _ in range(steps)])
+
+    a, b = envs.make("warp:Hopper-v5", num_envs=4, seed=5), envs.make("warp:Hopper-v5", num_envs=4, seed=5)
+    a.reset(), b.reset()
+    assert torch.equal(rollout(a, 30), rollout(b, 30))  # episodes end and restart inside these 30 steps
+    saved = a.state_dict()
+    after = rollout(a, 20)
+    resumed = envs.make("warp:Hopper-v5", num_envs=4, seed=99)
+    resumed.reset()
+    resumed.load_state_dict(saved)
+    assert torch.equal(rollout(resumed, 20), after)
+
+
+def test_graph_replay_equals_eager_launches():
+    graph, eager = envs.make("warp:Hopper-v5", num_envs=2, seed=1), envs.make("warp:Hopper-v5", num_envs=2, seed=1, use_graph=False)
+    graph.reset(), eager.reset()
+    actions = _random_actions(graph, 3, scale=1.0)
+    for action in actions:
+        assert torch.equal(graph.step(action).next_obs, eager.step(action).next_obs)
+    assert graph.graph is not None and eager.graph is None
+
+
+def test_a_failed_capture_falls_back_to_eager_launches(monkeypatch):
+    env, eager = envs.make("warp:Hopper-v5", num_envs=2, seed=1), envs.make("warp:Hopper-v5", num_envs=2, seed=1, use_graph=False)
+    env.reset(), eager.reset()
+    physics = env._physics
+
+    def fail_while_capturing():
+        monkeypatch.setattr(env, "_physics", physics)
+        raise RuntimeError("conditional graph nodes not supported")
+
+    monkeypatch.setattr(env, "_physics", fail_while_capturing)
+    with pytest.warns(UserWarning, match="graph capture failed .*conditional graph nodes"):
+        step = env.step(torch.full((2, 3), 0.5))
+    assert env.graph is None and not env.use_graph
+    assert torch.equal(step.next_obs, eager.step(torch.full((2, 3), 0.5)).next_obs)
+
+
+@pytest.mark.parametrize("env_id, qvel_noise", [("Hopper-v5", "uniform"), ("HalfCheetah-v5", "normal")])
+def test_reset_noise_follows_gymnasium(env_id, qvel_noise):
+    """Hopper: U(±0.005) on qpos and qvel; HalfCheetah: U(±0.1) on qpos, 0.1·N(0, 1) on qvel."""
+    env = envs.make("warp:" + env_id, num_envs=2048, seed=0)
+    env.reset()
+    scale = env.reset_noise_scale
+    qpos_noise, qvel = env.qpos - env.init_qpos, env.qvel
+    assert qpos_noise.abs().max() <= scale and qpos_noise.abs().max() > 0.99 * scale
+    if qvel_noise == "uniform":
+        assert qvel.abs().max() <= scale and abs(float(qvel.std()) - scale / 3**0.5) < 0.05 * scale
+    else:
+        assert qvel.abs().max() > 3 * scale and abs(float(qvel.std()) - scale) < 0.05 * scale
+
+
+def test_unknown_warp_ids_are_one_line_errors():
+    with pytest.raises(UserError, match="did you mean 'Hopper-v5'"):
+        envs.validate_env_id("warp:Hoper-v5")
+    with pytest.raises(UserError, match="warp ids: warp:Hopper-v5"):
+        envs.make("warp:Humanoid-v5")
+    env = envs.make("warp:HalfCheetah-v5", num_envs=2)
+    with pytest.raises(UserError, match=r"expects \(2, 6\)"):
+        env.step(torch.zeros(2, 3))
+    assert set(TASKS) == {"Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5"}
+    assert not env.can_terminate and env.max_episode_steps == 1000
+
+
+def test_ppo_trains_on_warp_hopper(tmp_path):
+    from agents import ppo
+
+    result = ppo.main(ppo.Args(env_id="warp:Hopper-v5", num_envs=4, total_timesteps=512, num_steps=64, num_minibatches=2,
+                               update_epochs=1, eval_every=0, eval_episodes=2, threads=1, progress=False, runs_dir=str(tmp_path)))
+    assert result["global_step"] == 512
