@@ -13,7 +13,7 @@ Machado et al. 2018 for v5's sticky actions).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -71,10 +71,14 @@ def make_atari_env(env_id: str, training: bool, **ale_kwargs: Any) -> gym.Env:
 class AtariVecEnv(GymnasiumVecEnv):
     frame_stack = FRAME_STACK  # observations are stacks of this many frames on axis 0 (replay stores frames once)
 
-    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True, **ale_kwargs: Any) -> None:
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True,
+        make_env: Callable[[], gym.Env] | None = None, **ale_kwargs: Any,
+    ) -> None:
+        """`make_env` replaces the one-game env (envs/continual.py plays game sequences through it)."""
         check_atari_id(env_id)
         self.training = training
-        super().__init__(env_id, num_envs, seed, device, make_env=lambda: make_atari_env(env_id, training, **ale_kwargs))
+        super().__init__(env_id, num_envs, seed, device, make_env=make_env or (lambda: make_atari_env(env_id, training, **ale_kwargs)))
 
     @property
     def frames(self) -> int:
@@ -90,7 +94,7 @@ class AtariVecEnv(GymnasiumVecEnv):
 
 def _life_wrapper(env: gym.Env) -> LifeLossTerminal:
     while not isinstance(env, LifeLossTerminal):
-        env = env.env
+        env = env.active_game if hasattr(env, "active_game") else env.env  # through a game sequence to the game played
     return env
 
 

@@ -302,6 +302,9 @@ PRESETS: dict[str, Preset] = {
     "dmc-dog": Preset("dmc:dog-stand", lambda: Sequence("dmc", ("stand", "walk", "run", "trot")), 1_000_000, 4, "C-CHAIN dog stand→walk→run→trot"),
     "minatar3": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Seaquest")), 2_000_000, 3,
                        "C-CHAIN continual MinAtar: space_invaders→asterix→seaquest, 2M per game, 10 channels, 6 actions"),
+    "atari-switch": Preset("ALE/Alien-v5", lambda: Sequence("games", tuple(f"ALE/{g}-v5" for g in ("Alien", "Atlantis", "Boxing", "Breakout", "Centipede"))),
+                           2_500_000, 5, "Abbas et al. 2023 Switching ALE: Alien→Atlantis→Boxing→Breakout→Centipede, full 18 actions; "
+                           "10M frames per game [our default: the paper's frames per game are unverified]; --continual.num-tasks 10 cycles twice"),
     "minatar-saf": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Freeway")), 2_000_000, 3,
                           "C-CHAIN variant: space_invaders→asterix→freeway"),
 }
@@ -380,7 +383,9 @@ class TaskSwitchingEnv(gym.Wrapper):
         self.configure, self.pending_task, self.task = configure, 0, -1
 
     def reset(self, **kwargs: Any):
-        if self.pending_task != self.task:
+        # an Atari life loss ends a learning episode, not the game: the game switches only when it is over
+        mid_game = getattr(self.env, "mid_game", None)
+        if self.pending_task != self.task and not (mid_game is not None and mid_game()):
             self.configure(self.env, self.pending_task)
             self.task = self.pending_task
         return self.env.reset(**kwargs)
@@ -391,27 +396,42 @@ class TaskSwitchingEnv(gym.Wrapper):
 
 
 class GameSequenceEnv(gym.Env):
-    """Several games behind one env: observations zero-padded to the largest channel count, one shared action set."""
+    """Several games behind one env, one shared action set; observations of fewer channels (MinAtar) are zero-padded
+    on the last axis to the largest count. `active_game` is the game being played."""
 
-    def __init__(self, env_ids: tuple[str, ...]) -> None:
-        from envs.gymnasium_backend import register_optional_ids
-
-        for env_id in env_ids:
-            register_optional_ids(env_id)
-        self.games = [gym.make(env_id) for env_id in env_ids]
+    def __init__(self, make_games: list[Callable[[], gym.Env]], names: tuple[str, ...]) -> None:
+        self.games, self.names = [make() for make in make_games], names
         spaces = [game.observation_space for game in self.games]
         channels = max(space.shape[-1] for space in spaces)
-        self.observation_space = gym.spaces.Box(0, 1, (*spaces[0].shape[:-1], channels), spaces[0].dtype)
+        if len({space.shape[:-1] for space in spaces}) != 1:
+            raise UserError(f"games {names} have observation shapes {[s.shape for s in spaces]} that differ beyond their channels")
+        high = 1 if spaces[0].dtype == np.bool_ else spaces[0].high.max().item()
+        self.observation_space = gym.spaces.Box(0, high, (*spaces[0].shape[:-1], channels), spaces[0].dtype)
         actions = {game.action_space.n for game in self.games}
         if len(actions) != 1:
-            raise UserError(f"games {env_ids} have different action sets {actions} — use the full-action-set ids (MinAtar -v0)")
+            raise UserError(f"games {names} have different action sets {actions} — use the full action set (MinAtar -v0, ALE full_action_space)")
         self.action_space = self.games[0].action_space
         self.active = 0
+
+    @property
+    def active_game(self) -> gym.Env:
+        return self.games[self.active]
+
+    def mid_game(self) -> bool:
+        """Whether the active game goes on after this reset (Atari training envs end learning episodes at a lost life)."""
+        env = self.active_game
+        while isinstance(env, gym.Wrapper):
+            if hasattr(env, "ended_game"):
+                return not env.ended_game
+            env = env.env
+        return False
 
     def select(self, index: int) -> None:
         self.active = index
 
     def _pad(self, obs: np.ndarray) -> np.ndarray:
+        if obs.shape == self.observation_space.shape:
+            return obs
         padded = np.zeros(self.observation_space.shape, self.observation_space.dtype)
         padded[..., : obs.shape[-1]] = obs
         return padded
@@ -420,12 +440,27 @@ class GameSequenceEnv(gym.Env):
         if seed is not None:  # every game gets its own stream from the one seed
             for i, game in enumerate(self.games):
                 game.reset(seed=seed + 7919 * i)
-        obs, info = self.games[self.active].reset()
+        obs, info = self.active_game.reset()
         return self._pad(obs), info
 
     def step(self, action):
-        obs, reward, terminated, truncated, info = self.games[self.active].step(action)
+        obs, reward, terminated, truncated, info = self.active_game.step(action)
         return self._pad(obs), reward, terminated, truncated, info
+
+
+def _game_makers(games: tuple[str, ...], training: bool) -> list[Callable[[], gym.Env]]:
+    """MinAtar games through gym.make (-v0: full action set); ALE games with the DQN preprocessing and the full
+    18-action set, so one Q-head serves every game (Abbas et al.'s Switching ALE)."""
+    from functools import partial
+
+    from envs.atari_backend import make_atari_env
+    from envs.gymnasium_backend import register_optional_ids
+
+    for game in games:
+        register_optional_ids(game)
+    if games[0].startswith("ALE/"):
+        return [partial(make_atari_env, game, training, full_action_space=True) for game in games]
+    return [partial(gym.make, game) for game in games]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -453,6 +488,7 @@ class ContinualVecEnv(TorchVecEnv):
         self.setting.shift.draw(np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self)
         self.switch_index = torch.zeros(num_envs, dtype=torch.long, device=device)
         self.pending = 0  # the task sub-envs take at their next reset
+        self._unsettled = False  # host-side shifts: some sub-env still runs an older task than `pending`
         self.fixed_task = 0  # evaluation envs: the task set by set_task
 
     def _build_inner(self, num_envs, seed, device, training, backend, env_kwargs) -> TorchVecEnv:
@@ -466,10 +502,16 @@ class ContinualVecEnv(TorchVecEnv):
             from envs.dmc_backend import DMCTaskChainVecEnv
 
             return DMCTaskChainVecEnv(base, num_envs, seed, device, shift.members, **env_kwargs)
-        if envs.backend_for(base) != "gymnasium" or backend not in ("auto", "gymnasium"):
+        game_sequence = isinstance(shift, Sequence) and shift.name == "games"
+        if (envs.backend_for(base) != "gymnasium" and not game_sequence) or backend not in ("auto", "gymnasium", "atari"):
             raise UserError(f"the '{shift.name}' shift edits the simulator; it runs on gymnasium envs, not '{base}' — pick a gymnasium id")
         if isinstance(shift, Sequence):
-            make_env = lambda: TaskSwitchingEnv(GameSequenceEnv(shift.members), shift.configure)  # noqa: E731
+            makers = _game_makers(shift.members, training)
+            make_env = lambda: TaskSwitchingEnv(GameSequenceEnv(makers, shift.members), shift.configure)  # noqa: E731
+            if base.startswith("ALE/"):  # life-loss episodes, clipped rewards and full-game statistics as for one game
+                from envs.atari_backend import AtariVecEnv
+
+                return AtariVecEnv(base, num_envs, seed, device, training=training, make_env=make_env)
         else:
             make_env = lambda: TaskSwitchingEnv(gym.make(base, **env_kwargs), shift.configure)  # noqa: E731
         return GymnasiumVecEnv(base, num_envs, seed, device, make_env=make_env)
@@ -487,6 +529,10 @@ class ContinualVecEnv(TorchVecEnv):
     @property
     def frames(self) -> int | None:
         return getattr(self.inner, "frames", None)
+
+    @property
+    def frame_stack(self) -> int:  # Atari sequences: DDQN stores frames once (FrameStackReplay)
+        return getattr(self.inner, "frame_stack", 0)
 
     @property
     def scheduled_task(self) -> int:
@@ -512,11 +558,19 @@ class ContinualVecEnv(TorchVecEnv):
         task = self.scheduled_task
         if task == self.pending:
             return
-        self.pending = task
+        self.pending, self._unsettled = task, True
         for sub_env in self._switching_sub_envs():
             sub_env.pending_task = task
         if hasattr(self.inner, "pending_task"):  # DMC task chains switch inside their own step
             self.inner.pending_task = task
+
+    def _read_host_tasks(self) -> None:
+        """Copy the sub-envs' tasks to `switch_index`, only while some sub-env has not yet taken the pending task."""
+        if not self._unsettled:
+            return
+        tasks = [sub_env.task for sub_env in self._switching_sub_envs()] or list(getattr(self.inner, "sub_env_tasks", []))
+        self.switch_index = torch.as_tensor(tasks, dtype=torch.long).to(self.device)
+        self._unsettled = any(task != self.pending for task in tasks)
 
     def _switching_sub_envs(self) -> list[TaskSwitchingEnv]:
         """The gymnasium sub-envs that apply simulator shifts at reset (none for tensor-only shifts)."""
@@ -529,7 +583,9 @@ class ContinualVecEnv(TorchVecEnv):
         self.pending = -1
         self._push_pending()
         self.switch_index.fill_(self.pending)
-        return self.setting.shift.observation(self.inner.reset(seed=seed), self.switch_index)
+        obs = self.inner.reset(seed=seed)
+        self._unsettled = False  # every sub-env has just taken the pending task
+        return self.setting.shift.observation(obs, self.switch_index)
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._check_action(action)
@@ -537,7 +593,10 @@ class ContinualVecEnv(TorchVecEnv):
         shift, task = self.setting.shift, self.switch_index
         step = self.inner.step(shift.action(action, task))
         reward, next_obs = shift.reward(step.reward, task), shift.observation(step.next_obs, task)
-        self.switch_index = torch.where(step.terminated | step.truncated, self.pending, task)
+        if shift.host_side:  # the simulators know when they switched (an Atari game, not a lost life)
+            self._read_host_tasks()
+        else:
+            self.switch_index = torch.where(step.terminated | step.truncated, self.pending, task)
         obs = shift.observation(step.obs, self.switch_index)
         return StepResult(obs, reward, step.terminated, step.truncated, next_obs)
 
@@ -545,7 +604,11 @@ class ContinualVecEnv(TorchVecEnv):
         fresh = self.inner.reset_where(mask, obs)
         if fresh is obs:
             return obs
-        self.switch_index = torch.where(mask, self.pending, self.switch_index)
+        if self.setting.shift.host_side:
+            self._unsettled = True
+            self._read_host_tasks()
+        else:
+            self.switch_index = torch.where(mask, self.pending, self.switch_index)
         return torch.where(mask.view(-1, *[1] * (obs.dim() - 1)), self.setting.shift.observation(fresh, self.switch_index), obs)
 
     def drain_episode_stats(self) -> EpisodeStats:
@@ -568,6 +631,7 @@ class ContinualVecEnv(TorchVecEnv):
         self.inner.load_state_dict(state["inner"])
         self.switch_index = state["switch_index"].to(self.device)
         self.pending, self.fixed_task = state["pending"], state["fixed_task"]
+        self._unsettled = bool((self.switch_index != self.pending).any())
         # re-apply each sub-env's task to its restored simulator (MuJoCo restores the state, not the model edits)
         for sub_env, task in zip(self._switching_sub_envs(), state["sub_env_tasks"]):
             sub_env.configure, sub_env.pending_task, sub_env.task = self.setting.shift.configure, self.pending, task

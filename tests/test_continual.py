@@ -267,3 +267,18 @@ def test_reset_exploration_restarts_the_epsilon_schedule_at_each_switch(runs_dir
     kept, restarted = epsilons(False), epsilons(True)
     assert kept[550] == pytest.approx(ddqn.Args.defaults_for("CartPole-v1").end_e)  # 120 decay steps ended long ago
     assert restarted[400] > kept[400] and restarted[400] > restarted[250]  # decaying again from the task's start
+
+
+def test_atari_game_switch_waits_for_the_game_to_end_not_a_lost_life():
+    env = envs.make("continual:atari-switch", 1, seed=0, continual=schedule(1, 2))  # Atlantis from the first game end
+    assert env.single_observation_space.shape == (4, 84, 84) and env.single_action_space.n == 18 and env.frame_stack == 4
+    env.reset(seed=0)
+    games, life_losses = env.inner.vec.envs[0].env, 0
+    generator = torch.Generator().manual_seed(0)
+    while int(env.switch_index[0]) < 1:
+        step = env.step(torch.randint(0, 18, (1,), generator=generator))
+        life_losses += int(step.terminated[0])
+        assert games.active == 0 or int(env.switch_index[0]) == 1
+    stats = env.drain_episode_stats()
+    assert life_losses > 1 and len(stats) == 1 and stats.task_ids == [0]  # several lives lost, one game, then the switch
+    assert games.active == 1 and games.names[1] == "ALE/Atlantis-v5"
