@@ -1,33 +1,41 @@
 """MuJoCo Warp backend: gymnasium's v5 locomotion tasks as thousands of worlds on one device, tensors never leave it.
 
-`warp:Hopper-v5`, `warp:HalfCheetah-v5`, `warp:Walker2d-v5`, `warp:Ant-v5` load gymnasium's own XML files and
-step them with MuJoCo Warp (`mujoco_warp.step`, `nworld = num_envs`, frame skip 4 / 5 / 4 / 5 as gymnasium).
-Observations, rewards and terminations are torch code on zero-copy views of the simulator's arrays
+`warp:Hopper-v5`, `warp:HalfCheetah-v5`, `warp:Walker2d-v5`, `warp:Ant-v5`, `warp:Humanoid-v5` load gymnasium's own
+XML files and step them with MuJoCo Warp (`mujoco_warp.step`, `nworld = num_envs`, frame skip 4 / 5 / 4 / 5 / 5 as
+gymnasium). Observations, rewards and terminations are torch code on zero-copy views of the simulator's arrays
 (`wp.to_torch`), following gymnasium 1.4's `*_v5.py` sources:
 
 - observation: qpos without the root's x (Ant: x, y), then qvel (Hopper and Walker2d clip qvel to ±10), then
   for Ant the external contact forces `cfrc_ext` of bodies 1.. clipped to ±1 (105-d; 27-d with
-  `include_cfrc_ext_in_observation=False`, as gymnasium's flag);
+  `include_cfrc_ext_in_observation=False`, as gymnasium's flag); Humanoid's 348-d one adds, of bodies 1..,
+  cinert, cvel, then qfrc_actuator without the root's 6 dofs, then unclipped cfrc_ext (mj_forward's values
+  after a reset, as gymnasium's `set_state`);
 - reward: forward velocity (root x difference over dt = timestep · frame_skip) + healthy reward (given only
   while healthy, the v5 rule) − ctrl_cost_weight·|a|² on the unclipped action (MuJoCo clamps the control
-  itself) − for Ant contact_cost_weight·|clip(cfrc_ext, ±1)|². Ant's x is the torso's `xpos`, which after
-  `mj_step` is one substep stale in gymnasium and here alike (both read it after the step's last forward);
+  itself) − for Ant contact_cost_weight·|clip(cfrc_ext, ±1)|², for Humanoid min(contact_cost_weight·|cfrc_ext|²,
+  10) (its velocity weighs 1.25, being healthy 5). Ant's x is the torso's `xpos`, Humanoid's the mass-weighted mean
+  of `xipos`; after `mj_step` both are one substep stale in gymnasium and here alike (both read them after the
+  step's last forward);
 - termination: leaving the healthy ranges (Hopper: z > 0.7, |angle| < 0.2, |qpos[2:], qvel| < 100;
-  Walker2d: 0.8 < z < 2, |angle| < 1; Ant: finite state and 0.2 ≤ z ≤ 1); HalfCheetah never terminates;
-  truncation at 1000 steps (`max_episode_steps=` overrides it);
-- reset: qpos0 + U(±s) on qpos; qvel U(±s) (Hopper, Walker2d, s = 0.005) or s·N(0, 1) (HalfCheetah, Ant,
-  s = 0.1), like `mj_resetData` + `set_state` (solver warm start, time and contact forces zeroed).
+  Walker2d: 0.8 < z < 2, |angle| < 1; Ant: finite state and 0.2 ≤ z ≤ 1; Humanoid: 1 < z < 2); HalfCheetah never
+  terminates; truncation at 1000 steps (`max_episode_steps=` overrides it);
+- reset: qpos0 + U(±s) on qpos; qvel U(±s) (Hopper, Walker2d, s = 0.005; Humanoid, s = 0.01) or s·N(0, 1)
+  (HalfCheetah, Ant, s = 0.1), like `mj_resetData` + `set_state` (solver warm start, ctrl, time and contact forces
+  zeroed; Humanoid then runs `mujoco_warp.forward`, on every world, for the quantities its observation reads).
 
 Differences, by design: single precision (MuJoCo Warp computes in float32; gymnasium in float64), so
 trajectories from the same state drift apart slowly (tests/test_warp.py measures how far); and our own random
 stream for reset noise (one torch generator per batch seeded by `seed`), so the same seed gives the same
-episodes here, not gymnasium's episodes. Every finished world is reset inside `step`; `obs` is its new first
-observation and `next_obs` the true final one. Episode statistics stay on the device (`DeviceEpisodeLog`).
+episodes here, not gymnasium's episodes. By MuJoCo Warp: humanoid.xml asks for the PGS solver, which MuJoCo Warp
+lacks; Newton solves the same convex problem (tests/test_warp.py: agreement with gymnasium's PGS as close as on the
+other tasks). Every finished world is reset inside `step`; `obs` is its new first observation and `next_obs` the
+true final one. Episode statistics stay on the device (`DeviceEpisodeLog`).
 
-The physics of one agent step (frame_skip × `mujoco_warp.step`, plus Ant's `rne_postconstraint` for contact
-forces) is captured once as a Warp graph and replayed: a CUDA graph on GPUs, Warp's C++ replay of the recorded
-launches on CPU (bit-identical to eager launches there, ~100× faster because MuJoCo Warp issues hundreds of
-small kernel launches per physics step). `use_graph=False` runs the launches eagerly.
+The physics of one agent step (frame_skip × `mujoco_warp.step`, plus Ant's and Humanoid's `rne_postconstraint`
+for contact forces) and Humanoid's reset `forward` are each captured once as a Warp graph and replayed: a CUDA graph
+on GPUs, Warp's C++ replay of the recorded launches on CPU (bit-identical to eager launches there, ~100× faster
+because MuJoCo Warp issues hundreds of small kernel launches per physics step). `use_graph=False` runs the launches
+eagerly.
 """
 
 from __future__ import annotations
@@ -71,6 +79,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
     qvel_noise = "uniform"  # "uniform": U(±s); "normal": s·N(0, 1)
     qvel_clip: float | None = 10.0
     needs_contact_forces = False  # run rne_postconstraint after the step (fills cfrc_ext)
+    observes_forward = False  # the observation reads mj_forward's outputs (cinert, ...): run forward on reset
 
     def __init__(
         self, num_envs: int, seed: int, device: torch.device, max_episode_steps: int | None = None, use_graph: bool = True,
@@ -78,7 +87,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
     ) -> None:
         """`max_episode_steps`: time limit (default gymnasium's 1000); `use_graph`: replay the captured physics
         (False: eager launches); `nconmax` / `njmax`: MuJoCo Warp's per-world contact / constraint-row capacity
-        (default its heuristic, 48 / 64 here, far above the ≤ 5 contacts / 22 rows gymnasium reaches on these models)."""
+        (default its heuristic, 48 / 64 here, far above the ≤ 6 contacts / 22 rows gymnasium reaches on these models)."""
         super().__init__(num_envs)
         warp, mujoco_warp = import_warp()
         self.warp, self.mjw = warp, mujoco_warp
@@ -90,6 +99,8 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         reference.close()
 
         host_model = mujoco.MjModel.from_xml_path(model_path)
+        if host_model.opt.solver == mujoco.mjtSolver.mjSOL_PGS:  # humanoid.xml's; MuJoCo Warp has no PGS
+            host_model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON  # the same convex problem, solved in the primal
         host_data = mujoco.MjData(host_model)
         self.dt = float(host_model.opt.timestep) * self.frame_skip
         self.warp_device = warp.device_from_torch(self.device)
@@ -103,7 +114,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.xpos, self.cfrc_ext = view(self.data.xpos), view(self.data.cfrc_ext)
         self.init_qpos = torch.as_tensor(host_model.qpos0, dtype=torch.float32, device=self.device)
 
-        self.use_graph, self.graph = use_graph, None  # captured at the first step, once the kernels are compiled
+        self.use_graph, self.graphs = use_graph, {}  # launch method name → its graph, captured at its first call
         self.warp_stream = warp.stream_from_torch(self.device) if self.device.type == "cuda" else None
         self.generator = torch.Generator(device=self.device)
         self.episode_log = DeviceEpisodeLog(episode_log_capacity, self.device)
@@ -137,23 +148,28 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         if self.needs_contact_forces:  # gymnasium calls mj_rnePostConstraint after mj_step for the same reason
             self.mjw.rne_postconstraint(self.model, self.data)
 
-    def _simulate(self) -> None:
+    def _forward(self) -> None:
+        self.mjw.forward(self.model, self.data)
+
+    def _launch(self, launches: str) -> None:
+        """Run the Warp launches of the method named `launches` (`_physics`, `_forward`): replay its graph,
+        captured at the first call."""
         wp = self.warp
-        if self.use_graph and self.graph is None:
+        if self.use_graph and launches not in self.graphs:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # the capture runs on Warp's own stream
             try:
                 with wp.ScopedDevice(self.warp_device), wp.ScopedCapture() as capture:
-                    self._physics()
-                self.graph = capture.graph
+                    getattr(self, launches)()
+                self.graphs[launches] = capture.graph
             except Exception as error:  # e.g. a CUDA driver without conditional graph nodes (the solver's while loop)
                 warnings.warn(f"{self.env_id}: graph capture failed ({error}); stepping with eager launches instead")
                 self.use_graph = False
-        if self.graph is not None:
-            wp.capture_launch(self.graph, stream=self.warp_stream)  # on torch's current stream: ordered with torch ops
+        if launches in self.graphs:
+            wp.capture_launch(self.graphs[launches], stream=self.warp_stream)  # on torch's current stream: ordered with torch ops
             return
         with wp.ScopedDevice(self.warp_device), wp.ScopedStream(self.warp_stream):  # no stream (CPU): no-op
-            self._physics()
+            getattr(self, launches)()
 
     # --- the batch --------------------------------------------------------------------------------------
     def _initial_states(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,9 +190,14 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.qpos.copy_(torch.where(rows, qpos.to(self.device, torch.float32), self.qpos))
         self.qvel.copy_(torch.where(rows, qvel.to(self.device, torch.float32), self.qvel))
         self.qacc_warmstart.masked_fill_(rows, 0.0)
+        self.ctrl.masked_fill_(rows, 0.0)
         self.time.masked_fill_(mask, 0.0)
         self.cfrc_ext.masked_fill_(mask[:, None, None], 0.0)  # mj_forward does not compute them: 0 until the first step
-        self.x_before = torch.where(mask, self.qpos[:, 0], self.x_before)  # every root x is qpos[0] after mj_forward
+        if self.observes_forward:  # on every world (no host sync); harmless to the others: their next step redoes it
+            self._launch("_forward")
+            self.x_before = torch.where(mask, self.root_x(), self.x_before)
+        else:
+            self.x_before = torch.where(mask, self.qpos[:, 0], self.x_before)  # every root x is qpos[0] after mj_forward
         return self.observe()
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
@@ -189,7 +210,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self._check_action(action)
         action = action.to(self.device, torch.float32)
         self.ctrl.copy_(action)
-        self._simulate()
+        self._launch("_physics")
         x_after = self.root_x().clone()
         forward_velocity = (x_after - self.x_before) / self.dt
         healthy = self.is_healthy()
@@ -234,7 +255,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.env_steps = state["env_steps"]
 
     def close(self) -> None:
-        self.graph = None
+        self.graphs.clear()
 
 
 def _in_range(values: torch.Tensor, low: float, high: float) -> torch.Tensor:
@@ -307,7 +328,39 @@ class Ant(WarpLocomotionVecEnv):
         return self.contact_cost_weight * self.contact_forces().square().sum(dim=(1, 2))
 
 
-TASKS: dict[str, type[WarpLocomotionVecEnv]] = {task.gymnasium_id: task for task in (Hopper, HalfCheetah, Walker2d, Ant)}
+class Humanoid(WarpLocomotionVecEnv):
+    """3-D humanoid; healthy while 1 < z < 2; the reward's velocity is the centre of mass's; pays for contact forces
+    (the cost capped at 10). 348-d observation: qpos[2:], qvel, then of bodies 1.. cinert, cvel, cfrc_ext, with
+    qfrc_actuator of the non-root dofs before cfrc_ext. Solver: Newton, not humanoid.xml's PGS (none in MuJoCo Warp)."""
+
+    gymnasium_id, ctrl_cost_weight, reset_noise_scale = "Humanoid-v5", 0.1, 1e-2
+    forward_reward_weight, healthy_reward, qvel_clip = 1.25, 5.0, None
+    needs_contact_forces, observes_forward = True, True
+    contact_cost_weight, contact_cost_max = 5e-7, 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        view = self.warp.to_torch
+        self.xipos, self.cinert, self.cvel = view(self.data.xipos), view(self.data.cinert), view(self.data.cvel)
+        self.qfrc_actuator = view(self.data.qfrc_actuator)
+        self.body_mass = view(self.model.body_mass)[0]
+
+    def observe(self):
+        return torch.cat([self.qpos[:, 2:], self.qvel, self.cinert[:, 1:].flatten(1), self.cvel[:, 1:].flatten(1),
+                          self.qfrc_actuator[:, 6:], self.cfrc_ext[:, 1:].flatten(1)], dim=1)
+
+    def is_healthy(self):
+        return _in_range(self.qpos[:, 2], 1.0, 2.0)
+
+    def root_x(self):
+        # gymnasium's mass_center: mass-weighted xipos, after mj_step computed at the last RK4 stage, here alike
+        return (self.body_mass * self.xipos[:, :, 0]).sum(dim=1) / self.body_mass.sum()
+
+    def contact_cost(self):
+        return (self.contact_cost_weight * self.cfrc_ext.square().sum(dim=(1, 2))).clamp(max=self.contact_cost_max)
+
+
+TASKS: dict[str, type[WarpLocomotionVecEnv]] = {task.gymnasium_id: task for task in (Hopper, HalfCheetah, Walker2d, Ant, Humanoid)}
 
 
 def task_for(env_id: str) -> type[WarpLocomotionVecEnv]:

@@ -1,7 +1,8 @@
 """MuJoCo Warp locomotion against gymnasium's own envs, stepped side by side from the same states and actions.
 
 CPU only here: the first test to step a model compiles MuJoCo Warp's kernels for it on a cold cache (~/.cache/warp:
-≈30 s for Hopper and Walker2d, ≈12 s more for HalfCheetah, ≈15 s more for Ant; ≈1 s once cached); steps then replay
+≈30 s for Hopper and Walker2d, ≈12 s more for HalfCheetah, ≈15 s more for Ant, ≈45 s for Humanoid alone; ≈1 s once
+cached); steps then replay
 a captured graph (a few ms). Tolerances were measured on CPU (see each test) and given 5–10× headroom.
 """
 
@@ -31,7 +32,8 @@ def _gymnasium_copies(env, qpos: torch.Tensor, qvel: torch.Tensor) -> list[gym.E
     return copies
 
 
-def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: float, resync: bool = False) -> tuple[int, list[dict]]:
+def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: float, resync: bool = False,
+             obs_rtol: float = 0.0) -> tuple[int, list[dict]]:
     """Step the warp env and one gymnasium copy per world with the same actions; compare each world until its first
     episode end (after which its reset noise differs by design). `resync` restarts every copy from the warp state
     before each step (one-step errors only). Returns how many terminations were compared, and gymnasium's infos."""
@@ -47,7 +49,7 @@ def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: flo
             obs, reward, terminated, _, info = references[i].step(action[i].numpy())
             infos.append(info)
             where = f"{env.env_id} world {i} step {t}"
-            np.testing.assert_allclose(step.next_obs[i].numpy(), obs, rtol=0, atol=obs_atol, err_msg=where)
+            np.testing.assert_allclose(step.next_obs[i].numpy(), obs, rtol=obs_rtol, atol=obs_atol, err_msg=where)
             assert abs(float(step.reward[i]) - reward) <= reward_atol, where
             assert bool(step.terminated[i]) == terminated, where
             terminations += terminated
@@ -112,6 +114,53 @@ def test_ant_matches_gymnasium_while_its_contact_frames_agree(include_cfrc_ext_i
     assert sum(info["reward_contact"] < 0 for info in infos) >= 3  # feet were on the floor in the compared steps
 
 
+def test_humanoid_matches_gymnasium_from_identical_states():
+    """Eight worlds from reset states under actions up to ±0.5 (ctrlrange ±0.4): one thrown upwards terminates above
+    z = 2 at step 10; one thrown down lands hard enough for the contact cost's cap (10); most others fall below z = 1
+    by step 21, feet touching the floor on the way. gymnasium steps humanoid.xml with PGS, MuJoCo Warp with Newton
+    (it has no PGS): the same solution here.
+
+    Measured worst differences: 1e-4 on every observation entry but cfrc_ext, whose forces (up to ~1e3) agree to
+    2e-4 relative (3e-2 absolute): rtol 1e-3 needs atol 6e-5; rewards 7e-5; first observations (mj_forward's
+    cinert, cvel, qfrc_actuator) 3e-7."""
+    env = envs.make("warp:Humanoid-v5", num_envs=NUM_WORLDS, seed=3)
+    env.reset()
+    thrown = env.qvel.clone()
+    thrown[-1, 2], thrown[-2, 2] = 5.0, -5.0  # root z velocity, m/s
+    first = env.set_state(env.qpos.clone(), thrown)
+    assert env.single_observation_space.shape == (348,) and first.shape == (NUM_WORLDS, 348)
+    for i, reference in enumerate(_gymnasium_copies(env, env.qpos, env.qvel)):
+        np.testing.assert_allclose(first[i].numpy(), reference._get_obs(), rtol=0, atol=5e-6)
+    terminations, infos = _compare(env, _random_actions(env, 25, scale=0.5), obs_atol=5e-4, reward_atol=5e-4,
+                                   obs_rtol=1e-3)
+    assert terminations >= NUM_WORLDS - 2
+    assert sum(info["reward_contact"] < 0 for info in infos) >= 20  # contact forces entered obs and reward
+    assert any(info["reward_contact"] == -10.0 for info in infos)
+
+
+def test_humanoid_terminates_when_its_torso_leaves_1_to_2_m_and_restarts_from_forward_quantities():
+    """Thrown up, toppled, left standing: terminated ⇔ z ∉ (1, 2) at every step; the thrown world ends above 2 and the
+    toppled one below 1 (both at step 10), the standing one not within 12 steps. A restarted world's observation is
+    gymnasium's after `set_state` (mj_forward from that state with ctrl zeroed: no actuator force although the last
+    action was not 0)."""
+    env = envs.make("warp:Humanoid-v5", num_envs=3, seed=0)
+    env.reset()
+    qvel = env.qvel.clone()
+    qvel[0, 2], qvel[1, 4] = 5.0, 8.0  # root z velocity (m/s); pitch rate (rad/s): thrown down, its legs hold it
+    env.set_state(env.qpos.clone(), qvel)
+    final_z = {}
+    for _ in range(12):
+        step = env.step(torch.full((3, 17), 0.2))
+        z = step.next_obs[:, 0]  # qpos[2]: the observation drops x and y
+        assert torch.equal(step.terminated, (z <= 1.0) | (z >= 2.0))
+        for i in step.terminated.nonzero().flatten().tolist():
+            final_z.setdefault(i, float(z[i]))
+            reference = _gymnasium_copies(env, env.qpos, env.qvel)[i]
+            np.testing.assert_allclose(step.obs[i].numpy(), reference._get_obs(), rtol=0, atol=5e-6)
+            assert step.obs[i, 253:270].abs().max() == 0  # qfrc_actuator (after 22 + 23 + 130 + 78 entries)
+    assert final_z[0] >= 2.0 and final_z[1] <= 1.0 and 2 not in final_z
+
+
 def test_time_limit_truncates_and_next_obs_is_the_final_observation():
     """A 5-step limit next to an unlimited twin (same seed, same actions): at step 5 the limited env reports
     truncation (not termination), its `next_obs` is the twin's observation after step 5, its `obs` a fresh start."""
@@ -162,7 +211,7 @@ def test_graph_replay_equals_eager_launches():
     actions = _random_actions(graph, 3, scale=1.0)
     for action in actions:
         assert torch.equal(graph.step(action).next_obs, eager.step(action).next_obs)
-    assert graph.graph is not None and eager.graph is None
+    assert "_physics" in graph.graphs and not eager.graphs
 
 
 def test_a_failed_capture_falls_back_to_eager_launches(monkeypatch):
@@ -177,7 +226,7 @@ def test_a_failed_capture_falls_back_to_eager_launches(monkeypatch):
     monkeypatch.setattr(env, "_physics", fail_while_capturing)
     with pytest.warns(UserWarning, match="graph capture failed .*conditional graph nodes"):
         step = env.step(torch.full((2, 3), 0.5))
-    assert env.graph is None and not env.use_graph
+    assert not env.graphs and not env.use_graph
     assert torch.equal(step.next_obs, eager.step(torch.full((2, 3), 0.5)).next_obs)
 
 
@@ -199,11 +248,11 @@ def test_unknown_warp_ids_are_one_line_errors():
     with pytest.raises(UserError, match="did you mean 'Hopper-v5'"):
         envs.validate_env_id("warp:Hoper-v5")
     with pytest.raises(UserError, match="warp ids: warp:Hopper-v5"):
-        envs.make("warp:Humanoid-v5")
+        envs.make("warp:Swimmer-v5")
     env = envs.make("warp:HalfCheetah-v5", num_envs=2)
     with pytest.raises(UserError, match=r"expects \(2, 6\)"):
         env.step(torch.zeros(2, 3))
-    assert set(TASKS) == {"Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5"}
+    assert set(TASKS) == {"Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"}
     assert not env.can_terminate and env.max_episode_steps == 1000
 
 
