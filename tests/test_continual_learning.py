@@ -1,6 +1,6 @@
 """The cheapest real plasticity signal (spec continual-and-evaluation.md §4.1, §4.3): PPO on continual CartPole
 (5 observation-offset levels × 60k steps). One persistent agent collapses after switches; a fresh agent per level
-(the oracle) does not. Slow: 6 runs of 300k steps, two at a time through `cleanrl-plus sweep` (~12 min on 2 cores)."""
+(the oracle) does not. Slow: 6 runs of 300k steps, two at a time through `cleanrl-plus sweep` (6 min on 2 cores)."""
 
 from __future__ import annotations
 
