@@ -23,11 +23,12 @@ from cleanrl_plus import sweep
 from cleanrl_plus.errors import UserError
 
 # rl-zoo's PPO CartPole recipe (spec §4.1) with a constant learning rate, as in the continual CartPole measurements
-CONTINUAL_CARTPOLE_FLAGS = (
+PPO_CONTINUAL_CARTPOLE_RECIPE = (
     "--num-envs 8 --num-steps 32 --num-minibatches 1 --update-epochs 20 --gae-lambda 0.8 --gamma 0.98 "
-    "--learning-rate 1e-3 --no-anneal-lr --no-clip-vloss --no-normalize-obs --no-normalize-reward "
-    "--eval-episodes 20 --eval-every 10000 --continual.steps-per-task 40000 --continual.num-tasks 3"
+    "--learning-rate 1e-3 --no-anneal-lr --no-clip-vloss --no-normalize-obs --no-normalize-reward --eval-episodes 20"
 )
+# compare's default: that recipe on a schedule shortened to 3 tasks × 40k steps, evaluated every 10k
+CONTINUAL_CARTPOLE_FLAGS = PPO_CONTINUAL_CARTPOLE_RECIPE + " --eval-every 10000 --continual.steps-per-task 40000 --continual.num-tasks 3"
 
 
 @dataclasses.dataclass

@@ -9,14 +9,14 @@ import json
 import pytest
 
 from cleanrl_plus import sweep
-from cleanrl_plus.compare import CONTINUAL_CARTPOLE_FLAGS
+from cleanrl_plus.compare import PPO_CONTINUAL_CARTPOLE_RECIPE
 
 COLLAPSED = 20.0  # CartPole's pole drops at once: ≈ 9 steps
 
 
 @pytest.mark.slow
 def test_persistent_ppo_collapses_after_switches_and_the_oracle_does_not(tmp_path):
-    flags = CONTINUAL_CARTPOLE_FLAGS.replace("--continual.steps-per-task 40000 --continual.num-tasks 3", "--eval-every 20000")
+    flags = PPO_CONTINUAL_CARTPOLE_RECIPE + " --eval-every 20000"  # the preset's full schedule: 5 levels × 60k
     plan = sweep.SweepArgs(agent=("ppo",), env_id=("continual:cartpole-offset-small",), seeds=(1, 2, 3),
                            config=("baseline=", "oracle=--continual.oracle"), flags=flags, runs_dir=str(tmp_path), workers=2)
     assert all(r["state"] == "finished" for r in sweep.run_sweep(plan))
