@@ -284,7 +284,8 @@ def main(args: Args) -> dict:
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: ε-greedy on the whole batch of envs ----------------------------------------------------------
         schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))  # continual: per task if asked
-        epsilon = linear_schedule(args.start_e, args.end_e, exploration_steps, schedule_step)
+        task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
+        epsilon = 1.0 if task_warmup else linear_schedule(args.start_e, args.end_e, exploration_steps, schedule_step)
         with torch.no_grad():
             actions = epsilon_greedy(q_network(obs), epsilon)
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) -----------------
@@ -294,7 +295,7 @@ def main(args: Args) -> dict:
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn -------------------------------------------------------------------------------------------
-        if schedule_step + env.num_envs > args.learning_starts:
+        if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
             session.learning_started(global_step, num_updates)
             if crossed(previous_step, global_step, args.train_frequency):
                 for _ in range(args.gradient_steps):

@@ -200,6 +200,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     if args.reset.method in ("redo", "cbp") and args.activation != "relu":
         method = "ReDo recycles dormant" if args.reset.method == "redo" else "CBP replaces"
         raise UserError(f"{method} ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
+    if args.continual.random_steps_per_task > 0:
+        raise UserError(f"--continual.random-steps-per-task fills a replay buffer; {agent_name} is on-policy — drop the flag")
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)

@@ -263,8 +263,9 @@ def main(args: Args) -> dict:
         if args.normalize_obs:
             normalizer.update(obs)
         schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
+        task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
         with torch.no_grad():
-            if schedule_step < args.learning_starts:
+            if schedule_step < args.learning_starts or task_warmup:
                 actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
             else:
                 actions, _ = actor.sample(normalize(obs))
@@ -283,7 +284,7 @@ def main(args: Args) -> dict:
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn: actor → temperature → critic → target, as in SimBa -------------------------------
-        if schedule_step + env.num_envs > args.learning_starts:
+        if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
             session.learning_started(global_step, num_updates)
             batch = replay.sample(args.batch_size)
             for update in range(args.updates_per_step):

@@ -202,8 +202,9 @@ def main(args: Args) -> dict:
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act (random warm-up steps count from the task's start with --continual.reset-exploration) --------
         schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
+        task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
         with torch.no_grad():
-            if schedule_step < args.learning_starts:
+            if schedule_step < args.learning_starts or task_warmup:
                 actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
             else:
                 noise = torch.randn((env.num_envs, action_dim), device=device) * actor.action_scale * args.exploration_noise
@@ -221,7 +222,7 @@ def main(args: Args) -> dict:
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn -----------------------------------------------------------------------------------
-        if schedule_step + env.num_envs > args.learning_starts:
+        if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
             session.learning_started(global_step, num_updates)
             for gradient_step in range(args.gradient_steps):
                 if gradient_step == 0 or not args.reuse_batch:

@@ -65,6 +65,12 @@ class TrainingSession:
         """The step count exploration schedules run on: steps since the task began when they restart per task."""
         return global_step - self.task_start_step if restart_per_task and self.task is not None else global_step
 
+    def in_task_warmup(self, global_step: int) -> bool:
+        """Continual ids with --continual.random-steps-per-task N: the first N steps of every task act at random and
+        learn nothing (C-CHAIN starts each MinAtar game so)."""
+        setting = getattr(self.env, "setting", None)
+        return self.task is not None and global_step - self.task_start_step < setting.random_steps_per_task
+
     def learning_started(self, global_step: int, num_updates: int) -> None:
         if self.learning_clock is None:
             self.learning_clock = (time.perf_counter(), global_step, num_updates)

@@ -49,6 +49,9 @@ class ContinualArgs:
     """at each switch, empty the replay buffer (C-CHAIN's continual MinAtar keeps it: False)"""
     reset_exploration: bool = False
     """at each switch, restart exploration schedules (random warm-up steps, ε decay) from the task's start"""
+    random_steps_per_task: int = -1
+    """off-policy agents: the first N steps of every task act uniformly at random and make no updates (C-CHAIN's
+    INIT_RANDOM_STEPS: 10k at each MinAtar game); -1 = the preset's (10k for minatar3/minatar-saf, else 0)"""
     oracle: bool = False
     """fresh agent per task: at each switch re-initialise networks, optimisers, targets, replay, normalisers and
     exploration (the reference learner that plasticity is measured against)"""
@@ -282,6 +285,7 @@ class Preset:
     steps_per_task: int
     num_tasks: int
     source: str
+    random_steps_per_task: int = 0
 
 
 def _minatar(*games: str) -> tuple[str, ...]:
@@ -301,12 +305,13 @@ PRESETS: dict[str, Preset] = {
     "dmc-quadruped": Preset("dmc:quadruped-walk", lambda: Sequence("dmc", ("walk", "run", "walk")), 1_000_000, 3, "C-CHAIN quadruped walk→run→walk"),
     "dmc-dog": Preset("dmc:dog-stand", lambda: Sequence("dmc", ("stand", "walk", "run", "trot")), 1_000_000, 4, "C-CHAIN dog stand→walk→run→trot"),
     "minatar3": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Seaquest")), 2_000_000, 3,
-                       "C-CHAIN continual MinAtar: space_invaders→asterix→seaquest, 2M per game, 10 channels, 6 actions"),
+                       "C-CHAIN continual MinAtar: space_invaders→asterix→seaquest, 2M per game, 10 channels, 6 actions, "
+                       "10k random steps at each game's start", random_steps_per_task=10_000),
     "atari-switch": Preset("ALE/Alien-v5", lambda: Sequence("games", tuple(f"ALE/{g}-v5" for g in ("Alien", "Atlantis", "Boxing", "Breakout", "Centipede"))),
                            2_500_000, 5, "Abbas et al. 2023 Switching ALE: Alien→Atlantis→Boxing→Breakout→Centipede, full 18 actions; "
                            "10M frames per game [our default: the paper's frames per game are unverified]; --continual.num-tasks 10 cycles twice"),
     "minatar-saf": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Freeway")), 2_000_000, 3,
-                          "C-CHAIN variant: space_invaders→asterix→freeway"),
+                          "C-CHAIN variant: space_invaders→asterix→freeway", random_steps_per_task=10_000),
 }
 
 
@@ -318,6 +323,7 @@ class Setting:
     shift: Shift
     steps_per_task: int
     num_tasks: int
+    random_steps_per_task: int = 0
 
     def task_at(self, env_step: int) -> int:
         """The task scheduled at env step `env_step` (a sub-env takes it at its next episode end)."""
@@ -339,6 +345,7 @@ def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
     if name in PRESETS:
         preset = PRESETS[name]
         base, shift, steps, tasks = preset.env_id, preset.make_shift(), preset.steps_per_task, preset.num_tasks
+        random_steps = preset.random_steps_per_task
     else:
         shift_name, _, base = name.partition(":")
         if base and shift_name not in SHIFTS:
@@ -349,12 +356,13 @@ def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
                 f" — presets: {', '.join(PRESETS)}; or continual:<shift>:<env id> with a shift in {', '.join(SHIFTS)}")
             raise UserError(f"unknown continual id '{env_id}'{hint}")
         shift = SHIFTS[shift_name]()
-        steps, tasks = shift.default_steps, shift.default_tasks
+        steps, tasks, random_steps = shift.default_steps, shift.default_tasks, 0
     steps = settings.steps_per_task or steps
     tasks = settings.num_tasks or tasks
     if steps < 1 or tasks < 1:
         raise UserError(f"--continual.steps-per-task and --continual.num-tasks must be positive, got {steps} and {tasks}")
-    return Setting(base, shift, steps, tasks)
+    random_steps = settings.random_steps_per_task if settings.random_steps_per_task >= 0 else random_steps
+    return Setting(base, shift, steps, tasks, random_steps)
 
 
 def base_env_id(env_id: str) -> str:

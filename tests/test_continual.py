@@ -269,6 +269,26 @@ def test_reset_exploration_restarts_the_epsilon_schedule_at_each_switch(runs_dir
     assert restarted[400] > kept[400] and restarted[400] > restarted[250]  # decaying again from the task's start
 
 
+def test_random_steps_per_task_act_at_random_and_pause_learning_at_every_task_start(runs_dir):
+    from agents import ddqn
+
+    assert envs.continual.parse("continual:minatar3").random_steps_per_task == 10_000  # C-CHAIN's INIT_RANDOM_STEPS
+    assert envs.continual.parse("continual:minatar3", ContinualArgs(random_steps_per_task=0)).random_steps_per_task == 0
+    assert envs.continual.parse("continual:obs-offset:CartPole-v1").random_steps_per_task == 0
+
+    def updates(random_steps: int) -> int:
+        args = ddqn.Args.defaults_for(
+            "continual:obs-offset:CartPole-v1", total_timesteps=600, learning_starts=50, train_frequency=10, gradient_steps=1,
+            eval_every=0, eval_episodes=2, progress=False, runs_dir=runs_dir, exp_name=f"r{random_steps}",
+            continual=ContinualArgs(steps_per_task=300, num_tasks=2, random_steps_per_task=random_steps))
+        return ddqn.main(args)["num_updates"]
+
+    # 100 random steps at each task start: learning begins at 100 instead of 50 (5 updates fewer), pauses for 300–400 (10)
+    assert updates(0) - updates(100) == 15
+    with pytest.raises(UserError, match="on-policy"):
+        ppo.main(ppo.Args(env_id="continual:obs-offset:CartPole-v1", continual=ContinualArgs(random_steps_per_task=10), progress=False))
+
+
 def test_atari_game_switch_waits_for_the_game_to_end_not_a_lost_life():
     env = envs.make("continual:atari-switch", 1, seed=0, continual=schedule(1, 2))  # Atlantis from the first game end
     assert env.single_observation_space.shape == (4, 84, 84) and env.single_action_space.n == 18 and env.frame_stack == 4

@@ -62,6 +62,13 @@ def test_progress_line_shows_sps_and_eta():
     assert "SPS" in line and "ETA 0:00:00" in line and "ret -150.2" in line
 
 
+def test_progress_line_past_a_rounded_up_budget_never_shows_a_negative_eta():
+    stream = io.StringIO()
+    Progress(total=100, description="ppo", stream=stream).close(8192)  # one whole 8192-step rollout for a 100-step budget
+    line = stream.getvalue().strip()
+    assert line.startswith("ppo 8.19k/8.19k [100%]") and "ETA 0:00:00" in line
+
+
 def test_run_name_is_filesystem_safe():
     args = Args(env_id="ALE/Pong-v5", exp_name="td3", seed=3)
     name = run_name_for(args)
