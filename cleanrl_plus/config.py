@@ -11,7 +11,7 @@ import json
 import sys
 import typing
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Callable, Literal, TypeVar
 
 import tyro
 
@@ -63,6 +63,35 @@ class RunArgs:
     def defaults_for(cls, env_id: str, **overrides: Any):
         """The agent's defaults for `env_id` (an agent whose recipe depends on the env family overrides this)."""
         return cls(env_id=env_id, **overrides)
+
+
+# Range rules for flags shared by several agents (an agent checks its own special flags): field name → (test, rule)
+_AT_LEAST_ONE = ("num_envs", "total_timesteps", "batch_size", "buffer_size", "eval_episodes", "log_every", "num_steps",
+                 "num_minibatches", "update_epochs", "policy_frequency", "gradient_steps", "updates_per_step",
+                 "train_frequency", "target_network_frequency", "action_repeat", "actor_width", "critic_width")
+_NON_NEGATIVE = ("learning_starts", "eval_every", "checkpoint_every", "threads", "max_grad_norm", "ent_coef", "vf_coef",
+                 "actor_blocks", "critic_blocks", "weight_decay")
+_UNIT_INTERVAL = ("gamma", "tau", "gae_lambda", "start_e", "end_e", "exploration_fraction", "eval_epsilon", "exploration_noise")
+_POSITIVE = ("learning_rate", "alpha_learning_rate", "initial_alpha", "adam_eps", "clip_coef")
+
+
+def validate_args(args: RunArgs) -> None:
+    """One-line UserError for a flag outside its range, before anything is created (run directory, envs)."""
+    values = dataclasses.asdict(args)
+
+    def check(names: tuple[str, ...], ok: Callable[[float], bool], rule: str) -> None:
+        for name in names:
+            if name in values and not ok(values[name]):
+                raise UserError(f"--{name.replace('_', '-')} must be {rule}, got {values[name]}")
+
+    check(_AT_LEAST_ONE, lambda v: v >= 1, "at least 1")
+    check(_NON_NEGATIVE, lambda v: v >= 0, ">= 0")
+    check(_UNIT_INTERVAL, lambda v: 0 <= v <= 1, "in [0, 1]")
+    check(_POSITIVE, lambda v: v > 0, "> 0")
+    if values.get("buffer_size", 1) < values.get("batch_size", 0):
+        raise UserError(f"--buffer-size {values['buffer_size']} is smaller than --batch-size {values['batch_size']} — raise it")
+    if not is_continual(args.env_id) and dataclasses.replace(args.continual, schedule_seed=-1) != ContinualArgs():
+        raise UserError(f"--continual.* flags apply to continual ids; {args.env_id} is not one — use continual:<shift>:{args.env_id}")
 
 
 def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:

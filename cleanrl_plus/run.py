@@ -8,6 +8,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -21,7 +22,7 @@ import torch
 import envs
 
 from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
-from cleanrl_plus.config import RunArgs, parse_args
+from cleanrl_plus.config import RunArgs, parse_args, validate_args
 from cleanrl_plus.errors import UserError, exit_with
 from cleanrl_plus.logger import Logger
 
@@ -105,12 +106,14 @@ class Run:
         _restore_signal_handlers(self)
 
 
+_fresh_run_dirs: list[Path] = []  # created by this process: removed again if a user error stops it before any checkpoint
+
+
 def start_run(args: RunArgs) -> Run:
     tune_allocator()
     device = resolve_device(args.device)
     torch.set_num_threads(resolve_threads(args.threads))
-    if args.total_timesteps <= 0:
-        raise UserError(f"--total-timesteps must be positive, got {args.total_timesteps}")
+    validate_args(args)
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
     resumed = None
     if args.resume:
@@ -121,6 +124,7 @@ def start_run(args: RunArgs) -> Run:
         if run_dir.exists():
             raise UserError(f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name")
         run_dir.mkdir(parents=True)
+        _fresh_run_dirs.append(run_dir)
     seed_everything(args.seed, args.torch_deterministic)
     if args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
         args.continual.schedule_seed = args.seed
@@ -163,4 +167,14 @@ def cli_main(main: Callable[[ArgsT], Any], args_type: type[ArgsT]) -> None:
     try:
         main(parse_args(args_type))
     except UserError as error:
+        _remove_runs_without_checkpoint()
         exit_with(error)
+
+
+def _remove_runs_without_checkpoint() -> None:
+    """A run stopped by a user error (e.g. TD3 on a discrete-action env) before its first checkpoint holds nothing
+    worth keeping; its directory would only confuse `report` and block rerunning the same --run-name."""
+    for run_dir in _fresh_run_dirs:
+        if run_dir.is_dir() and not (run_dir / CHECKPOINT_NAME).exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+    _fresh_run_dirs.clear()

@@ -109,6 +109,7 @@ def test_sac_rejects_discrete_action_envs(tmp_path):
     result = run_script("agents/sac_simba.py", "--env-id", "CartPole-v1", "--runs-dir", str(tmp_path))
     assert result.returncode == 2 and "SAC needs continuous (Box) actions" in result.stderr
     assert "Traceback" not in result.stderr
+    assert not any(tmp_path.iterdir())  # found after the run directory was made: it is removed again
 
 
 def test_unknown_cli_command():

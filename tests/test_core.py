@@ -1,6 +1,7 @@
 import dataclasses
 import io
 import json
+import re
 
 import pytest
 import torch
@@ -135,3 +136,25 @@ def test_episode_logging_averages_episodes_that_end_at_the_same_step(tmp_path):
     assert [(e.step, e.value) for e in events.Scalars("charts/episodic_return")] == [(10, 2.0), (20, 5.0)]
     assert [e.value for e in events.Scalars("charts/episodic_length")] == [20.0, 50.0]
     assert logger.last_episodic_return == 5.0
+
+
+@pytest.mark.parametrize("agent, flags, message", [
+    ("ppo", ["--num-steps", "0"], "--num-steps must be at least 1, got 0"),
+    ("td3", ["--gamma", "1.5"], "--gamma must be in [0, 1], got 1.5"),
+    ("td3", ["--learning-rate", "0"], "--learning-rate must be > 0, got 0.0"),
+    ("ddqn", ["--eval-episodes", "0"], "--eval-episodes must be at least 1, got 0"),
+    ("td3", ["--buffer-size", "100"], "--buffer-size 100 is smaller than --batch-size 256 — raise it"),
+    ("td3", ["--continual.num-tasks", "3"], "--continual.* flags apply to continual ids; Pendulum-v1 is not one"),
+])
+def test_flags_out_of_range_are_one_line_errors_before_anything_is_created(agent, flags, message, tmp_path):
+    import importlib
+
+    from cleanrl_plus.config import validate_args
+
+    args_type = importlib.import_module(f"agents.{agent}").Args
+    env_id = "CartPole-v1" if agent in ("ppo", "ddqn") else "Pendulum-v1"
+    args = parse_args(args_type, ["--env-id", env_id, "--runs-dir", str(tmp_path), *flags])
+    with pytest.raises(UserError, match=re.escape(message)):
+        validate_args(args)
+    validate_args(parse_args(args_type, ["--env-id", env_id]))  # the defaults pass
+
