@@ -40,6 +40,9 @@ eagerly.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -64,8 +67,26 @@ def import_warp() -> tuple[Any, Any]:
         raise UserError(f"the warp backend needs MuJoCo Warp ({error.name} is missing): {INSTALL_HINT}") from None
     # one line per loaded kernel module (hundreds per model) would drown the run's log; warnings still show
     warp.config.log_level = max(warp.config.log_level, warp.LOG_WARNING)
-    warp.init()  # idempotent; device lookups need the runtime
+    if torch.cuda.is_available():
+        warp.init()  # idempotent; device lookups need the runtime
+    else:
+        with _stderr_silenced():  # Warp's C runtime warns that it found no CUDA driver: expected on a CPU machine
+            warp.init()
     return warp, mujoco_warp
+
+
+@contextlib.contextmanager
+def _stderr_silenced():
+    """Point file descriptor 2 at /dev/null (C code writes there directly, past sys.stderr)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class WarpLocomotionVecEnv(TorchVecEnv):
