@@ -318,7 +318,8 @@ def require_per_world(field: str) -> None:
 
 
 class WorldPhysics:
-    """The model fields one physics shift scales, a copy per world, with the XML's values as defaults.
+    """The model fields one physics shift scales, a copy per world, with the XML's values as defaults (build it on a
+    fresh env: they are read from world 0).
 
     `scale(factor, worlds)` sets the worlds in the mask `worlds` to default × factor (one factor per world, or one for
     all) with torch ops on zero-copy views, in place: the captured graphs keep reading the same arrays."""
