@@ -11,7 +11,9 @@ How a switch happens (as in Dohare et al.'s slippery Ant):
   when its current episode ends after that point: its next episode runs entirely under the new task.
 - Shifts of what the agent sees or does (observation offset / permutation, action permutation, reward sign)
   are tensor ops on the device, indexed by each sub-env's task. Simulator shifts (friction, gravity, mass,
-  damping, DMC task chains, game sequences) are applied by each sub-env at its next reset.
+  damping, DMC task chains, game sequences) are applied by each sub-env at its next reset. On MuJoCo Warp
+  (`continual:friction:warp:Hopper-v5`, or a preset with `backend="warp"`) the physics shifts edit per-world copies
+  of the same model fields on the device, for the worlds that start an episode (envs/warp_backend.py's WorldPhysics).
 - Every step exposes `env.task_id` and `env.switch_index` (one per sub-env, on the device) and `env.scheduled_task`
   (host int): agents do not read them unless a flag asks (the oracle resets); per-task metrics do.
 - Schedules are drawn once from `(preset, schedule seed)` with their own numpy generator (never the global RNG);
@@ -175,7 +177,9 @@ class PhysicsShift(Shift):
 
     MuJoCo (gymnasium): friction → `geom_friction[:, 0]`, gravity → `opt.gravity`, mass → `body_mass` and
     `body_inertia` together (so the bodies stay physically consistent), damping → `dof_damping`; the edit is on
-    the live model and takes effect at the next `mj_step`. Classic control: CartPole and Pendulum gravity and masses.
+    the live model and takes effect at the next `mj_step`. MuJoCo Warp: the same fields, one copy per world
+    (warp_backend.PHYSICS_FIELDS), edited on the device by ContinualVecEnv. Classic control: CartPole and Pendulum
+    gravity and masses.
     """
 
     host_side = True
@@ -488,12 +492,16 @@ class ContinualVecEnv(TorchVecEnv):
         settings = continual or ContinualArgs()
         self.setting = parse(env_id, settings)
         self.env_id, self.device, self.follow_schedule = env_id, device, training
+        self.world_physics = None  # warp: per-world copies of what a physics shift scales (envs/warp_backend.py)
         self.inner = self._build_inner(num_envs, seed, device, training, backend, env_kwargs)
         for attribute in ("single_observation_space", "single_action_space", "can_terminate", "max_episode_steps"):
             setattr(self, attribute, getattr(self.inner, attribute))
         schedule_seed = settings.schedule_seed if settings.schedule_seed >= 0 else seed
         # the schedule depends on (benchmark, schedule seed) only: zlib.crc32 is stable across processes, hash() is not
         self.setting.shift.draw(np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self)
+        if self.world_physics is not None:
+            self.world_factors = torch.as_tensor(self.setting.shift.factors, dtype=torch.float32, device=device)
+            self.inner.on_episode_start = self._start_world_physics
         self.switch_index = torch.zeros(num_envs, dtype=torch.long, device=device)
         self.pending = 0  # the task sub-envs take at their next reset
         self._unsettled = False  # host-side shifts: some sub-env still runs an older task than `pending`
@@ -511,8 +519,14 @@ class ContinualVecEnv(TorchVecEnv):
 
             return DMCTaskChainVecEnv(base, num_envs, seed, device, shift.members, **env_kwargs)
         game_sequence = isinstance(shift, Sequence) and shift.name == "games"
+        if isinstance(shift, PhysicsShift) and (envs.backend_for(base) if backend == "auto" else backend) == "warp":
+            from envs.warp_backend import WorldPhysics
+
+            inner = envs.make(base, num_envs, seed, device, backend="warp", training=training, **env_kwargs)
+            self.world_physics = WorldPhysics(inner, shift.name)  # before any step: graphs capture the per-world arrays
+            return inner
         if (envs.backend_for(base) != "gymnasium" and not game_sequence) or backend not in ("auto", "gymnasium", "atari"):
-            raise UserError(f"the '{shift.name}' shift edits the simulator; it runs on gymnasium envs, not '{base}' — pick a gymnasium id")
+            raise UserError(f"the '{shift.name}' shift edits the simulator; it runs on gymnasium and warp: envs, not '{base}' — pick one of those ids")
         if isinstance(shift, Sequence):
             makers = _game_makers(shift.members, training)
             make_env = lambda: TaskSwitchingEnv(GameSequenceEnv(makers, shift.members), shift.configure)  # noqa: E731
@@ -562,6 +576,17 @@ class ContinualVecEnv(TorchVecEnv):
         """The whole schedule, for the run log."""
         return [{"task": k, "start_step": k * self.setting.steps_per_task} | self.setting.shift.describe(k) for k in range(self.setting.num_tasks)]
 
+    @property
+    def _switches_on_host(self) -> bool:
+        """Whether the simulators (gymnasium sub-envs, DMC chains, games) apply a switch and report it; else the tasks
+        are tracked on the device (tensor shifts, and physics shifts on warp worlds)."""
+        return self.setting.shift.host_side and self.world_physics is None
+
+    def _start_world_physics(self, starting: torch.Tensor) -> None:
+        """Warp physics shifts: the worlds in `starting` begin an episode in the pending task, so they take its
+        physics (where a world stays in its task this rewrites the values it has)."""
+        self.world_physics.scale(self.world_factors[self.pending], starting)
+
     def _push_pending(self) -> None:
         task = self.scheduled_task
         if task == self.pending:
@@ -601,7 +626,7 @@ class ContinualVecEnv(TorchVecEnv):
         shift, task = self.setting.shift, self.switch_index
         step = self.inner.step(shift.action(action, task))
         reward, next_obs = shift.reward(step.reward, task), shift.observation(step.next_obs, task)
-        if shift.host_side:  # the simulators know when they switched (an Atari game, not a lost life)
+        if self._switches_on_host:  # the simulators know when they switched (an Atari game, not a lost life)
             self._read_host_tasks()
         else:
             self.switch_index = torch.where(step.terminated | step.truncated, self.pending, task)
@@ -612,7 +637,7 @@ class ContinualVecEnv(TorchVecEnv):
         fresh = self.inner.reset_where(mask, obs)
         if fresh is obs:
             return obs
-        if self.setting.shift.host_side:
+        if self._switches_on_host:
             self._unsettled = True
             self._read_host_tasks()
         else:
@@ -647,6 +672,8 @@ class ContinualVecEnv(TorchVecEnv):
                 self.setting.shift.configure(sub_env.env, task)
         if hasattr(self.inner, "pending_task"):
             self.inner.pending_task = self.pending
+        if self.world_physics is not None:  # the warp state holds no model fields: each world's task gives its physics
+            self.world_physics.scale(self.world_factors[self.switch_index], torch.ones_like(self.switch_index, dtype=torch.bool))
 
     def close(self) -> None:
         self.inner.close()

@@ -36,15 +36,22 @@ for contact forces) and Humanoid's reset `forward` are each captured once as a W
 on GPUs, Warp's C++ replay of the recorded launches on CPU (bit-identical to eager launches there, ~100× faster
 because MuJoCo Warp issues hundreds of small kernel launches per physics step). `use_graph=False` runs the launches
 eagerly.
+
+Continual physics shifts (`continual:friction:warp:Hopper-v5`; gravity, mass, damping alike): `WorldPhysics` gives
+every world its own copy of the fields gymnasium's path edits (`expand_per_world`: MuJoCo Warp's kernels read a model
+field with a leading "*" axis at `worldid % shape[0]`; `opt.gravity` is such a field in mujoco-warp 3.17.0), then
+scales the worlds that start an episode in place with torch ops on zero-copy views (`on_episode_start`), so the
+captured graphs stay valid and nothing goes through the host.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import mujoco
@@ -123,6 +130,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         if host_model.opt.solver == mujoco.mjtSolver.mjSOL_PGS:  # humanoid.xml's; MuJoCo Warp has no PGS
             host_model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON  # the same convex problem, solved in the primal
         host_data = mujoco.MjData(host_model)
+        self.host_model = host_model  # the XML's values: what physics shifts scale
         self.dt = float(host_model.opt.timestep) * self.frame_skip
         self.warp_device = warp.device_from_torch(self.device)
         with warp.ScopedDevice(self.warp_device):
@@ -136,6 +144,8 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.init_qpos = torch.as_tensor(host_model.qpos0, dtype=torch.float32, device=self.device)
 
         self.use_graph, self.graphs = use_graph, {}  # launch method name → its graph, captured at its first call
+        # called with the mask of worlds about to start an episode, before their state is set (continual physics)
+        self.on_episode_start: Callable[[torch.Tensor], None] | None = None
         self.warp_stream = warp.stream_from_torch(self.device) if self.device.type == "cuda" else None
         self.generator = torch.Generator(device=self.device)
         self.episode_log = DeviceEpisodeLog(episode_log_capacity, self.device)
@@ -192,6 +202,28 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         with wp.ScopedDevice(self.warp_device), wp.ScopedStream(self.warp_stream):  # no stream (CPU): no-op
             getattr(self, launches)()
 
+    # --- per-world model parameters (continual physics shifts) ---------------------------------------
+    def _bind_model_views(self) -> None:
+        """Views of model fields that the task reads; rebound when a field becomes per-world (a new array)."""
+
+    def expand_per_world(self, field: str) -> torch.Tensor:
+        """Give every world its own copy of model field `field` (`opt.gravity` for an option) and return a zero-copy
+        view (num_envs, ...). The copy is a new array, so captured graphs, which hold the old address, are dropped
+        (captured again at the next launch); later edits must write the view in place."""
+        require_per_world(field)
+        owner, name = (self.model.opt, field.removeprefix("opt.")) if field.startswith("opt.") else (self.model, field)
+        shared = getattr(owner, name)
+        if shared.shape[0] != self.num_envs:
+            wp = self.warp
+            per_world = wp.empty((self.num_envs, *shared.shape[1:]), dtype=shared.dtype, device=shared.device)
+            values = wp.to_torch(per_world)
+            values.copy_(wp.to_torch(shared).expand_as(values))  # every world starts from the shared values
+            per_world._is_batched = True  # as put_model marks the fields it batches
+            setattr(owner, name, per_world)
+            self.graphs.clear()
+            self._bind_model_views()
+        return self.warp.to_torch(getattr(owner, name))
+
     # --- the batch --------------------------------------------------------------------------------------
     def _initial_states(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh qpos, qvel for every world (drawn for all, used where a world starts an episode: no host sync)."""
@@ -221,11 +253,17 @@ class WarpLocomotionVecEnv(TorchVecEnv):
             self.x_before = torch.where(mask, self.qpos[:, 0], self.x_before)  # every root x is qpos[0] after mj_forward
         return self.observe()
 
+    def _start_episodes(self, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """New episodes in the worlds in `mask` (all by default) from fresh initial states; the observations of all."""
+        if self.on_episode_start is not None:  # before set_state: Humanoid's forward there reads the masses
+            self.on_episode_start(torch.ones(self.num_envs, dtype=torch.bool, device=self.device) if mask is None else mask)
+        return self.set_state(*self._initial_states(), mask=mask)
+
     def reset(self, seed: int | None = None) -> torch.Tensor:
         self.generator.manual_seed(self.seed if seed is None else seed)
         self.elapsed.zero_()
         self.episode_return.zero_()
-        return self.set_state(*self._initial_states())
+        return self._start_episodes()
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._check_action(action)
@@ -249,7 +287,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.episode_log.record(self.episode_return, self.elapsed, done, self.env_steps)
         self.episode_return.masked_fill_(done, 0.0)
         self.elapsed.masked_fill_(done, 0)
-        obs = torch.where(done[:, None], self.set_state(*self._initial_states(), mask=done), next_obs)
+        obs = torch.where(done[:, None], self._start_episodes(done), next_obs)
         return StepResult(obs, reward, terminated, truncated, next_obs)
 
     def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
@@ -257,7 +295,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.episode_log.record(self.episode_return, self.elapsed, mask, self.env_steps)
         self.episode_return.masked_fill_(mask, 0.0)
         self.elapsed.masked_fill_(mask, 0)
-        return torch.where(mask[:, None], self.set_state(*self._initial_states(), mask=mask), obs)
+        return torch.where(mask[:, None], self._start_episodes(mask), obs)
 
     def drain_episode_stats(self) -> EpisodeStats:
         return self.episode_log.drain()
@@ -277,6 +315,54 @@ class WarpLocomotionVecEnv(TorchVecEnv):
 
     def close(self) -> None:
         self.graphs.clear()
+
+
+# What each physics shift scales, as PhysicsShift.configure does on a gymnasium env's MjModel (envs/continual.py):
+# shift → (mujoco_warp Model field, the column of its last axis scaled or None for all of it), ...
+PHYSICS_FIELDS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "friction": (("geom_friction", 0),),  # the sliding coefficient; torsional and rolling friction stay
+    "gravity": (("opt.gravity", None),),
+    "mass": (("body_mass", None), ("body_inertia", None)),  # together, so that every body stays consistent
+    "damping": (("dof_damping", None),),
+}
+
+
+def require_per_world(field: str) -> None:
+    """One-line UserError unless this MuJoCo Warp lets `field` (`opt.<name>` for an option) differ between worlds:
+    its spec then has a leading "*" axis, which every kernel indexes by world (`worldid % shape[0]`)."""
+    _, mujoco_warp = import_warp()
+    owner, name = (mujoco_warp.Option, field.removeprefix("opt.")) if field.startswith("opt.") else (mujoco_warp.Model, field)
+    spec = {f.name: f.type for f in dataclasses.fields(owner)}.get(name)
+    if getattr(spec, "shape", ())[:1] != ("*",):
+        raise UserError(f"MuJoCo Warp shares `{field}` between all worlds, so a shift of it cannot differ per sub-env on "
+                        f"'warp:' envs — use the gymnasium id (e.g. continual:<shift>:Hopper-v5)")
+
+
+class WorldPhysics:
+    """The model fields one physics shift scales, a copy per world, with the XML's values as defaults (build it on a
+    fresh env: they are read from world 0).
+
+    `scale(factor, worlds)` sets the worlds in the mask `worlds` to default × factor (one factor per world, or one for
+    all) with torch ops on zero-copy views, in place: the captured graphs keep reading the same arrays."""
+
+    def __init__(self, env: WarpLocomotionVecEnv, shift: str) -> None:
+        self.parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (per-world values, default, unscaled part)
+        for field, column in PHYSICS_FIELDS[shift]:
+            values = env.expand_per_world(field)
+            if column is not None:
+                values = values[..., column]
+            default = values[0].clone()
+            unscaled = torch.zeros_like(default)
+            if field == "dof_damping":  # put_model folds actuator damping in; gymnasium scales the joints' own only
+                default = torch.as_tensor(env.host_model.dof_damping, dtype=torch.float32, device=env.device)
+                unscaled = values[0] - default
+            self.parts.append((values, default, unscaled))
+
+    def scale(self, factor: torch.Tensor, worlds: torch.Tensor) -> None:
+        for values, default, unscaled in self.parts:
+            per_world = factor.reshape(-1, *[1] * default.dim())  # (num_envs or 1, 1, ...)
+            rows = worlds.view(-1, *[1] * default.dim())
+            values.copy_(torch.where(rows, unscaled + default * per_world, values))
 
 
 def _in_range(values: torch.Tensor, low: float, high: float) -> torch.Tensor:
@@ -364,7 +450,10 @@ class Humanoid(WarpLocomotionVecEnv):
         view = self.warp.to_torch
         self.xipos, self.cinert, self.cvel = view(self.data.xipos), view(self.data.cinert), view(self.data.cvel)
         self.qfrc_actuator = view(self.data.qfrc_actuator)
-        self.body_mass = view(self.model.body_mass)[0]
+        self._bind_model_views()
+
+    def _bind_model_views(self):
+        self.body_mass = self.warp.to_torch(self.model.body_mass)  # (1 or num_envs, nbody): per world under a mass shift
 
     def observe(self):
         return torch.cat([self.qpos[:, 2:], self.qvel, self.cinert[:, 1:].flatten(1), self.cvel[:, 1:].flatten(1),
@@ -375,7 +464,7 @@ class Humanoid(WarpLocomotionVecEnv):
 
     def root_x(self):
         # gymnasium's mass_center: mass-weighted xipos, after mj_step computed at the last RK4 stage, here alike
-        return (self.body_mass * self.xipos[:, :, 0]).sum(dim=1) / self.body_mass.sum()
+        return (self.body_mass * self.xipos[:, :, 0]).sum(dim=1) / self.body_mass.sum(dim=1)
 
     def contact_cost(self):
         return (self.contact_cost_weight * self.cfrc_ext.square().sum(dim=(1, 2))).clamp(max=self.contact_cost_max)

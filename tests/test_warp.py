@@ -3,7 +3,9 @@
 CPU only here: the first test to step a model compiles MuJoCo Warp's kernels for it on a cold cache (~/.cache/warp:
 ≈30 s for Hopper and Walker2d, ≈12 s more for HalfCheetah, ≈15 s more for Ant, ≈45 s for Humanoid alone; ≈1 s once
 cached); steps then replay
-a captured graph (a few ms). Tolerances were measured on CPU (see each test) and given 5–10× headroom.
+a captured graph (a few ms). Tolerances were measured on CPU (see each test) and given 5–10× headroom. The continual
+physics shifts (friction, gravity, mass, damping per world) are held to the unshifted tolerances against gymnasium
+envs edited by the gymnasium path's own PhysicsShift.configure.
 """
 
 from __future__ import annotations
@@ -16,16 +18,20 @@ import torch
 
 import envs
 from cleanrl_plus.errors import UserError
-from envs.warp_backend import TASKS
+from envs.continual import ContinualArgs
+from envs.warp_backend import PHYSICS_FIELDS, TASKS, require_per_world
 
 NUM_WORLDS = 8
 
 
-def _gymnasium_copies(env, qpos: torch.Tensor, qvel: torch.Tensor) -> list[gym.Env]:
-    """One unwrapped gymnasium env per world, started from that world's (float32) state."""
+def _gymnasium_copies(env, qpos: torch.Tensor, qvel: torch.Tensor, configure=None) -> list[gym.Env]:
+    """One unwrapped gymnasium env per world, started from that world's (float32) state; `configure(world, copy)`
+    edits a copy's model first (continual physics shifts)."""
     copies = []
     for i in range(env.num_envs):
         reference = gym.make(env.env_id.removeprefix("warp:"), **env.gymnasium_kwargs()).unwrapped
+        if configure is not None:
+            configure(i, reference)
         reference.reset(seed=i)  # mj_resetData: zero warm start, as our reset
         reference.set_state(qpos[i].double().numpy(), qvel[i].double().numpy())
         copies.append(reference)
@@ -33,11 +39,12 @@ def _gymnasium_copies(env, qpos: torch.Tensor, qvel: torch.Tensor) -> list[gym.E
 
 
 def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: float, resync: bool = False,
-             obs_rtol: float = 0.0) -> tuple[int, list[dict]]:
+             obs_rtol: float = 0.0, configure=None) -> tuple[int, list[dict]]:
     """Step the warp env and one gymnasium copy per world with the same actions; compare each world until its first
     episode end (after which its reset noise differs by design). `resync` restarts every copy from the warp state
-    before each step (one-step errors only). Returns how many terminations were compared, and gymnasium's infos."""
-    references = _gymnasium_copies(env, env.qpos.clone(), env.qvel.clone())
+    before each step (one-step errors only); `configure` as in _gymnasium_copies. Returns how many terminations were
+    compared, and gymnasium's infos."""
+    references = _gymnasium_copies(env, env.qpos.clone(), env.qvel.clone(), configure)
     running = np.ones(env.num_envs, dtype=bool)
     terminations, infos = 0, []
     for t, action in enumerate(actions):
@@ -262,3 +269,124 @@ def test_ppo_trains_on_warp_hopper(tmp_path):
     result = ppo.main(ppo.Args(env_id="warp:Hopper-v5", num_envs=4, total_timesteps=512, num_steps=64, num_minibatches=2,
                                update_epochs=1, eval_every=0, eval_episodes=2, threads=1, progress=False, runs_dir=str(tmp_path)))
     assert result["global_step"] == 512
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Continual physics shifts on warp worlds (envs/continual.py's PhysicsShift, per world)
+# --------------------------------------------------------------------------------------------------------------
+def _two_task_physics_env(shift: str, num_envs: int, seed: int = 0, task: str = "Hopper-v5"):
+    """A continual warp env whose even worlds run task 0 and odd worlds task 1 (an early stop after the switch);
+    returns it and the observations after the stop."""
+    env = envs.make(f"continual:{shift}:warp:{task}", num_envs, seed=seed, continual=ContinualArgs(steps_per_task=num_envs, num_tasks=3))
+    obs = env.reset()
+    for _ in range(2):  # standing still nobody falls; the second step is scheduled in task 1
+        obs = env.step(torch.zeros(num_envs, *env.single_action_space.shape)).obs
+    assert env.pending == 1 and (env.switch_index == 0).all()
+    obs = env.reset_where(torch.arange(num_envs) % 2 == 1, obs)
+    assert env.switch_index.tolist() == [i % 2 for i in range(num_envs)]
+    return env, obs
+
+
+def _model_values(env, field: str) -> torch.Tensor:
+    model = env.inner.model.opt if field.startswith("opt.") else env.inner.model
+    return env.inner.warp.to_torch(getattr(model, field.removeprefix("opt.")))
+
+
+def _xml_values(env, field: str) -> torch.Tensor:
+    host = env.inner.host_model.opt if field.startswith("opt.") else env.inner.host_model
+    return torch.as_tensor(getattr(host, field.removeprefix("opt.")), dtype=torch.float32)
+
+
+@pytest.mark.parametrize("shift", sorted(PHYSICS_FIELDS))
+def test_a_physics_shift_scales_the_model_of_the_worlds_that_switched_only(shift):
+    env, _ = _two_task_physics_env(shift, 4)
+    factors = torch.as_tensor(env.setting.shift.factors, dtype=torch.float32)
+    for field, column in PHYSICS_FIELDS[shift]:
+        values, default = _model_values(env, field), _xml_values(env, field)
+        assert values.shape[0] == 4  # one copy per world
+        for world in range(4):
+            if column is None:
+                expected = default * factors[world % 2]
+            else:
+                expected = default.clone()
+                expected[..., column] *= factors[world % 2]  # friction: only the sliding coefficient
+            torch.testing.assert_close(values[world], expected, rtol=1e-6, atol=0, msg=f"{field} world {world}")
+
+
+@pytest.mark.parametrize("shift", sorted(PHYSICS_FIELDS))
+def test_each_world_steps_like_gymnasium_under_its_tasks_physics(shift):
+    """Gymnasium's Hopper-v5 with the shift's edit of its MjModel (PhysicsShift.configure) for the world's task,
+    from the world's state; Hopper's tolerances (PARITY), flailing starts so that worlds fall inside the window."""
+    env, _ = _two_task_physics_env(shift, NUM_WORLDS, seed=3)
+    hopper = env.inner
+    kick = torch.zeros(NUM_WORLDS, hopper.qvel.shape[1])
+    kick[:, 2:] = torch.linspace(-3.0, 3.0, hopper.qvel.shape[1] - 2)
+    hopper.set_state(hopper.qpos.clone(), hopper.qvel + kick)
+    tasks = env.switch_index.tolist()
+    steps, obs_atol, reward_atol, _ = PARITY["Hopper-v5"]
+    terminations, _ = _compare(hopper, _random_actions(hopper, steps, scale=1.2), obs_atol, reward_atol,
+                               configure=lambda world, copy: env.setting.shift.configure(copy, tasks[world]))
+    assert terminations > 0
+
+
+def test_humanoid_under_a_mass_shift_restarts_and_steps_like_gymnasium():
+    """The masses enter Humanoid's first observation (cinert, from the reset's forward: the switched worlds must get
+    their masses before it) and its reward (the centre of mass's velocity); tolerances of the unshifted test."""
+    env, first = _two_task_physics_env("mass", 4, task="Humanoid-v5")
+    humanoid, tasks = env.inner, env.switch_index.tolist()
+    configure = lambda world, copy: env.setting.shift.configure(copy, tasks[world])  # noqa: E731
+    for world, reference in enumerate(_gymnasium_copies(humanoid, humanoid.qpos, humanoid.qvel, configure)):
+        if tasks[world] == 1:
+            np.testing.assert_allclose(first[world].numpy(), reference._get_obs(), rtol=0, atol=5e-6)
+    terminations, _ = _compare(humanoid, _random_actions(humanoid, 25, scale=0.5), obs_atol=5e-4, reward_atol=5e-4,
+                               obs_rtol=1e-3, configure=configure)
+    assert terminations >= 3
+
+
+def test_a_field_made_per_world_after_graph_capture_is_captured_again():
+    env = envs.make("warp:Hopper-v5", num_envs=2, seed=0)
+    env.reset()
+    env.step(torch.zeros(2, 3))
+    assert "_physics" in env.graphs
+    friction = env.expand_per_world("geom_friction")
+    assert not env.graphs  # the graph held the shared array's address
+    friction[0, :, 0] *= 0.02  # world 0 on ice
+    env.set_state(env.qpos[:1].expand(2, -1), env.qvel[:1].expand(2, -1))
+    for action in _random_actions(env, 12, scale=1.0, seed=2):  # the foot lands at step 9
+        step = env.step(action[:1].expand(2, -1).contiguous())
+    assert "_physics" in env.graphs and not torch.allclose(step.next_obs[0], step.next_obs[1], atol=1e-3)
+
+
+def test_warp_physics_survive_a_checkpoint_into_a_fresh_env():
+    env, _ = _two_task_physics_env("mass", 4)
+    state = env.state_dict()
+    saved = {field: _model_values(env, field).clone() for field in ("body_mass", "body_inertia")}
+    actions = _random_actions(env, 20, scale=1.0, seed=4)
+    after = [env.step(action).obs for action in actions]
+    restored = envs.make("continual:mass:warp:Hopper-v5", 4, seed=0, continual=ContinualArgs(steps_per_task=4, num_tasks=3))
+    restored.reset()  # every world in task 0
+    restored.load_state_dict(state)
+    for field, values in saved.items():
+        assert torch.equal(_model_values(restored, field), values), field
+    for action, expected in zip(actions, after):
+        assert torch.equal(restored.step(action).obs, expected)
+
+
+def test_only_fields_mujoco_warp_batches_per_world_can_shift_and_others_name_the_gymnasium_alternative():
+    for fields in PHYSICS_FIELDS.values():  # opt.gravity included: per world in mujoco-warp 3.17.0
+        for field, _ in fields:
+            require_per_world(field)
+    with pytest.raises(UserError, match=r"shares `geom_condim` between all worlds.*use the gymnasium id"):
+        require_per_world("geom_condim")
+    with pytest.raises(UserError, match=r"shares `opt.disableflags`"):
+        envs.make("warp:Hopper-v5", num_envs=2).expand_per_world("opt.disableflags")
+
+
+def test_slippery_presets_run_on_warp_worlds_with_the_presets_own_frictions():
+    warp_hopper = envs.make("continual:slippery-hopper", 2, seed=0, backend="warp")
+    assert warp_hopper.inner.env_id == "warp:Hopper-v5"
+    np.testing.assert_array_equal(warp_hopper.setting.shift.factors, envs.make("continual:slippery-hopper", 1, seed=0).setting.shift.factors)
+    warp_hopper.reset()
+    friction = _model_values(warp_hopper, "geom_friction")[..., 0]
+    expected = _xml_values(warp_hopper, "geom_friction")[:, 0] * float(warp_hopper.setting.shift.factors[0])
+    torch.testing.assert_close(friction, expected.expand(2, -1), rtol=1e-6, atol=0)
