@@ -317,7 +317,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.graphs.clear()
 
 
-# What each physics shift scales, as PhysicsShift.configure does on a gymnasium env's MjModel (envs/continual.py):
+# What each physics shift scales, as PhysicsShift.configure does on a gymnasium env's MjModel (envs/shifts.py):
 # shift → (mujoco_warp Model field, the column of its last axis scaled or None for all of it), ...
 PHYSICS_FIELDS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "friction": (("geom_friction", 0),),  # the sliding coefficient; torsional and rolling friction stay

@@ -272,7 +272,7 @@ def test_ppo_trains_on_warp_hopper(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Continual physics shifts on warp worlds (envs/continual.py's PhysicsShift, per world)
+# Continual physics shifts on warp worlds (envs/shifts.py's PhysicsShift, per world)
 # --------------------------------------------------------------------------------------------------------------
 def _two_task_physics_env(shift: str, num_envs: int, seed: int = 0, task: str = "Hopper-v5"):
     """A continual warp env whose even worlds run task 0 and odd worlds task 1 (an early stop after the switch);
