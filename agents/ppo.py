@@ -38,6 +38,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.nn import adam
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main, start_run
@@ -211,7 +212,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     continuous = isinstance(space, gym.spaces.Box)
 
     agent = ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=args.adam_eps, betas=args.adam_betas)
+    optimizer = adam(agent.parameters(), args.learning_rate, device, eps=args.adam_eps, betas=args.adam_betas)
     obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
     reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
     storage = RolloutStorage(args.num_steps, env.num_envs, (obs_dim,), tuple(space.shape), device,

@@ -38,7 +38,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
-from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update
+from cleanrl_plus.nn import EnsembleLinear, adam, frozen, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
@@ -206,9 +206,8 @@ def main(args: Args) -> dict:
     critic_target = copy.deepcopy(critic).requires_grad_(False)
     log_alpha = torch.tensor(math.log(args.initial_alpha), device=device, requires_grad=True)
     target_entropy = -args.target_entropy_scale * action_dim
-    fused = device.type in ("cpu", "cuda")
-    actor_optimizer = torch.optim.AdamW(actor.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
-    critic_optimizer = torch.optim.AdamW(critic.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
+    actor_optimizer = adam(actor.parameters(), args.learning_rate, device, weight_decay=args.weight_decay, decoupled_weight_decay=True)
+    critic_optimizer = adam(critic.parameters(), args.learning_rate, device, weight_decay=args.weight_decay, decoupled_weight_decay=True)
     alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale

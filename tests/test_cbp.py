@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
+from cleanrl_plus.nn import adam
 from plasticity.diagnostics import ntk_report
 from plasticity.resets import Resettable, ResetArgs, Resetter
 
@@ -30,7 +31,7 @@ def _mlp(seed: int = 0, width: int = 16):
     torch.manual_seed(seed)
     make = lambda: nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2))  # noqa: E731
     net = make()
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
     resettable = Resettable(net, optimizer, None, make, [(net[0], net[2]), (net[2], net[4])], lambda batch: net(batch))
     return net, optimizer, resettable
 
@@ -117,12 +118,19 @@ def test_adam_moments_of_exactly_the_replaced_entries_are_zeroed():
         assert torch.equal(state["0.weight"][~replaced], moments["0.weight"][key][~replaced])
         assert torch.equal(state["0.bias"][~replaced], moments["0.bias"][key][~replaced])
         assert torch.equal(state["4.bias"], moments["4.bias"][key])  # the compensated bias keeps its moments
+    steps = {name: optimizer.state[p].get("element_step") for name, p in net.named_parameters()}
+    replaced_second = resetter.cbp["critic"].layers[1].age[0] == 0
+    assert torch.equal(steps["0.weight"] == 0, replaced[:, None].expand(16, 4))  # restarted: fresh bias correction
+    assert torch.equal(steps["0.bias"] == 0, replaced)
+    assert torch.equal(steps["2.weight"] == 0, replaced_second[:, None] | replaced[None, :])
+    assert torch.equal(steps["4.weight"] == 0, replaced_second[None, :].expand(2, 16))
+    assert all(torch.all((s == 0) | (s == 6)) for s in steps.values() if s is not None) and steps["4.bias"] is None
 
 
 def test_cbp_on_ensemble_layers_replaces_each_members_own_least_useful_unit():
     torch.manual_seed(0)
     critic = TwinCritic(3, 1, (8, 8))
-    optimizer = torch.optim.Adam(critic.parameters())
+    optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     with torch.no_grad():  # constant first-layer units; member 0's unit 2 and member 1's unit 5 barely reach the output
         critic.layers[0].weight.zero_()
         critic.layers[0].bias.uniform_(0.5, 1.5)
