@@ -139,6 +139,12 @@ class Policy(nn.Module):
             return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
         return torch.distributions.Categorical(logits=self.net(obs))
 
+    def distribution_parameters(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{"mean", "log_std"} (Box) or {"logits"} (Discrete): what the KL churn diagnostic compares across an update."""
+        if self.continuous:
+            return {"mean": self.net(obs), "log_std": self.log_std}
+        return {"logits": self.net(obs)}
+
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log π(a|s), entropy H[π(·|s)]), one value per sample."""
         dist = self.distribution(obs)
@@ -234,7 +240,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     policy_linears, critic_linears = hidden_linears(agent.policy.net), hidden_linears(agent.critic)
     monitor = PlasticityMonitor(
         args.diagnostics,
-        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], activation), lambda b: agent.policy.net(b.obs)),
+        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], activation), lambda b: agent.policy.net(b.obs),
+                lambda b: agent.policy.distribution_parameters(b.obs)),
         critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], activation), lambda b: agent.value(b.obs)),
     )
     networks = dict(

@@ -142,6 +142,12 @@ class Actor(nn.Module):
         squash_correction = (2 * (math.log(2) - u - F.softplus(-2 * u)) + torch.log(self.action_scale)).sum(-1)
         return torch.tanh(u) * self.action_scale + self.action_bias, gaussian_log_prob - squash_correction
 
+    def distribution_parameters(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The pre-tanh Gaussian N(μ, σ²) (for KL churn): a ↦ tanh(a)·scale + bias is a bijection, so the KL between two
+        such policies equals the KL between their Gaussians."""
+        mean, log_std = self._distribution(x)
+        return {"mean": mean, "log_std": log_std}
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The deterministic action used for evaluation: tanh(μ(x))."""
         return torch.tanh(self._distribution(x)[0]) * self.action_scale + self.action_bias
@@ -218,7 +224,8 @@ def main(args: Args) -> dict:
     monitor = PlasticityMonitor(
         args.diagnostics,
         critic=(critic, critic.activation_probe(), lambda b: critic(normalize(b.obs), b.actions)),
-        actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs))),
+        actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs)),
+               lambda b: actor.distribution_parameters(normalize(b.obs))),
     )
     networks = dict(
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),

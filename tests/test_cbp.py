@@ -238,6 +238,10 @@ def test_agents_run_cbp_and_the_ntk_and_churn_diagnostics(agent, tmp_path):
     for tag in ("critic_ntk_rank", f"{policy}_ntk_effective_rank", "critic_churn", f"{policy}_churn"):
         assert len(events.Scalars(f"plasticity/{tag}")) == result["num_updates"] // 100, tag
     assert events.Scalars(f"plasticity/{policy}_churn")[-1].value > 0  # TD3: update 300 trains the delayed actor too
+    kl_tags = {tag for tag in events.Tags()["scalars"] if tag.endswith("kl_churn")}
+    assert kl_tags == (set() if agent == "td3" else {"plasticity/policy_kl_churn"})  # PPO's Gaussian policy; TD3 is deterministic
+    if agent == "ppo":
+        assert events.Scalars("plasticity/policy_kl_churn")[-1].value > 0
 
 
 def test_cbp_needs_relu_units():
