@@ -82,7 +82,8 @@ class ElementStepAdam(torch.optim.Adam):
     (0 there, the tensor's t elsewhere), as CBP's reference AdamGnT keeps; from then on p steps with
     m̂ = m/(1 − β₁^tᵢ), v̂ = v/(1 − β₂^tᵢ), so a restarted entry's first update is lr·g/(|g| + ε) ≈ lr·sign(g), a fresh
     Adam's, and the other entries follow ordinary Adam. Parameters never restarted take the parent's fused/foreach
-    step and cost nothing extra. The counts are optimiser state (`element_step`), hence checkpointed.
+    step and cost nothing extra. The counts are kept as optimiser state `beta1_power` = β₁^tᵢ and `beta2_power` =
+    β₂^tᵢ (a multiply per step; exp(tᵢ·log β) per step made the update 1.6× slower on CPU), hence checkpointed.
     """
 
     def __init__(self, params, **kwargs) -> None:
@@ -92,15 +93,19 @@ class ElementStepAdam(torch.optim.Adam):
 
     @torch.no_grad()
     def restart(self, parameter: torch.Tensor, mask: torch.Tensor) -> None:
-        """m = v = 0 and tᵢ = 0 for the entries of `parameter` in `mask` (a bool tensor broadcastable to it)."""
+        """m = v = 0 and tᵢ = 0 (β^tᵢ = 1) for the entries of `parameter` in `mask` (a bool tensor broadcastable to it)."""
         state = self.state.get(parameter)
         if not state:  # never stepped: its first step is a fresh Adam's anyway
             return
         state["exp_avg"].masked_fill_(mask, 0.0)
         state["exp_avg_sq"].masked_fill_(mask, 0.0)
-        if "element_step" not in state:
-            state["element_step"] = state["step"].to(parameter.device, torch.float32).expand_as(parameter).clone()
-        state["element_step"].masked_fill_(mask, 0.0)
+        if "beta1_power" not in state:  # β^t of the tensor's count t for every entry
+            betas = next(group["betas"] for group in self.param_groups if any(p is parameter for p in group["params"]))
+            step = state["step"].to(parameter.device, torch.float32)
+            for key, beta in zip(("beta1_power", "beta2_power"), betas):
+                state[key] = torch.pow(beta, step).expand_as(parameter).clone()
+        state["beta1_power"].masked_fill_(mask, 1.0)
+        state["beta2_power"].masked_fill_(mask, 1.0)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -109,7 +114,7 @@ class ElementStepAdam(torch.optim.Adam):
             with torch.enable_grad():
                 loss = closure()
         restarted = [(p, group) for group in self.param_groups for p in group["params"]
-                     if p.grad is not None and "element_step" in self.state.get(p, ())]
+                     if p.grad is not None and "beta1_power" in self.state.get(p, ())]
         grads = [p.grad for p, _ in restarted]
         for p, _ in restarted:  # the parent's step skips parameters without a gradient
             p.grad = None
@@ -133,13 +138,13 @@ class ElementStepAdam(torch.optim.Adam):
         elif weight_decay:
             grad = grad.add(p, alpha=weight_decay)
         state["step"] += 1
-        steps = state["element_step"].add_(1)
+        beta1_power, beta2_power = state["beta1_power"].mul_(beta1), state["beta2_power"].mul_(beta2)  # tᵢ ← tᵢ + 1
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         # θ ← θ − lr·m̂/(√v̂ + ε), m̂ = m/(1 − β₁^tᵢ), v̂ = v/(1 − β₂^tᵢ)
-        denominator = (exp_avg_sq / (1 - torch.pow(beta2, steps))).sqrt_().add_(group["eps"])
-        p.addcdiv_(exp_avg / (1 - torch.pow(beta1, steps)), denominator, value=-lr)
+        denominator = exp_avg_sq.div(1 - beta2_power).sqrt_().add_(group["eps"])
+        p.addcdiv_(exp_avg.div(1 - beta1_power), denominator, value=-lr)
 
 
 def adam(parameters, lr: float, device: torch.device, **kwargs) -> ElementStepAdam:

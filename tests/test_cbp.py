@@ -118,13 +118,16 @@ def test_adam_moments_of_exactly_the_replaced_entries_are_zeroed():
         assert torch.equal(state["0.weight"][~replaced], moments["0.weight"][key][~replaced])
         assert torch.equal(state["0.bias"][~replaced], moments["0.bias"][key][~replaced])
         assert torch.equal(state["4.bias"], moments["4.bias"][key])  # the compensated bias keeps its moments
-    steps = {name: optimizer.state[p].get("element_step") for name, p in net.named_parameters()}
+    powers = {name: optimizer.state[p].get("beta1_power") for name, p in net.named_parameters()}  # β₁^tᵢ
+    restarted = {name: power == 1 for name, power in powers.items() if power is not None}  # tᵢ = 0: fresh bias correction
     replaced_second = resetter.cbp["critic"].layers[1].age[0] == 0
-    assert torch.equal(steps["0.weight"] == 0, replaced[:, None].expand(16, 4))  # restarted: fresh bias correction
-    assert torch.equal(steps["0.bias"] == 0, replaced)
-    assert torch.equal(steps["2.weight"] == 0, replaced_second[:, None] | replaced[None, :])
-    assert torch.equal(steps["4.weight"] == 0, replaced_second[None, :].expand(2, 16))
-    assert all(torch.all((s == 0) | (s == 6)) for s in steps.values() if s is not None) and steps["4.bias"] is None
+    assert torch.equal(restarted["0.weight"], replaced[:, None].expand(16, 4))
+    assert torch.equal(restarted["0.bias"], replaced)
+    assert torch.equal(restarted["2.weight"], replaced_second[:, None] | replaced[None, :])
+    assert torch.equal(restarted["4.weight"], replaced_second[None, :].expand(2, 16))
+    six_steps = torch.pow(0.9, torch.tensor(6.0))  # the others keep the tensor's t = 6
+    assert all(torch.all(restarted[name] | (power == six_steps)) for name, power in powers.items() if power is not None)
+    assert powers["4.bias"] is None
 
 
 def test_cbp_on_ensemble_layers_replaces_each_members_own_least_useful_unit():

@@ -51,13 +51,14 @@ def test_redo_restarts_the_adam_steps_of_exactly_the_recycled_rows_and_columns()
     hidden, _ = ActivationProbe([net[0], net[2]], net[4])(lambda: net(x))
     silent = [layer.abs().mean(0) == 0 for layer in hidden]  # first layer: units 0-4 (at least)
     recycle_dormant(resettable, SimpleNamespace(obs=x), tau=0.0)
-    steps = {name: optimizer.state[p].get("element_step") for name, p in net.named_parameters()}
-    assert torch.equal(steps["0.weight"] == 0, silent[0][:, None].expand(16, 4))
-    assert torch.equal(steps["0.bias"] == 0, silent[0])
-    assert torch.equal(steps["2.weight"] == 0, silent[1][:, None] | silent[0][None, :])  # incoming rows, outgoing columns
-    assert torch.equal(steps["4.weight"] == 0, silent[1][None, :].expand(1, 16))
-    assert steps["4.bias"] is None  # untouched: no per-element counts, the fused step as before
-    assert all(torch.all((s == 0) | (s == 1)) for s in steps.values() if s is not None)  # the rest keep t = 1
+    powers = {name: optimizer.state[p].get("beta1_power") for name, p in net.named_parameters()}  # β₁^tᵢ
+    restarted = {name: power == 1 for name, power in powers.items() if power is not None}  # tᵢ = 0
+    assert torch.equal(restarted["0.weight"], silent[0][:, None].expand(16, 4))
+    assert torch.equal(restarted["0.bias"], silent[0])
+    assert torch.equal(restarted["2.weight"], silent[1][:, None] | silent[0][None, :])  # incoming rows, outgoing columns
+    assert torch.equal(restarted["4.weight"], silent[1][None, :].expand(1, 16))
+    assert powers["4.bias"] is None  # untouched: no per-element counts, the fused step as before
+    assert all(torch.all(restarted[name] | (power == 0.9)) for name, power in powers.items() if power is not None)  # others: t = 1
 
 
 def test_redo_without_per_element_steps_zeroes_moments_only_and_needs_no_element_step_adam():
@@ -75,7 +76,7 @@ def test_redo_without_per_element_steps_zeroes_moments_only_and_needs_no_element
     resetter.after_update(1, replay, SimpleNamespace(scalars=lambda *a: None), 1)
     state = optimizer.state[net[0].weight]
     assert torch.all(state["exp_avg"][:5] == 0) and torch.all(state["exp_avg_sq"][:5] == 0)
-    assert "element_step" not in state and float(state["step"]) == 1
+    assert "beta1_power" not in state and float(state["step"]) == 1
 
 
 def test_redo_on_ensemble_layers_recycles_per_member():
