@@ -38,6 +38,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.nn import adam
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main, start_run
@@ -138,6 +139,12 @@ class Policy(nn.Module):
             return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
         return torch.distributions.Categorical(logits=self.net(obs))
 
+    def distribution_parameters(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{"mean", "log_std"} (Box) or {"logits"} (Discrete): what the KL churn diagnostic compares across an update."""
+        if self.continuous:
+            return {"mean": self.net(obs), "log_std": self.log_std}
+        return {"logits": self.net(obs)}
+
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log π(a|s), entropy H[π(·|s)]), one value per sample."""
         dist = self.distribution(obs)
@@ -213,7 +220,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     continuous = isinstance(space, gym.spaces.Box)
 
     agent = ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=args.adam_eps, betas=args.adam_betas)
+    optimizer = adam(agent.parameters(), args.learning_rate, device, eps=args.adam_eps, betas=args.adam_betas)
     obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
     reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
     storage = RolloutStorage(args.num_steps, env.num_envs, (obs_dim,), tuple(space.shape), device,
@@ -235,7 +242,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     policy_linears, critic_linears = hidden_linears(agent.policy.net), hidden_linears(agent.critic)
     monitor = PlasticityMonitor(
         args.diagnostics,
-        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], activation), lambda b: agent.policy.net(b.obs)),
+        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], activation), lambda b: agent.policy.net(b.obs),
+                lambda b: agent.policy.distribution_parameters(b.obs)),
         critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], activation), lambda b: agent.value(b.obs)),
     )
     networks = dict(

@@ -38,7 +38,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
-from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update
+from cleanrl_plus.nn import EnsembleLinear, adam, frozen, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
@@ -142,6 +142,12 @@ class Actor(nn.Module):
         squash_correction = (2 * (math.log(2) - u - F.softplus(-2 * u)) + torch.log(self.action_scale)).sum(-1)
         return torch.tanh(u) * self.action_scale + self.action_bias, gaussian_log_prob - squash_correction
 
+    def distribution_parameters(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The pre-tanh Gaussian N(μ, σ²) (for KL churn): a ↦ tanh(a)·scale + bias is a bijection, so the KL between two
+        such policies equals the KL between their Gaussians."""
+        mean, log_std = self._distribution(x)
+        return {"mean": mean, "log_std": log_std}
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The deterministic action used for evaluation: tanh(μ(x))."""
         return torch.tanh(self._distribution(x)[0]) * self.action_scale + self.action_bias
@@ -206,9 +212,8 @@ def main(args: Args) -> dict:
     critic_target = copy.deepcopy(critic).requires_grad_(False)
     log_alpha = torch.tensor(math.log(args.initial_alpha), device=device, requires_grad=True)
     target_entropy = -args.target_entropy_scale * action_dim
-    fused = device.type in ("cpu", "cuda")
-    actor_optimizer = torch.optim.AdamW(actor.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
-    critic_optimizer = torch.optim.AdamW(critic.parameters(), args.learning_rate, weight_decay=args.weight_decay, fused=fused)
+    actor_optimizer = adam(actor.parameters(), args.learning_rate, device, weight_decay=args.weight_decay, decoupled_weight_decay=True)
+    critic_optimizer = adam(critic.parameters(), args.learning_rate, device, weight_decay=args.weight_decay, decoupled_weight_decay=True)
     alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
@@ -219,7 +224,8 @@ def main(args: Args) -> dict:
     monitor = PlasticityMonitor(
         args.diagnostics,
         critic=(critic, critic.activation_probe(), lambda b: critic(normalize(b.obs), b.actions)),
-        actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs))),
+        actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs)),
+               lambda b: actor.distribution_parameters(normalize(b.obs))),
     )
     networks = dict(
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),

@@ -16,7 +16,9 @@
 - churn across one update (spec §7.7; Tang & Berseth 2024): on a separate reference batch drawn just before
   update n, value churn E|Q_θ′ − Q_θ| for critics (mean over ensemble members and, for DQN, actions; DQN also
   logs the fraction of states whose greedy action changes), policy churn E‖π_θ′(s) − π_θ(s)‖ for actors (the
-  change of the deterministic action, of PPO's mean or logits; not the KL of stochastic policies).
+  change of the deterministic action, of PPO's mean or logits) and, for stochastic policies, E KL(π_θ(·|s) ‖
+  π_θ′(·|s)) in closed form from the distributions' parameters (categorical logits, or a diagonal Gaussian's
+  mean and log σ; SAC's tanh squashing is a bijection, so its pre-tanh Gaussians' KL is the policies' KL).
 
 Hidden activations are read with forward hooks on the layers whose outputs feed a ReLU, so agent networks
 need no special code: ensemble layers (E, B, H) count E·H units.
@@ -25,7 +27,7 @@ need no special code: ensemble layers (E, B, H) count E·H units.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 import torch
 import torch.nn as nn
@@ -225,6 +227,19 @@ def ntk_report(name: str, module: nn.Module, forward: Callable, batch, max_param
     }
 
 
+def policy_kl(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> torch.Tensor:
+    """KL(π_θ(·|s) ‖ π_θ′(·|s)) per state, from distribution parameters: {"logits": (B, K)} for categorical policies,
+    {"mean": (B, A), "log_std": (B, A) or (A,)} for diagonal Gaussians (summed over the A action dimensions)."""
+    if "logits" in before:  # Σ_k p_k·(log p_k − log q_k)
+        log_p, log_q = before["logits"].log_softmax(-1), after["logits"].log_softmax(-1)
+        return (log_p.exp() * (log_p - log_q)).sum(-1)
+    # KL(N(μ₀, σ₀²) ‖ N(μ₁, σ₁²)) = log σ₁/σ₀ + (σ₀² + (μ₀ − μ₁)²)/(2σ₁²) − ½ per dimension
+    log_std0, log_std1 = before["log_std"], after["log_std"]
+    variance_ratio = (2 * (log_std0 - log_std1)).exp()
+    mean_term = ((before["mean"] - after["mean"]) / log_std1.exp()).square()
+    return (log_std1 - log_std0 + 0.5 * (variance_ratio + mean_term - 1)).sum(-1)
+
+
 def churn_report(name: str, before: torch.Tensor, after: torch.Tensor, batch_size: int) -> dict[str, float]:
     """Value churn for the network named "critic", policy churn for the others (module docstring)."""
     change = after - before
@@ -236,19 +251,28 @@ def churn_report(name: str, before: torch.Tensor, after: torch.Tensor, batch_siz
     return report
 
 
+class WatchedNetwork(NamedTuple):
+    module: nn.Module
+    probe: ActivationProbe
+    forward: Callable  # forward(batch) runs the module on a replay batch: the output churn compares and the NTK sums
+    distribution: Callable | None = None  # stochastic policies: batch → parameters for `policy_kl` (KL churn)
+
+
 class PlasticityMonitor:
     """Runs `network_report` for each named network every `args.every` updates on a fresh probe batch, the NTK
     report every `args.ntk_every` updates and churn across every `args.churn_every`-th update.
 
-    networks: name → (module, probe, forward) where forward(batch) runs the module on a replay batch.
+    networks: name → (module, probe, forward) or (module, probe, forward, distribution), see WatchedNetwork.
     The initial parameters (for distance from init) and a pending churn reference are part of the monitor's
     state, hence of checkpoints.
     """
 
-    def __init__(self, args: DiagnosticsArgs, **networks: tuple[nn.Module, ActivationProbe, Callable]) -> None:
-        self.args, self.networks = args, networks
-        self.initial = {name: [p.detach().clone() for p in module.parameters()] for name, (module, _, _) in networks.items()}
-        self.churn_reference = None  # (batch, {name: output}) taken right before the update that churn measures
+    def __init__(self, args: DiagnosticsArgs, **networks: tuple) -> None:
+        self.args = args
+        self.networks = {name: WatchedNetwork(*network) for name, network in networks.items()}
+        self.initial = {name: [p.detach().clone() for p in net.module.parameters()] for name, net in self.networks.items()}
+        # (batch, {name: output}, {name: distribution parameters}) taken right before the update that churn measures
+        self.churn_reference = None
 
     def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
         args = self.args
@@ -258,27 +282,34 @@ class PlasticityMonitor:
         probe_batch = None
         if args.every and num_updates % args.every == 0:
             probe_batch = replay.sample(args.probe_size)
-            for name, (module, probe, forward) in self.networks.items():
-                report |= network_report(name, module, probe, lambda: forward(probe_batch), self.initial[name])
+            for name, net in self.networks.items():
+                report |= network_report(name, net.module, net.probe, lambda: net.forward(probe_batch), self.initial[name])
         if args.ntk_every and num_updates % args.ntk_every == 0:  # reusing the probe batch leaves the replay's RNG alone
             reuse = probe_batch is not None and args.probe_size >= args.ntk_batch
             ntk_batch = batch_rows(probe_batch, slice(0, args.ntk_batch)) if reuse else replay.sample(args.ntk_batch)
-            for name, (module, _, forward) in self.networks.items():
-                report |= ntk_report(name, module, forward, ntk_batch, args.ntk_max_params)
+            for name, net in self.networks.items():
+                report |= ntk_report(name, net.module, net.forward, ntk_batch, args.ntk_max_params)
         if args.churn_every and (num_updates + 1) % args.churn_every == 0:
             reference = replay.sample(args.churn_batch)
             with torch.no_grad():
-                self.churn_reference = (reference, {name: forward(reference) for name, (_, _, forward) in self.networks.items()})
+                outputs = {name: net.forward(reference) for name, net in self.networks.items()}
+                # copies: a state-independent log σ is the parameter itself, which the update changes in place
+                distributions = {name: {key: value.clone() for key, value in net.distribution(reference).items()}
+                                 for name, net in self.networks.items() if net.distribution is not None}
+                self.churn_reference = (reference, outputs, distributions)
         if report:
             logger.scalars(report, global_step)
 
     def measure_churn(self) -> dict[str, float]:
-        reference, before = self.churn_reference
+        reference, before, before_distributions = self.churn_reference
         self.churn_reference = None
         report: dict[str, float] = {}
         with torch.no_grad():
-            for name, (_, _, forward) in self.networks.items():
-                report |= churn_report(name, before[name], forward(reference), len(reference[0]))
+            for name, net in self.networks.items():
+                report |= churn_report(name, before[name], net.forward(reference), len(reference[0]))
+                if name in before_distributions:
+                    kl = policy_kl(before_distributions[name], net.distribution(reference))
+                    report[f"plasticity/{name}_kl_churn"] = float(kl.mean())
         return report
 
     def state_dict(self) -> dict:
@@ -286,4 +317,7 @@ class PlasticityMonitor:
 
     def load_state_dict(self, state: dict) -> None:
         self.initial = state["initial"]
-        self.churn_reference = state.get("churn_reference")
+        reference = state.get("churn_reference")
+        if reference is not None and len(reference) == 2:  # checkpoints from before KL churn
+            reference = (*reference, {})
+        self.churn_reference = reference

@@ -8,8 +8,7 @@
 - ReDo (Sokar et al., ICML 2023): every F = 1,000 updates, on a fresh replay batch (256), every hidden unit with
   τ-dormant score ≤ τ = 0.1 gets fresh incoming weights (from the network's own initialiser) and a zero bias,
   and zero outgoing weights, so the output is unchanged at that moment; the Adam moments of exactly those
-  entries are zeroed. Adam's step counter is per tensor and is not reset (documented pitfall: the first
-  update of a recycled entry is ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g)). Targets need no change.
+  entries are zeroed and, by default, their Adam step counts restart (below). Targets need no change.
 - Plasticity injection (Nikishin et al., NeurIPS 2023; spec §6.4): once, at update F, the network's head h_θ
   becomes h_θ(φ) + h_θ′(φ) − h_θ′⁻(φ) with θ frozen, θ′ fresh and trainable, θ′⁻ a frozen copy of θ′, so the
   output is unchanged at injection; the optimiser loses θ (and its state) and gets θ′ as a new parameter
@@ -23,13 +22,21 @@
   the paper's RL setting; the fractional part is carried over, as the reference's `accumulate=True`), and the
   mature units with the lowest ûᵢ = uᵢ/(1 − η^Aᵢ) are replaced: fresh incoming weights from the network's own
   initialiser, bias 0, next-layer bias += wᵒᵘᵗ_{·i}·f̄ᵢ/(1 − η^Aᵢ) (the expected output is kept), outgoing weights
-  0, Aᵢ = uᵢ = f̄ᵢ = 0, and the Adam moments of exactly those entries zeroed (step counter kept, as in ReDo).
+  0, Aᵢ = uᵢ = f̄ᵢ = 0, and the Adam moments and step counts of exactly those entries restarted (below).
   The statistics come from forward pre-hooks on the layers reading the units, during training forwards (grad
   on, weights trainable), so CBP sees each update's own batch at no extra forward; a network that did not
   train since the last step (TD3's delayed actor) does not age. The reference zeroes f̄ before compensating
   the bias, so its compensation adds 0; we compensate with f̄ as the paper describes.
 Replacement parameters of full/S&P/ReDo/CBP are written into the existing tensors, so optimisers keep their
 parameter lists.
+
+Adam state of recycled entries (spec pitfall §6.6.4): PyTorch counts Adam steps per tensor, so zeroing only the
+moments of some entries makes their next update ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g) — 3.2× lr for β = (0.9, 0.999),
+0.1× lr for CBP's (0.99, 0.99) — and keeps it off lr·sign(g) for ~1/(1 − β₂) updates. With
+`--reset.per-element-adam-steps` (default) ReDo and CBP restart those entries' bias correction too (per-element step
+counts, `cleanrl_plus.nn.ElementStepAdam`), so their first update is lr·sign(g), a fresh Adam's. On for both: CBP's
+reference (AdamGnT) keeps per-element steps, and the ReDo PyTorch port (timoklein/redo) found resetting step counts
+crucial; Dopamine's optax ReDo keeps one shared count (`--reset.no-per-element-adam-steps`, the old behaviour).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear
 from plasticity.diagnostics import ActivationProbe, measuring, unit_scores
 
 DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000, "cbp": 1}
@@ -71,6 +78,9 @@ class ResetArgs:
     """CBP: m, a unit can be replaced once it is older than m steps of its network (10,000: the paper's RL setting)"""
     cbp_decay: float = 0.99
     """CBP: η, decay of the running mean activation and of the contribution utility"""
+    per_element_adam_steps: bool = True
+    """ReDo/CBP: recycled entries also restart their Adam step counts (fresh bias correction, as CBP's AdamGnT), not only
+    their moments; off: PyTorch's per-tensor count, so their first update is ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g)"""
 
 
 @dataclasses.dataclass
@@ -122,13 +132,17 @@ def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor)
 
 
 @torch.no_grad()
-def reinitialise_units(net: Resettable, layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor, fresh_in: nn.Module) -> None:
+def reinitialise_units(net: Resettable, layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor, fresh_in: nn.Module,
+                       element_steps: bool = True) -> None:
     """Fresh incoming weights (from `fresh_in`, the same layer freshly built) and zero bias for `units`, zero
-    outgoing weights, and zero Adam moments of exactly those entries. Adam's step counter is per tensor and stays
-    (pitfall §6.6.4: a reset entry's first update is then ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g), ≈ 3× lr)."""
+    outgoing weights, and zero Adam moments of exactly those entries; with `element_steps` their step counts restart
+    too (net.optimizer must be an ElementStepAdam), else they keep the tensor's count (module docstring)."""
     for parameter, (mask, fresh_values) in _entry_masks(layer_in, layer_out, units).items():
         replacement = fresh_in.weight if fresh_values else torch.zeros_like(parameter)
         parameter.copy_(torch.where(mask, replacement, parameter))
+        if element_steps:
+            net.optimizer.restart(parameter, mask)
+            continue
         state = net.optimizer.state.get(parameter, {})
         for moment in ("exp_avg", "exp_avg_sq"):
             if moment in state:
@@ -142,7 +156,7 @@ def fresh_layers(net: Resettable) -> dict[nn.Module, nn.Module]:
 
 
 @torch.no_grad()
-def recycle_dormant(net: Resettable, batch, tau: float) -> float:
+def recycle_dormant(net: Resettable, batch, tau: float, element_steps: bool = True) -> float:
     """ReDo on every (layer_in, layer_out) pair; returns the fraction of hidden units recycled."""
     probe = ActivationProbe([pair[0] for pair in net.unit_pairs], net.unit_pairs[-1][1])
     hidden, _ = probe(lambda: net.forward(batch))
@@ -150,8 +164,10 @@ def recycle_dormant(net: Resettable, batch, tau: float) -> float:
     recycled, total = 0, 0
     for (layer_in, layer_out), activation in zip(net.unit_pairs, hidden):
         dormant = unit_scores(activation) <= tau
-        recycled, total = recycled + int(dormant.sum()), total + dormant.numel()
-        reinitialise_units(net, layer_in, layer_out, dormant, fresh[layer_in])
+        count = int(dormant.sum())
+        recycled, total = recycled + count, total + dormant.numel()
+        if count:  # a layer without dormant units keeps its optimiser's fast path (no per-element steps)
+            reinitialise_units(net, layer_in, layer_out, dormant, fresh[layer_in], element_steps)
     return recycled / max(total, 1)
 
 
@@ -234,8 +250,9 @@ class ContinualBackprop:
     """CBP for one network: statistics from forward pre-hooks on the layers reading its hidden units, `step()` after
     each update."""
 
-    def __init__(self, net: Resettable, replacement_rate: float, maturity: int, decay: float) -> None:
+    def __init__(self, net: Resettable, replacement_rate: float, maturity: int, decay: float, element_steps: bool = True) -> None:
         self.net, self.replacement_rate, self.maturity, self.decay = net, replacement_rate, maturity, decay
+        self.element_steps = element_steps
         self.layers = [UnitStatistics(layer_in, layer_out) for layer_in, layer_out in net.unit_pairs]
         for stats in self.layers:  # a plain function, so that copies of the network (deepcopy) do not copy `stats`
             stats.layer_out.register_forward_pre_hook(lambda layer, inputs, stats=stats: stats.record(layer, inputs[0]))
@@ -270,7 +287,7 @@ class ContinualBackprop:
         chosen = utility.topk(count, dim=-1, largest=False).indices
         units = torch.zeros_like(mature).scatter_(-1, chosen, True)
         stats.add_to_next_bias(torch.where(units, stats.mean_activation / correction, 0.0))
-        reinitialise_units(self.net, stats.layer_in, stats.layer_out, units if stats.ensemble else units[0], fresh_in)
+        reinitialise_units(self.net, stats.layer_in, stats.layer_out, units if stats.ensemble else units[0], fresh_in, self.element_steps)
         stats.mean_activation.masked_fill_(units, 0.0)
         stats.utility.masked_fill_(units, 0.0)
         stats.birth.masked_fill_(units, stats.steps)
@@ -339,13 +356,18 @@ class Resetter:
             if args.method == "inject" and net.head is None:
                 raise UserError(f"plasticity injection needs one output layer; this {name} has several heads — "
                                 f"use --reset.networks to leave it out")
-            if args.method in ("redo", "cbp") and not net.unit_pairs:
-                method = "ReDo" if args.method == "redo" else "CBP"
+            if args.method not in ("redo", "cbp"):
+                continue
+            method = "ReDo" if args.method == "redo" else "CBP"
+            if not net.unit_pairs:
                 raise UserError(f"{method} does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
                                 f"would change the output — use --reset.networks to leave it out, or another --reset.method")
+            if args.per_element_adam_steps and not isinstance(net.optimizer, ElementStepAdam):
+                raise UserError(f"{method} with per-element Adam steps needs the {name}'s optimiser built by cleanrl_plus.nn.adam "
+                                f"(an ElementStepAdam), not {type(net.optimizer).__name__} — or add --reset.no-per-element-adam-steps")
         if args.method == "cbp" and not 0 <= args.cbp_replacement_rate <= 1:
             raise UserError(f"--reset.cbp-replacement-rate is a fraction of the mature units per step; got {args.cbp_replacement_rate}")
-        self.cbp = {name: ContinualBackprop(net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay)
+        self.cbp = {name: ContinualBackprop(net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps)
                     for name, net in self.networks.items()} if args.method == "cbp" else {}
         self.cbp_logged_step = 0
 
@@ -373,7 +395,8 @@ class Resetter:
             elif self.args.method == "shrink-perturb":
                 shrink_and_perturb(net, self.args.shrink)
             else:
-                report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(net, replay.sample(self.args.redo_batch), self.args.redo_tau)
+                batch = replay.sample(self.args.redo_batch)
+                report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(net, batch, self.args.redo_tau, self.args.per_element_adam_steps)
         logger.scalars(report, global_step)
 
     def log_cbp(self, logger, global_step: int) -> None:

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
+from cleanrl_plus.nn import adam
 from plasticity.diagnostics import ntk_report
 from plasticity.resets import Resettable, ResetArgs, Resetter
 
@@ -30,7 +31,7 @@ def _mlp(seed: int = 0, width: int = 16):
     torch.manual_seed(seed)
     make = lambda: nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2))  # noqa: E731
     net = make()
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
     resettable = Resettable(net, optimizer, None, make, [(net[0], net[2]), (net[2], net[4])], lambda batch: net(batch))
     return net, optimizer, resettable
 
@@ -117,12 +118,22 @@ def test_adam_moments_of_exactly_the_replaced_entries_are_zeroed():
         assert torch.equal(state["0.weight"][~replaced], moments["0.weight"][key][~replaced])
         assert torch.equal(state["0.bias"][~replaced], moments["0.bias"][key][~replaced])
         assert torch.equal(state["4.bias"], moments["4.bias"][key])  # the compensated bias keeps its moments
+    powers = {name: optimizer.state[p].get("beta1_power") for name, p in net.named_parameters()}  # β₁^tᵢ
+    restarted = {name: power == 1 for name, power in powers.items() if power is not None}  # tᵢ = 0: fresh bias correction
+    replaced_second = resetter.cbp["critic"].layers[1].age[0] == 0
+    assert torch.equal(restarted["0.weight"], replaced[:, None].expand(16, 4))
+    assert torch.equal(restarted["0.bias"], replaced)
+    assert torch.equal(restarted["2.weight"], replaced_second[:, None] | replaced[None, :])
+    assert torch.equal(restarted["4.weight"], replaced_second[None, :].expand(2, 16))
+    six_steps = torch.pow(0.9, torch.tensor(6.0))  # the others keep the tensor's t = 6
+    assert all(torch.all(restarted[name] | (power == six_steps)) for name, power in powers.items() if power is not None)
+    assert powers["4.bias"] is None
 
 
 def test_cbp_on_ensemble_layers_replaces_each_members_own_least_useful_unit():
     torch.manual_seed(0)
     critic = TwinCritic(3, 1, (8, 8))
-    optimizer = torch.optim.Adam(critic.parameters())
+    optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     with torch.no_grad():  # constant first-layer units; member 0's unit 2 and member 1's unit 5 barely reach the output
         critic.layers[0].weight.zero_()
         critic.layers[0].bias.uniform_(0.5, 1.5)
@@ -230,6 +241,10 @@ def test_agents_run_cbp_and_the_ntk_and_churn_diagnostics(agent, tmp_path):
     for tag in ("critic_ntk_rank", f"{policy}_ntk_effective_rank", "critic_churn", f"{policy}_churn"):
         assert len(events.Scalars(f"plasticity/{tag}")) == result["num_updates"] // 100, tag
     assert events.Scalars(f"plasticity/{policy}_churn")[-1].value > 0  # TD3: update 300 trains the delayed actor too
+    kl_tags = {tag for tag in events.Tags()["scalars"] if tag.endswith("kl_churn")}
+    assert kl_tags == (set() if agent == "td3" else {"plasticity/policy_kl_churn"})  # PPO's Gaussian policy; TD3 is deterministic
+    if agent == "ppo":
+        assert events.Scalars("plasticity/policy_kl_churn")[-1].value > 0
 
 
 def test_cbp_needs_relu_units():

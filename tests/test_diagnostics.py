@@ -1,3 +1,4 @@
+import math
 from typing import NamedTuple
 
 import pytest
@@ -17,6 +18,7 @@ from plasticity.diagnostics import (
     network_report,
     ntk_report,
     parameter_rms,
+    policy_kl,
     srank,
 )
 
@@ -146,7 +148,7 @@ def test_churn_is_zero_without_an_update_and_positive_after_one():
     monitor.after_update(2, replay, logger, global_step=2)  # nothing changed in between
     assert logger.logged[2] == {"plasticity/critic_churn": 0.0, "plasticity/actor_churn": 0.0}
     monitor.after_update(3, replay, logger, global_step=3)
-    reference, before = monitor.churn_reference
+    reference, before, _ = monitor.churn_reference
     restored = PlasticityMonitor(monitor.args, **monitor.networks)
     restored.load_state_dict(monitor.state_dict())  # a checkpoint between the reference and the update
     (critic(torch.randn(8, 3)).square().mean() + actor(torch.randn(8, 3)).square().mean()).backward()
@@ -162,6 +164,54 @@ def test_churn_is_zero_without_an_update_and_positive_after_one():
     restored.after_update(4, replay, restored_logger, global_step=4)
     assert restored_logger.logged[4] == churn
     assert replay.draws == 2  # one reference batch per measurement, none otherwise
+
+
+def test_policy_kl_is_zero_between_equal_policies_and_matches_hand_computed_pairs():
+    torch.manual_seed(0)
+    gaussian = {"mean": torch.randn(5, 3), "log_std": torch.randn(5, 3)}
+    categorical = {"logits": torch.randn(5, 4)}
+    assert torch.equal(policy_kl(gaussian, gaussian), torch.zeros(5))
+    torch.testing.assert_close(policy_kl(categorical, categorical), torch.zeros(5))
+    # KL(N(0, 1) ‖ N(1, 2²)) = log 2 + (1 + 1)/(2·4) − ½
+    one_d = policy_kl({"mean": torch.tensor([[0.0]]), "log_std": torch.tensor([[0.0]])},
+                      {"mean": torch.tensor([[1.0]]), "log_std": torch.tensor([[math.log(2.0)]])})
+    assert float(one_d) == pytest.approx(math.log(2.0) + 0.25 - 0.5)
+    # KL((½, ½) ‖ (¼, ¾)) = ½·log 2 + ½·log(2/3)
+    two_class = policy_kl({"logits": torch.tensor([[0.0, 0.0]])}, {"logits": torch.tensor([[0.0, math.log(3.0)]])})
+    assert float(two_class) == pytest.approx(0.5 * math.log(2.0) + 0.5 * math.log(2.0 / 3.0))
+    # a state-independent log σ (PPO's) broadcasts over states; dimensions add up
+    moved = {"mean": gaussian["mean"] + 0.3, "log_std": torch.tensor([0.1, -0.2, 0.0])}
+    shared = {"mean": gaussian["mean"], "log_std": torch.zeros(3)}
+    expected = torch.distributions.kl_divergence(torch.distributions.Normal(shared["mean"], 1.0),
+                                                 torch.distributions.Normal(moved["mean"], moved["log_std"].exp())).sum(-1)
+    torch.testing.assert_close(policy_kl(shared, moved), expected)
+
+
+def test_kl_churn_sees_a_log_std_parameter_that_the_update_changes_in_place():
+    torch.manual_seed(0)
+    actor = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 2))
+    log_std = nn.Parameter(torch.zeros(2))
+    monitor = PlasticityMonitor(
+        DiagnosticsArgs(every=0, ntk_every=0, churn_every=2, churn_batch=32),
+        policy=(actor, ActivationProbe([actor[0]], actor[2]), lambda b: actor(b.obs), lambda b: {"mean": actor(b.obs), "log_std": log_std}),
+    )
+    replay, logger = FakeReplay(3), RecordingLogger()
+    monitor.after_update(1, replay, logger, global_step=1)
+    restored = PlasticityMonitor(monitor.args, **monitor.networks)
+    restored.load_state_dict(monitor.state_dict())
+    with torch.no_grad():
+        log_std.add_(0.5)  # the update: σ grows, means stay
+    monitor.after_update(2, replay, logger, global_step=2)
+    # per dimension: KL(N(μ, 1) ‖ N(μ, e)) = ½ + ½·(e⁻¹ − 1)
+    assert logger.logged[2]["plasticity/policy_kl_churn"] == pytest.approx(2 * (0.5 + 0.5 * (math.exp(-1.0) - 1)))
+    assert logger.logged[2]["plasticity/policy_churn"] == 0.0
+    restored_logger = RecordingLogger()
+    restored.after_update(2, replay, restored_logger, global_step=2)
+    assert restored_logger.logged[2] == logger.logged[2]
+    old_checkpoint = {"initial": monitor.initial, "churn_reference": (replay.sample(4), {"policy": torch.zeros(4, 2)})}
+    restored.load_state_dict(old_checkpoint)  # a pending reference saved before KL churn existed: no KL that once
+    restored.after_update(3, replay, restored_logger, global_step=3)
+    assert set(restored_logger.logged[3]) == {"plasticity/policy_churn"}
 
 
 def test_greedy_churn_counts_states_whose_best_action_changes():

@@ -171,16 +171,19 @@ def test_gtr_logs_its_diagnostics_and_replace_mode_runs(runs_dir):
     assert result["agent"] == "gtr" and result["finished"]
 
 
-def test_ppo_logs_plasticity_diagnostics_for_tanh_networks(runs_dir):
+def test_ppo_logs_plasticity_diagnostics_for_tanh_networks_and_the_kl_churn_of_its_categorical_policy(runs_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from plasticity.diagnostics import DiagnosticsArgs
 
     args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, log_every=64, runs_dir=runs_dir,
-                    diagnostics=DiagnosticsArgs(every=4, probe_size=32), **TINY)
+                    diagnostics=DiagnosticsArgs(every=4, probe_size=32, churn_every=4, churn_batch=32), **TINY)
     result = ppo.main(args)
-    tags = set(EventAccumulator(result["run_dir"]).Reload().Tags()["scalars"])
+    events = EventAccumulator(result["run_dir"]).Reload()
+    tags = set(events.Tags()["scalars"])
     assert {"plasticity/policy_dormant_0.1", "plasticity/critic_srank", "plasticity/policy_grad_norm"} <= tags
+    kl_churn = [event.value for event in events.Scalars("plasticity/policy_kl_churn")]
+    assert len(kl_churn) == result["num_updates"] // 4 and all(value >= 0 for value in kl_churn) and max(kl_churn) > 0
 
 
 def test_ppo_redo_needs_relu_units(runs_dir):

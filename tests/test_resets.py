@@ -1,10 +1,12 @@
 import copy
 from types import SimpleNamespace
 
+import pytest
 import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
+from cleanrl_plus.nn import adam
 from plasticity.diagnostics import ActivationProbe, dormant_fraction
 from plasticity.resets import Resettable, full_reset, recycle_dormant, shrink_and_perturb
 
@@ -13,7 +15,7 @@ def _trained_mlp_with_dead_units(seed: int = 0):
     torch.manual_seed(seed)
     make = lambda: nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
     net = make()
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    optimizer = adam(net.parameters(), 1e-3, torch.device("cpu"))
     x = torch.randn(64, 4)
     net(x).pow(2).mean().backward()
     optimizer.step()  # creates Adam moments everywhere
@@ -44,10 +46,43 @@ def test_redo_keeps_the_output_and_zeroes_the_right_adam_moments():
     assert dormant_fraction(probe(lambda: net(x))[0], 0.1) < dormant_before
 
 
+def test_redo_restarts_the_adam_steps_of_exactly_the_recycled_rows_and_columns():
+    net, optimizer, resettable, x = _trained_mlp_with_dead_units()
+    hidden, _ = ActivationProbe([net[0], net[2]], net[4])(lambda: net(x))
+    silent = [layer.abs().mean(0) == 0 for layer in hidden]  # first layer: units 0-4 (at least)
+    recycle_dormant(resettable, SimpleNamespace(obs=x), tau=0.0)
+    powers = {name: optimizer.state[p].get("beta1_power") for name, p in net.named_parameters()}  # β₁^tᵢ
+    restarted = {name: power == 1 for name, power in powers.items() if power is not None}  # tᵢ = 0
+    assert torch.equal(restarted["0.weight"], silent[0][:, None].expand(16, 4))
+    assert torch.equal(restarted["0.bias"], silent[0])
+    assert torch.equal(restarted["2.weight"], silent[1][:, None] | silent[0][None, :])  # incoming rows, outgoing columns
+    assert torch.equal(restarted["4.weight"], silent[1][None, :].expand(1, 16))
+    assert powers["4.bias"] is None  # untouched: no per-element counts, the fused step as before
+    assert all(torch.all(restarted[name] | (power == 0.9)) for name, power in powers.items() if power is not None)  # others: t = 1
+
+
+def test_redo_without_per_element_steps_zeroes_moments_only_and_needs_no_element_step_adam():
+    from cleanrl_plus.errors import UserError
+    from plasticity.resets import ResetArgs, Resetter
+
+    net, _, resettable, x = _trained_mlp_with_dead_units()
+    optimizer = resettable.optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)  # PyTorch's own Adam
+    net(x).pow(2).mean().backward()
+    optimizer.step()
+    with pytest.raises(UserError, match="no-per-element-adam-steps"):
+        Resetter(ResetArgs(method="redo"), critic=resettable)
+    resetter = Resetter(ResetArgs(method="redo", every=1, redo_tau=0.0, per_element_adam_steps=False), critic=resettable)
+    replay = SimpleNamespace(sample=lambda size: SimpleNamespace(obs=x))
+    resetter.after_update(1, replay, SimpleNamespace(scalars=lambda *a: None), 1)
+    state = optimizer.state[net[0].weight]
+    assert torch.all(state["exp_avg"][:5] == 0) and torch.all(state["exp_avg_sq"][:5] == 0)
+    assert "beta1_power" not in state and float(state["step"]) == 1
+
+
 def test_redo_on_ensemble_layers_recycles_per_member():
     torch.manual_seed(0)
     critic = TwinCritic(3, 1, (8, 8))
-    optimizer = torch.optim.Adam(critic.parameters())
+    optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     with torch.no_grad():
         critic.layers[0].bias[1, 0, :3] = -50.0  # three dead units in member 1 only
     obs, action = torch.randn(32, 3), torch.randn(32, 1)
@@ -95,9 +130,6 @@ def test_shrink_and_perturb_interpolates_towards_a_fresh_init():
     assert all(p not in optimizer.state for p in net.parameters())
 
 
-import pytest
-
-
 @pytest.mark.parametrize("agent, method", [("td3", "redo"), ("td3", "full"), ("sac_simba", "redo"), ("sac_simba", "shrink-perturb")])
 def test_agents_run_each_reset_method_and_log_it(agent, method, tmp_path):
     import importlib
@@ -125,7 +157,7 @@ def _injectable(seed: int = 0):
     torch.manual_seed(seed)
     net = mlp(3, 2, (8, 8))
     target = copy.deepcopy(net)
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
     resettable = Resettable(net, optimizer, target, lambda: mlp(3, 2, (8, 8)), [], lambda b: net(b.obs), head=net[-1])
     return net, target, optimizer, resettable
 

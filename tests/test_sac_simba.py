@@ -115,6 +115,13 @@ def test_resume_continues_bit_identically_with_normaliser_and_temperature(runs_d
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
 
 
-def test_plain_mlp_variant_and_same_batch_reuse_run(runs_dir):
-    result = main(Args(env_id="Pendulum-v1", network="mlp", mlp_hidden_sizes=(16, 16), reuse_batch=True, total_timesteps=150, learning_starts=100, eval_every=0, runs_dir=runs_dir, **TINY))
+def test_plain_mlp_variant_and_same_batch_reuse_run_and_log_the_kl_churn_of_the_tanh_gaussian(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from plasticity.diagnostics import DiagnosticsArgs
+
+    result = main(Args(env_id="Pendulum-v1", network="mlp", mlp_hidden_sizes=(16, 16), reuse_batch=True, total_timesteps=150, learning_starts=100,
+                       eval_every=0, runs_dir=runs_dir, diagnostics=DiagnosticsArgs(churn_every=25, churn_batch=32), **TINY))
     assert result["num_updates"] == 100 and "encoder.layers.0.weight" in _checkpoint(result)["critic"]
+    kl_churn = EventAccumulator(result["run_dir"]).Reload().Scalars("plasticity/actor_kl_churn")
+    assert len(kl_churn) == 4 and all(event.value > 0 for event in kl_churn)
