@@ -260,6 +260,10 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         stateful["trust_region"] = trust_region
 
     batch_size = args.num_steps * env.num_envs
+    setting = getattr(env, "setting", None)  # continual ids: the schedule is read once per rollout
+    if setting is not None and setting.steps_per_task < batch_size:
+        raise UserError(f"--continual.steps-per-task {setting.steps_per_task} is shorter than one rollout ({args.num_steps} steps × "
+                        f"{env.num_envs} envs), so tasks would be skipped — raise it or lower --num-steps")
     num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
     global_step, iteration, num_updates = 0, 0, 0
     obs = obs_normalizer(env.reset(seed=args.seed), update=True)

@@ -289,6 +289,13 @@ def test_random_steps_per_task_act_at_random_and_pause_learning_at_every_task_st
         ppo.main(ppo.Args(env_id="continual:obs-offset:CartPole-v1", continual=ContinualArgs(random_steps_per_task=10), progress=False))
 
 
+def test_ppo_refuses_tasks_shorter_than_one_rollout(runs_dir):
+    args = ppo.Args(env_id="continual:obs-offset:CartPole-v1", num_steps=128, num_envs=4, progress=False, runs_dir=runs_dir,
+                    continual=ContinualArgs(steps_per_task=500, num_tasks=2))
+    with pytest.raises(UserError, match="shorter than one rollout"):
+        ppo.main(args)
+
+
 def test_atari_game_switch_waits_for_the_game_to_end_not_a_lost_life():
     env = envs.make("continual:atari-switch", 1, seed=0, continual=schedule(1, 2))  # Atlantis from the first game end
     assert env.single_observation_space.shape == (4, 84, 84) and env.single_action_space.n == 18 and env.frame_stack == 4
