@@ -297,9 +297,10 @@ def _xml_values(env, field: str) -> torch.Tensor:
     return torch.as_tensor(getattr(host, field.removeprefix("opt.")), dtype=torch.float32)
 
 
-@pytest.mark.parametrize("shift", sorted(PHYSICS_FIELDS))
-def test_a_physics_shift_scales_the_model_of_the_worlds_that_switched_only(shift):
-    env, _ = _two_task_physics_env(shift, 4)
+@pytest.mark.parametrize("shift, task", [(shift, "Hopper-v5") for shift in sorted(PHYSICS_FIELDS)]
+                         + [("friction", task) for task in ("HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")])
+def test_a_physics_shift_scales_the_model_of_the_worlds_that_switched_only(shift, task):
+    env, _ = _two_task_physics_env(shift, 4, task=task)
     factors = torch.as_tensor(env.setting.shift.factors, dtype=torch.float32)
     for field, column in PHYSICS_FIELDS[shift]:
         values, default = _model_values(env, field), _xml_values(env, field)
