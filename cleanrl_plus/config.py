@@ -65,7 +65,7 @@ class RunArgs:
         return cls(env_id=env_id, **overrides)
 
 
-# Range rules for flags shared by several agents (an agent checks its own special flags): field name → (test, rule)
+# Range rules for flags shared by several agents, by field name (an agent checks its own special flags itself)
 _AT_LEAST_ONE = ("num_envs", "total_timesteps", "batch_size", "buffer_size", "eval_episodes", "log_every", "num_steps",
                  "num_minibatches", "update_epochs", "policy_frequency", "gradient_steps", "updates_per_step",
                  "train_frequency", "target_network_frequency", "action_repeat", "actor_width", "critic_width")
