@@ -314,18 +314,19 @@ def test_a_physics_shift_scales_the_model_of_the_worlds_that_switched_only(shift
             torch.testing.assert_close(values[world], expected, rtol=1e-6, atol=0, msg=f"{field} world {world}")
 
 
-@pytest.mark.parametrize("shift", sorted(PHYSICS_FIELDS))
-def test_each_world_steps_like_gymnasium_under_its_tasks_physics(shift):
-    """Gymnasium's Hopper-v5 with the shift's edit of its MjModel (PhysicsShift.configure) for the world's task,
-    from the world's state; Hopper's tolerances (PARITY), flailing starts so that worlds fall inside the window."""
-    env, _ = _two_task_physics_env(shift, NUM_WORLDS, seed=3)
-    hopper = env.inner
-    kick = torch.zeros(NUM_WORLDS, hopper.qvel.shape[1])
-    kick[:, 2:] = torch.linspace(-3.0, 3.0, hopper.qvel.shape[1] - 2)
-    hopper.set_state(hopper.qpos.clone(), hopper.qvel + kick)
+@pytest.mark.parametrize("shift, task", [(shift, "Hopper-v5") for shift in sorted(PHYSICS_FIELDS)]
+                         + [("friction", "Walker2d-v5")])
+def test_each_world_steps_like_gymnasium_under_its_tasks_physics(shift, task):
+    """Gymnasium's model with the shift's edit of its MjModel (PhysicsShift.configure) for the world's task, from the
+    world's state; the unshifted tolerances (PARITY), flailing starts so that worlds fall inside the window."""
+    env, _ = _two_task_physics_env(shift, NUM_WORLDS, seed=3, task=task)
+    worlds = env.inner
+    kick = torch.zeros(NUM_WORLDS, worlds.qvel.shape[1])
+    kick[:, 2:] = torch.linspace(-3.0, 3.0, worlds.qvel.shape[1] - 2)
+    worlds.set_state(worlds.qpos.clone(), worlds.qvel + kick)
     tasks = env.switch_index.tolist()
-    steps, obs_atol, reward_atol, _ = PARITY["Hopper-v5"]
-    terminations, _ = _compare(hopper, _random_actions(hopper, steps, scale=1.2), obs_atol, reward_atol,
+    steps, obs_atol, reward_atol, _ = PARITY[task]
+    terminations, _ = _compare(worlds, _random_actions(worlds, steps, scale=1.2), obs_atol, reward_atol,
                                configure=lambda world, copy: env.setting.shift.configure(copy, tasks[world]))
     assert terminations > 0
 
