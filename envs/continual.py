@@ -246,13 +246,13 @@ def _game_makers(games: tuple[str, ...], training: bool) -> list[Callable[[], gy
     from functools import partial
 
     from envs.atari_backend import make_atari_env
-    from envs.gymnasium_backend import register_optional_ids
+    from envs.gymnasium_backend import make_single_env, register_optional_ids
 
     for game in games:
         register_optional_ids(game)
     if games[0].startswith("ALE/"):
         return [partial(make_atari_env, game, training, full_action_space=True) for game in games]
-    return [partial(gym.make, game) for game in games]
+    return [partial(make_single_env, game) for game in games]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ class ContinualVecEnv(TorchVecEnv):
 
     def _build_inner(self, num_envs, seed, device, training, backend, env_kwargs) -> TorchVecEnv:
         import envs
-        from envs.gymnasium_backend import GymnasiumVecEnv
+        from envs.gymnasium_backend import GymnasiumVecEnv, make_single_env
 
         shift, base = self.setting.shift, self.setting.env_id
         if not shift.host_side:
@@ -315,7 +315,7 @@ class ContinualVecEnv(TorchVecEnv):
 
                 return AtariVecEnv(base, num_envs, seed, device, training=training, make_env=make_env)
         else:
-            make_env = lambda: TaskSwitchingEnv(gym.make(base, **env_kwargs), shift.configure)  # noqa: E731
+            make_env = lambda: TaskSwitchingEnv(make_single_env(base, **env_kwargs), shift.configure)  # noqa: E731
         return GymnasiumVecEnv(base, num_envs, seed, device, make_env=make_env)
 
     # --- the schedule ---------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class GymnasiumVecEnv(TorchVecEnv):
         super().__init__(num_envs)
         check_env_id(env_id)
         self.env_id, self.device, self.seed = env_id, device, seed
-        make_env = make_env or (lambda: gym.make(env_id, **env_kwargs))
+        make_env = make_env or (lambda: make_single_env(env_id, **env_kwargs))
         self.vec = SyncVectorEnv([make_env for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
         self.single_observation_space = self.vec.single_observation_space
         self.single_action_space = self.vec.single_action_space
@@ -118,6 +118,38 @@ class GymnasiumVecEnv(TorchVecEnv):
 
     def close(self) -> None:
         self.vec.close()
+
+
+class NoRewardTimeout(gym.Wrapper):
+    """Truncate an episode once it has run `steps` steps with a return still below `min_return`: C-CHAIN's fix for
+    MinAtar Seaquest, where a policy that never dives never ends its episode (a greedy evaluation would never
+    return). A truncation, so the last transition still bootstraps."""
+
+    def __init__(self, env: gym.Env, steps: int = 1000, min_return: float = 0.1) -> None:
+        super().__init__(env)
+        self.steps, self.min_return = steps, min_return
+        self.episode_steps, self.episode_return = 0, 0.0
+
+    def reset(self, **kwargs: Any):
+        self.episode_steps, self.episode_return = 0, 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.episode_steps += 1
+        self.episode_return += float(reward)
+        if self.episode_steps >= self.steps and self.episode_return < self.min_return and not terminated:
+            truncated = True
+        return obs, reward, terminated, truncated, info
+
+
+NO_REWARD_TIMEOUT_IDS = {"MinAtar/Seaquest-v0", "MinAtar/Seaquest-v1"}  # C-CHAIN applies it to Seaquest only
+
+
+def make_single_env(env_id: str, **env_kwargs: Any) -> gym.Env:
+    """gym.make, plus the no-reward timeout on the ids that need it (NO_REWARD_TIMEOUT_IDS)."""
+    env = gym.make(env_id, **env_kwargs)
+    return NoRewardTimeout(env) if env_id in NO_REWARD_TIMEOUT_IDS else env
 
 
 def _find_wrapper(env: gym.Env, wrapper_type: type) -> gym.Wrapper | None:

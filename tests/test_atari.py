@@ -202,3 +202,22 @@ def test_minatar_through_the_factory():
     assert total >= 1 and len(env.drain_episode_stats()) == total
     with pytest.raises(UserError, match="did you mean 'MinAtar/Breakout-v1'"):
         envs.make("MinAtar/Breakot-v1")
+
+
+def test_minatar_seaquest_episodes_without_reward_are_truncated_after_1000_steps():
+    """C-CHAIN's fix: never diving never ends a Seaquest game, so a greedy evaluation would hang without it."""
+    import gymnasium as gym
+
+    from envs.gymnasium_backend import NoRewardTimeout
+
+    env = envs.make("MinAtar/Seaquest-v1", num_envs=1, seed=0)
+    env.reset()
+    for step in range(1, 1001):
+        result = env.step(torch.zeros(1, dtype=torch.long))  # no-op at the surface: no reward, no death
+        if step < 1000:
+            assert not (result.terminated | result.truncated).any()
+    assert result.truncated.item() and not result.terminated.item()  # a truncation: the agent still bootstraps
+    assert env.drain_episode_stats().lengths == [1000]
+    rewarded = NoRewardTimeout(gym.make("CartPole-v1"), steps=5)  # +1 per step: a rewarded episode runs on
+    rewarded.reset(seed=0)
+    assert not any(rewarded.step(i % 2)[3] for i in range(6))
