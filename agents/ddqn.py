@@ -43,11 +43,15 @@ from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.frame_replay import FrameStackReplay
-from cleanrl_plus.nn import adam, mlp, polyak_update
+from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, mlp_torso, polyak_update, units_for
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession, crossed
+from plasticity import catalogue
+from plasticity.architecture import torso_settings
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
+from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, ResetArgs, Resetter
 from plasticity.swd import SWDArgs, make_sampler
 
@@ -55,7 +59,7 @@ NetworkKind = Literal["auto", "nature-cnn", "minatar-cnn", "mlp"]
 
 
 @dataclasses.dataclass
-class Args(RunArgs):
+class Args(RemedyArgs, RunArgs):
     exp_name: str = "ddqn"
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "ALE/Breakout-v5"
@@ -138,9 +142,10 @@ def env_family(env_id: str) -> str:
 
 # ---- networks ------------------------------------------------------------------------------------------------
 class NatureCNN(nn.Module):
-    """Mnih et al. 2015: (K, 84, 84) uint8 frames /255 → conv 32×8×8/4 → 64×4×4/2 → 64×3×3/1 → 512."""
+    """Mnih et al. 2015: (K, 84, 84) uint8 frames /255 → conv 32×8×8/4 → 64×4×4/2 → 64×3×3/1 → 512.
+    --net.norm/--net.activation apply to the dense layer; the convolutions keep ReLU."""
 
-    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+    def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
         self.convs = nn.Sequential(
             nn.Conv2d(obs_shape[0], 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
@@ -148,33 +153,34 @@ class NatureCNN(nn.Module):
         )
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
-        self.fc = nn.Linear(flat, 512)
+        self.fc = hidden_linear(flat, units_for(512, activation), norm)
+        self.activation = ACTIVATIONS[activation]()
         self.features = 512
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.fc(self.convs(obs.float() / 255.0)))
+        return self.activation(self.fc(self.convs(obs.float() / 255.0)))
 
 
 class MinAtarCNN(nn.Module):
-    """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128."""
+    """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128 (--net.* on the dense layer, as NatureCNN)."""
 
-    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+    def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
         height, width, channels = obs_shape
         self.conv = nn.Conv2d(channels, 16, 3, stride=1)
-        self.fc = nn.Linear(16 * (height - 2) * (width - 2), 128)
+        self.fc = hidden_linear(16 * (height - 2) * (width - 2), units_for(128, activation), norm)
+        self.activation = ACTIVATIONS[activation]()
         self.features = 128
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2)))
-        return F.relu(self.fc(x.flatten(1)))
+        return self.activation(self.fc(x.flatten(1)))
 
 
 class MLPTorso(nn.Module):
-    def __init__(self, obs_shape: tuple[int, ...], hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_shape: tuple[int, ...], hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
-        layers = mlp(int(obs_shape[0]), hidden[-1], hidden[:-1])
-        self.net = nn.Sequential(*layers, nn.ReLU())
+        self.net = mlp_torso(int(obs_shape[0]), hidden, norm, activation)
         self.features = hidden[-1]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -184,15 +190,16 @@ class MLPTorso(nn.Module):
 class QNetwork(nn.Module):
     """Q(s, ·) = head(torso(s)): one value per action."""
 
-    def __init__(self, kind: NetworkKind, obs_shape: tuple[int, ...], num_actions: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, kind: NetworkKind, obs_shape: tuple[int, ...], num_actions: int, hidden: tuple[int, ...],
+                 norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
         kind = network_for(obs_shape) if kind == "auto" else kind
         if kind == "nature-cnn":
-            self.torso: nn.Module = NatureCNN(obs_shape)
+            self.torso: nn.Module = NatureCNN(obs_shape, norm, activation)
         elif kind == "minatar-cnn":
-            self.torso = MinAtarCNN(obs_shape)
+            self.torso = MinAtarCNN(obs_shape, norm, activation)
         else:
-            self.torso = MLPTorso(obs_shape, hidden)
+            self.torso = MLPTorso(obs_shape, hidden, norm, activation)
         self.head = nn.Linear(self.torso.features, num_actions)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -233,6 +240,7 @@ def double_dqn_target(
 
 
 def main(args: Args) -> dict:
+    catalogue.check("ddqn", args)
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend, continual=args.continual)
@@ -242,11 +250,11 @@ def main(args: Args) -> dict:
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
 
     def make_q_network() -> QNetwork:
-        return QNetwork(args.network, obs_shape, num_actions, args.hidden_sizes).to(device)
+        return QNetwork(args.network, obs_shape, num_actions, args.hidden_sizes, *torso_settings(args.net, args.nap)).to(device)
 
     q_network = make_q_network()
     q_target = copy.deepcopy(q_network)
-    optimizer = adam(q_network.parameters(), args.learning_rate, device)
+    optimizer = make_optimizer(args.optim, q_network.parameters(), args.learning_rate, device)
     obs = env.reset(seed=args.seed)
     sampler = make_sampler(args.swd, env.num_envs)
     if getattr(env, "frame_stack", 0) > 1:
@@ -260,8 +268,10 @@ def main(args: Args) -> dict:
     networks = dict(critic=Resettable(q_network, optimizer, q_target, make_q_network, list(zip(linears[:-1], linears[1:])), forward_q,
                                       head=q_network.head))
     resetter = Resetter(args.reset, **networks)
+    remedies = RemedyHooks(args, critic=Trained(q_network, optimizer, forward_q, (q_network.head,)))
     # the resetter loads first: an injected head must exist again before the weights arrive
-    stateful = dict(resetter=resetter, q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env, monitor=monitor)
+    stateful = dict(resetter=resetter, q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env, monitor=monitor,
+                    remedies=remedies)
     global_step, num_updates = 0, 0
     if run.resumed:
         state = run.resumed
@@ -305,17 +315,17 @@ def main(args: Args) -> dict:
                     q_taken = q_network(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
                     loss = td_loss(q_taken, target)
                     optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
+                    remedies.loss("critic", loss, reference=lambda: replay.sample(args.batch_size)).backward()
                     if args.max_grad_norm > 0:
                         nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
-                    optimizer.step()
+                    remedies.step("critic")
                     num_updates += 1
                     monitor.after_update(num_updates, replay, run.logger, global_step)
                     resetter.after_update(num_updates, replay, run.logger, global_step)
                 losses = {
                     "losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean(),
                     "replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon,
-                }
+                } | remedies.report()
             if crossed(previous_step, global_step, args.target_network_frequency):
                 polyak_update(q_target, q_network, args.tau)
 

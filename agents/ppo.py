@@ -38,20 +38,24 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
-from cleanrl_plus.nn import adam
+from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from plasticity import catalogue
+from plasticity.architecture import torso_settings
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
+from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
 from plasticity.least import LEASTArgs
+from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, ResetArgs, Resetter
 
 torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost more than the math here
 
 
 @dataclasses.dataclass
-class Args(RunArgs):
+class Args(RemedyArgs, RunArgs):
     exp_name: str = "ppo"
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "Hopper-v5"
@@ -97,7 +101,7 @@ class Args(RunArgs):
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden widths of the policy and of the value network (separate networks)"""
     activation: Literal["tanh", "relu"] = "tanh"
-    """hidden activation (CleanRL: tanh; the loss-of-plasticity PPO setting uses relu with 256-256)"""
+    """hidden activation (CleanRL: tanh; the loss-of-plasticity PPO setting uses relu with 256-256); --net.activation overrides it"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))
     """plasticity diagnostics of policy and value network on a probe batch of the current rollout (plasticity/diagnostics.py)"""
     least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
@@ -113,10 +117,11 @@ def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -
     return layer
 
 
-def ppo_mlp(in_features: int, out_features: int, hidden: tuple[int, ...], activation: str, out_std: float) -> nn.Sequential:
+def ppo_mlp(in_features: int, out_features: int, hidden: tuple[int, ...], activation: str, out_std: float, norm: str = "none") -> nn.Sequential:
+    """Orthogonally initialised MLP; `activation` tanh/relu/crelu/fourier and `norm` as --net.* (cleanrl_plus.nn)."""
     layers: list[nn.Module] = []
     for width in hidden:
-        layers += [layer_init(nn.Linear(in_features, width)), nn.Tanh() if activation == "tanh" else nn.ReLU()]
+        layers += [layer_init(hidden_linear(in_features, units_for(width, activation), norm)), ACTIVATIONS[activation]()]
         in_features = width
     layers.append(layer_init(nn.Linear(in_features, out_features), std=out_std))
     return nn.Sequential(*layers)
@@ -125,11 +130,11 @@ def ppo_mlp(in_features: int, out_features: int, hidden: tuple[int, ...], activa
 class Policy(nn.Module):
     """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box."""
 
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str) -> None:
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none") -> None:
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
         out = int(action_space.shape[0]) if self.continuous else int(action_space.n)
-        self.net = ppo_mlp(obs_dim, out, hidden, activation, out_std=0.01)
+        self.net = ppo_mlp(obs_dim, out, hidden, activation, out_std=0.01, norm=norm)
         if self.continuous:
             self.log_std = nn.Parameter(torch.zeros(out))
 
@@ -163,10 +168,10 @@ class Policy(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str) -> None:
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none") -> None:
         super().__init__()
-        self.policy = Policy(obs_dim, action_space, hidden, activation)
-        self.critic = ppo_mlp(obs_dim, 1, hidden, activation, out_std=1.0)
+        self.policy = Policy(obs_dim, action_space, hidden, activation, norm)
+        self.critic = ppo_mlp(obs_dim, 1, hidden, activation, out_std=1.0, norm=norm)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)
@@ -202,9 +207,9 @@ class TrustRegion(Protocol):
 
 
 def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
-    if args.least.enabled:
-        raise UserError(f"LEAST needs a Q function to judge episodes; {agent_name} has none — use agents/td3.py or agents/sac_simba.py")
-    if args.reset.method in ("redo", "cbp") and args.activation != "relu":
+    catalogue.check(agent_name, args)
+    norm, activation = torso_settings(args.net, args.nap, default_activation=args.activation)
+    if args.reset.method in ("redo", "cbp") and activation == "tanh":
         method = "ReDo recycles dormant" if args.reset.method == "redo" else "CBP replaces"
         raise UserError(f"{method} ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
     if args.continual.random_steps_per_task > 0:
@@ -219,8 +224,9 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     obs_dim = int(env.single_observation_space.shape[0])
     continuous = isinstance(space, gym.spaces.Box)
 
-    agent = ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).to(device)
-    optimizer = adam(agent.parameters(), args.learning_rate, device, eps=args.adam_eps, betas=args.adam_betas)
+    agent = ActorCritic(obs_dim, space, args.hidden_sizes, activation, norm).to(device)
+    adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
+    optimizer = make_optimizer(args.optim, agent.parameters(), args.learning_rate, device, **adam_settings)
     obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
     reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
     storage = RolloutStorage(args.num_steps, env.num_envs, (obs_dim,), tuple(space.shape), device,
@@ -238,23 +244,27 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     def hidden_linears(net: nn.Sequential) -> list[nn.Module]:
         return [m for m in net if isinstance(m, nn.Linear)]
 
-    activation = torch.tanh if args.activation == "tanh" else torch.relu
+    probe_activation = torch.tanh if activation == "tanh" else torch.relu
     policy_linears, critic_linears = hidden_linears(agent.policy.net), hidden_linears(agent.critic)
     monitor = PlasticityMonitor(
         args.diagnostics,
-        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], activation), lambda b: agent.policy.net(b.obs),
+        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], probe_activation), lambda b: agent.policy.net(b.obs),
                 lambda b: agent.policy.distribution_parameters(b.obs)),
-        critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], activation), lambda b: agent.value(b.obs)),
+        critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], probe_activation), lambda b: agent.value(b.obs)),
     )
     networks = dict(
-        critic=Resettable(agent.critic, optimizer, None, lambda: ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).critic.to(device),
+        critic=Resettable(agent.critic, optimizer, None, lambda: ActorCritic(obs_dim, space, args.hidden_sizes, activation, norm).critic.to(device),
                           list(zip(critic_linears[:-1], critic_linears[1:])), lambda b: agent.value(b.obs), head=critic_linears[-1]),
-        actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_dim, space, args.hidden_sizes, args.activation).to(device),
+        actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_dim, space, args.hidden_sizes, activation, norm).to(device),
                          list(zip(policy_linears[:-1], policy_linears[1:])), lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
     )
     resetter = Resetter(args.reset, **networks)
+    # one optimiser and one loss for policy and value network: the remedies treat them as one network; C-CHAIN keeps
+    # the policy's outputs and the value together
+    joint_outputs = lambda b: torch.cat([agent.policy.net(b.obs), agent.value(b.obs).unsqueeze(-1)], dim=-1)  # noqa: E731
+    remedies = RemedyHooks(args, agent=Trained(agent, optimizer, joint_outputs, (policy_linears[-1], critic_linears[-1])))
     stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
-                    reward_scaler=reward_scaler, env=env, monitor=monitor)
+                    reward_scaler=reward_scaler, env=env, monitor=monitor, remedies=remedies)
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
     if trust_region is not None:
         stateful["trust_region"] = trust_region
@@ -320,9 +330,9 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
                 loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
 
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                remedies.loss("agent", loss, reference=lambda: storage.sample(len(minibatch.obs))).backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                optimizer.step()
+                remedies.step("agent")
                 num_updates += 1
                 with torch.no_grad():
                     approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(π_old ‖ π_θ)
@@ -337,7 +347,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
             "losses/approx_kl": approx_kl, "losses/clipfrac": torch.stack(clip_fractions).mean(),
             "losses/explained_variance": 1 - (storage.returns - storage.values).var() / storage.returns.var().clamp_min(1e-8),
             "charts/learning_rate": optimizer.param_groups[0]["lr"],
-        }
+        } | remedies.report()
         if trust_region is not None:
             losses |= trust_region.after_update(agent.policy)
         session.after_step(previous_step, global_step, num_updates, losses, greedy_policy, checkpoint_state)

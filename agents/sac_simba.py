@@ -38,15 +38,18 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
-from cleanrl_plus.nn import EnsembleLinear, adam, frozen, polyak_update
+from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity import ActorCriticRemedies
+from plasticity import ActorCriticRemedies, catalogue
+from plasticity.architecture import torso_settings
 from plasticity.cir import CIREncoder, cir_activation_probe, convex_min_max
 from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
+from plasticity.hooks import RemedyHooks, Trained
 from plasticity.least import EpisodeStopper
+from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, Resetter
 from plasticity.swd import make_sampler
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
@@ -110,9 +113,10 @@ LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
 
 
 def make_encoder(args: Args, ensemble_size: int, in_features: int, width: int, blocks: int) -> nn.Module:
-    if args.network == "simba":
-        return SimbaEncoder(ensemble_size, in_features, width, blocks)
-    return MLPEncoder(ensemble_size, in_features, args.mlp_hidden_sizes)
+    norm, activation = torso_settings(args.net, args.nap)
+    if args.network == "simba":  # its blocks hold their own LayerNorms: --net.norm is refused in main()
+        return SimbaEncoder(ensemble_size, in_features, width, blocks, activation)
+    return MLPEncoder(ensemble_size, in_features, args.mlp_hidden_sizes, norm, activation)
 
 
 class Actor(nn.Module):
@@ -192,6 +196,9 @@ def soft_q_target(
 
 
 def main(args: Args) -> dict:
+    catalogue.check("sac_simba", args)
+    if args.network == "simba" and args.net.norm != "none":
+        raise UserError("SimBa blocks already hold LayerNorms (pre-norm and a final norm) — drop --net.norm, or use --network mlp")
     run = start_run(args)
     device = run.device
     env_kwargs = {"action_repeat": args.action_repeat} if envs.backend_for(args.env_id) == "dmc" else {}
@@ -212,8 +219,9 @@ def main(args: Args) -> dict:
     critic_target = copy.deepcopy(critic).requires_grad_(False)
     log_alpha = torch.tensor(math.log(args.initial_alpha), device=device, requires_grad=True)
     target_entropy = -args.target_entropy_scale * action_dim
-    actor_optimizer = adam(actor.parameters(), args.learning_rate, device, weight_decay=args.weight_decay, decoupled_weight_decay=True)
-    critic_optimizer = adam(critic.parameters(), args.learning_rate, device, weight_decay=args.weight_decay, decoupled_weight_decay=True)
+    adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
+    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, **adamw)
+    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, **adamw)
     alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
@@ -231,9 +239,11 @@ def main(args: Args) -> dict:
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),
                           critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions), head=critic.head),
         actor=Resettable(actor, actor_optimizer, None, lambda: Actor(args, obs_dim, env.single_action_space).to(device),
-                         unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs))),
+                         unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs)), output_layers=(actor.mean, actor.log_std)),
     )
     resetter = Resetter(args.reset, **networks)
+    remedies = RemedyHooks(args, critic=Trained(critic, critic_optimizer, lambda b: critic(normalize(b.obs), b.actions), (critic.head,)),
+                           actor=Trained(actor, actor_optimizer, lambda b: actor(normalize(b.obs)), (actor.mean, actor.log_std)))
 
     @torch.no_grad()
     def fresh_temperature() -> None:  # the oracle's fresh agent also starts from the initial α
@@ -242,7 +252,7 @@ def main(args: Args) -> dict:
     stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
         resetter=resetter, actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer,
         actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay,
-        env=env, monitor=monitor,
+        env=env, monitor=monitor, remedies=remedies,
     )
     stopper = None
     if args.least.enabled:
@@ -305,8 +315,8 @@ def main(args: Args) -> dict:
                     q_new = q_all.min(dim=0).values if args.actor_q == "min" else q_all.mean(dim=0)
                 actor_loss = (alpha * log_prob - q_new).mean()
                 actor_optimizer.zero_grad(set_to_none=True)
-                actor_loss.backward()
-                actor_optimizer.step()
+                remedies.loss("actor", actor_loss, reference=lambda: replay.sample(args.batch_size)).backward()
+                remedies.step("actor")
 
                 alpha_loss = (-log_alpha.exp() * (log_prob.detach() + target_entropy)).mean()
                 alpha_optimizer.zero_grad(set_to_none=True)
@@ -320,8 +330,8 @@ def main(args: Args) -> dict:
                 q_values = critic(x, batch.actions)
                 qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
                 critic_optimizer.zero_grad(set_to_none=True)
-                qf_losses.sum().backward()
-                critic_optimizer.step()
+                remedies.loss("critic", qf_losses.sum(), reference=lambda: replay.sample(args.batch_size)).backward()
+                remedies.step("critic")
                 polyak_update(critic_target, critic, args.tau)
                 num_updates += 1
                 monitor.after_update(num_updates, replay, run.logger, global_step)
@@ -331,7 +341,7 @@ def main(args: Args) -> dict:
                 "losses/qf_loss": qf_losses.detach().mean(), "losses/actor_loss": actor_loss.detach(),
                 "losses/alpha": log_alpha.detach().exp(), "losses/alpha_loss": alpha_loss.detach(),
                 "losses/entropy": -log_prob.detach().mean(), "replay/sample_age": replay.age(batch).float().mean(),
-            }
+            } | remedies.report()
             if stopper is not None:
                 losses |= stopper.report()
             if use_cdq:

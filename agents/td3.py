@@ -30,14 +30,17 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
-from cleanrl_plus.nn import EnsembleLinear, adam, frozen, mlp, polyak_update
+from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity import ActorCriticRemedies
+from plasticity import ActorCriticRemedies, catalogue
+from plasticity.architecture import torso_settings
 from plasticity.cir import CIRCritic, convex_min_max
 from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
+from plasticity.hooks import RemedyHooks, Trained
 from plasticity.least import EpisodeStopper
+from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, Resetter
 from plasticity.swd import make_sampler
 
@@ -79,9 +82,9 @@ class Args(ActorCriticRemedies, RunArgs):
 class Actor(nn.Module):
     """μ(s) = tanh(MLP(s))·scale + bias, so actions land inside the Box bounds."""
 
-    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
-        self.net = mlp(obs_dim, action_space.shape[0], hidden)
+        self.net = mlp(obs_dim, action_space.shape[0], hidden, norm, activation)
         low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
         self.register_buffer("action_scale", ((high - low) / 2).float())
         self.register_buffer("action_bias", ((high + low) / 2).float())
@@ -93,21 +96,21 @@ class Actor(nn.Module):
 class TwinCritic(nn.Module):
     """Q₁ and Q₂ as one ensemble: (2, batch) values from a single batched matmul per layer."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
-        widths = (obs_dim + action_dim, *hidden, 1)
-        self.layers = nn.ModuleList(EnsembleLinear(2, i, o) for i, o in zip(widths[:-1], widths[1:]))
+        self.layers = ensemble_stack(2, (obs_dim + action_dim, *hidden, 1), norm, activation)
+        self.activation = ACTIVATIONS[activation]()
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
         for layer in self.layers[:-1]:
-            x = F.relu(layer(x))
+            x = self.activation(layer(x))
         return self.layers[-1](x).squeeze(-1)
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1)
         for layer in self.layers[:-1]:
-            x = F.relu(layer.member(0, x))
+            x = self.activation(layer.member(0, x))
         return self.layers[-1].member(0, x).squeeze(-1)
 
     @property
@@ -122,8 +125,14 @@ class TwinCritic(nn.Module):
 
 
 def make_critic(obs_dim: int, action_dim: int, args: Args) -> nn.Module:
-    """Twin critics: plain MLPs (TD3), or CIR torsos with --cir.critic."""
-    return CIRCritic(obs_dim, action_dim, args.cir) if args.cir.critic else TwinCritic(obs_dim, action_dim, args.hidden_sizes)
+    """Twin critics: MLPs (TD3; --net.* picks norm and activation), or CIR torsos with --cir.critic."""
+    if args.cir.critic:
+        return CIRCritic(obs_dim, action_dim, args.cir)
+    return TwinCritic(obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap))
+
+
+def make_actor(obs_dim: int, action_space: gym.spaces.Box, args: Args) -> Actor:
+    return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap))
 
 
 def td3_target(
@@ -147,6 +156,7 @@ def td3_target(
 
 
 def main(args: Args) -> dict:
+    catalogue.check("td3", args)
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
@@ -156,11 +166,11 @@ def main(args: Args) -> dict:
     obs_dim = int(env.single_observation_space.shape[0])
     action_dim = int(env.single_action_space.shape[0])
 
-    actor = Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device)
+    actor = make_actor(obs_dim, env.single_action_space, args).to(device)
     critic = make_critic(obs_dim, action_dim, args).to(device)
     actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
-    actor_optimizer = adam(actor.parameters(), args.learning_rate, device)
-    critic_optimizer = adam(critic.parameters(), args.learning_rate, device)
+    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device)
+    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device)
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
@@ -173,13 +183,15 @@ def main(args: Args) -> dict:
     networks = dict(
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(obs_dim, action_dim, args).to(device),
                           critic.unit_pairs(), lambda b: critic(b.obs, b.actions), head=critic.head),
-        actor=Resettable(actor, actor_optimizer, actor_target, lambda: Actor(obs_dim, env.single_action_space, args.hidden_sizes).to(device),
+        actor=Resettable(actor, actor_optimizer, actor_target, lambda: make_actor(obs_dim, env.single_action_space, args).to(device),
                          list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(b.obs), head=actor.net[-1]),
     )
     resetter = Resetter(args.reset, **networks)
+    remedies = RemedyHooks(args, critic=Trained(critic, critic_optimizer, lambda b: critic(b.obs, b.actions), (critic.head,)),
+                           actor=Trained(actor, actor_optimizer, lambda b: actor(b.obs), (actor.net[-1],)))
     stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
         resetter=resetter, actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
-        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
+        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor, remedies=remedies,
     )
     stopper = None
     if args.least.enabled:
@@ -231,16 +243,17 @@ def main(args: Args) -> dict:
                 target = td3_target(batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip, args.cir.convex_lambda)
                 q_values = critic(batch.obs, batch.actions)
                 qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
+                critic_loss = remedies.loss("critic", qf_losses.sum(), reference=lambda: replay.sample(args.batch_size))
                 critic_optimizer.zero_grad(set_to_none=True)
-                qf_losses.sum().backward()
-                critic_optimizer.step()
+                critic_loss.backward()
+                remedies.step("critic")
                 num_updates += 1
                 if num_updates % args.policy_frequency == 0:
                     with frozen(critic):
                         actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean()
                     actor_optimizer.zero_grad(set_to_none=True)
-                    actor_loss.backward()
-                    actor_optimizer.step()
+                    remedies.loss("actor", actor_loss, reference=lambda: replay.sample(args.batch_size)).backward()
+                    remedies.step("actor")
                     polyak_update(actor_target, actor, args.tau)
                     polyak_update(critic_target, critic, args.tau)
                     losses["losses/actor_loss"] = actor_loss.detach()
@@ -252,7 +265,7 @@ def main(args: Args) -> dict:
                 "losses/qf1_values": q_values[0].detach().mean(), "losses/qf2_values": q_values[1].detach().mean(),
                 "losses/qf1_loss": qf_losses[0].detach(), "losses/qf2_loss": qf_losses[1].detach(),
                 "losses/qf_loss": qf_losses.detach().sum() / 2, "replay/sample_age": replay.age(batch).float().mean(),
-            })
+            } | remedies.report())
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, checkpoint_state)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)

@@ -1,4 +1,4 @@
-"""The `cleanrl-plus` console command. Subcommands: compare, sweep, report, bench."""
+"""The `cleanrl-plus` console command. Subcommands: compare, sweep, report, bench, remedies."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ commands:
            cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= --config sp="--reset.method shrink-perturb"
   report   IQM tables with 95% CIs and plots from run directories: cleanrl-plus report runs/ --baseline ppo
   bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
+  remedies the agent × plasticity-remedy applicability matrix (from plasticity/catalogue.py)
 
 Each command explains its flags: cleanrl-plus <command> --help
 
@@ -40,6 +41,10 @@ def main(argv: list[str] | None = None) -> None:
             from cleanrl_plus import compare
 
             compare.main(rest)
+        elif command == "remedies":
+            from plasticity import catalogue
+
+            catalogue.main(rest)
         elif command == "report":
             from cleanrl_plus import report
 

@@ -6,6 +6,9 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+
+from cleanrl_plus.errors import UserError
 
 
 class EnsembleLinear(nn.Module):
@@ -39,13 +42,110 @@ class EnsembleLinear(nn.Module):
         return f"ensemble_size={n}, in_features={i}, out_features={o}"
 
 
-def mlp(in_features: int, out_features: int, hidden: tuple[int, ...] = (256, 256)) -> nn.Sequential:
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the last dim with a separate affine (scale, shift) per ensemble member."""
+
+    def __init__(self, ensemble_size: int, width: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(ensemble_size, 1, width))
+        self.bias = nn.Parameter(torch.zeros(ensemble_size, 1, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
+
+    def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight[index] + self.bias[index]
+
+
+# ---- torso builders: --net.norm and --net.activation (plasticity/architecture.py documents the remedies) ----------
+class NormedLinear(nn.Linear):
+    """nn.Linear followed by LayerNorm of its outputs, as one module: hooks on it (diagnostics, ReDo) see the normalised
+    pre-activation, and ReDo's row/column bookkeeping still finds `.weight` (out, in) and `.bias` (out,)."""
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__(in_features, out_features)
+        self.norm = nn.LayerNorm(out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(super().forward(x))
+
+
+class NormedEnsembleLinear(EnsembleLinear):
+    """EnsembleLinear followed by a per-member LayerNorm (the twin-critic form of NormedLinear)."""
+
+    def __init__(self, ensemble_size: int, in_features: int, out_features: int) -> None:
+        super().__init__(ensemble_size, in_features, out_features)
+        self.norm = EnsembleLayerNorm(ensemble_size, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(super().forward(x))
+
+    def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return self.norm.member(index, super().member(index, x))
+
+
+class CReLU(nn.Module):
+    """Concatenated ReLU: x ↦ [ReLU(x), ReLU(−x)] along the last dim (doubles the features)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([F.relu(x), F.relu(-x)], dim=-1)
+
+
+class FourierFeatures(nn.Module):
+    """Deep Fourier features: x ↦ [sin(x), cos(x)] along the last dim (doubles the features)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.sin(x), torch.cos(x)], dim=-1)
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "crelu": CReLU, "fourier": FourierFeatures}
+DOUBLING_ACTIVATIONS = ("crelu", "fourier")
+
+
+def units_for(width: int, activation: str) -> int:
+    """Pre-activation units of a hidden layer whose activation output is `width` wide. Width policy: a doubling
+    activation (CReLU, Fourier) gets width/2 units, so every layer reading it keeps its input width and the network
+    keeps (about) its parameter count; heads and diagnostics see the same feature width as with ReLU."""
+    if activation not in DOUBLING_ACTIVATIONS:
+        return width
+    if width % 2:
+        raise UserError(f"--net.activation {activation} halves each hidden layer's units (width policy), so widths must be even; got {width}")
+    return width // 2
+
+
+def hidden_linear(in_features: int, units: int, norm: str = "none") -> nn.Linear:
+    return NormedLinear(in_features, units) if norm == "layer" else nn.Linear(in_features, units)
+
+
+def hidden_ensemble_linear(ensemble_size: int, in_features: int, units: int, norm: str = "none") -> EnsembleLinear:
+    layer = NormedEnsembleLinear if norm == "layer" else EnsembleLinear
+    return layer(ensemble_size, in_features, units)
+
+
+def mlp_torso(in_features: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> nn.Sequential:
+    """Hidden layers only, each Linear (→ LayerNorm) → activation; the output is hidden[-1] wide."""
     layers: list[nn.Module] = []
     for width in hidden:
-        layers += [nn.Linear(in_features, width), nn.ReLU()]
+        layers += [hidden_linear(in_features, units_for(width, activation), norm), ACTIVATIONS[activation]()]
         in_features = width
-    layers.append(nn.Linear(in_features, out_features))
     return nn.Sequential(*layers)
+
+
+def mlp(in_features: int, out_features: int, hidden: tuple[int, ...] = (256, 256), norm: str = "none", activation: str = "relu") -> nn.Sequential:
+    """A ReLU MLP (defaults), or with LayerNorm before each nonlinearity and/or CReLU / Fourier units (--net.*)."""
+    torso = mlp_torso(in_features, hidden, norm, activation)
+    return nn.Sequential(*torso, nn.Linear(hidden[-1] if hidden else in_features, out_features))
+
+
+def ensemble_hidden(ensemble_size: int, widths: tuple[int, ...], norm: str = "none", activation: str = "relu") -> list[EnsembleLinear]:
+    """Hidden ensemble layers widths[0] → … → widths[-1] (activation outputs), sized and normalised for `activation`/`norm`."""
+    return [hidden_ensemble_linear(ensemble_size, i, units_for(o, activation), norm) for i, o in zip(widths[:-1], widths[1:])]
+
+
+def ensemble_stack(ensemble_size: int, widths: tuple[int, ...], norm: str = "none", activation: str = "relu") -> nn.ModuleList:
+    """Ensemble layers widths[0] → … → widths[-1]: the hidden ones as `ensemble_hidden`, the last (the head) plain."""
+    return nn.ModuleList([*ensemble_hidden(ensemble_size, widths[:-1], norm, activation), EnsembleLinear(ensemble_size, widths[-2], widths[-1])])
 
 
 class frozen:

@@ -12,9 +12,8 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.nn import ACTIVATIONS, EnsembleLayerNorm as _EnsembleLayerNorm, EnsembleLinear, ensemble_hidden, units_for
 
 LAYER_NORM_EPS = 1e-6  # flax's LayerNorm default, as in the official SimBa code
 
@@ -36,35 +35,28 @@ def he_normal_(layer: EnsembleLinear) -> EnsembleLinear:
     return layer
 
 
-class EnsembleLayerNorm(nn.Module):
-    """LayerNorm over the last dim with a separate affine (scale, shift) per ensemble member."""
-
-    def __init__(self, ensemble_size: int, width: int, eps: float = LAYER_NORM_EPS) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(ensemble_size, 1, width))
-        self.bias = nn.Parameter(torch.zeros(ensemble_size, 1, width))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
+def EnsembleLayerNorm(ensemble_size: int, width: int, eps: float = LAYER_NORM_EPS) -> _EnsembleLayerNorm:
+    """cleanrl_plus.nn.EnsembleLayerNorm with flax's ε, as the official SimBa code."""
+    return _EnsembleLayerNorm(ensemble_size, width, eps)
 
 
 class ResidualBlock(nn.Module):
-    def __init__(self, ensemble_size: int, width: int) -> None:
+    def __init__(self, ensemble_size: int, width: int, activation: str = "relu") -> None:
         super().__init__()
         self.norm = EnsembleLayerNorm(ensemble_size, width)
-        self.expand = he_normal_(EnsembleLinear(ensemble_size, width, 4 * width))
+        self.expand = he_normal_(EnsembleLinear(ensemble_size, width, units_for(4 * width, activation)))
+        self.activation = ACTIVATIONS[activation]()
         self.contract = he_normal_(EnsembleLinear(ensemble_size, 4 * width, width))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return h + self.contract(F.relu(self.expand(self.norm(h))))
+        return h + self.contract(self.activation(self.expand(self.norm(h))))
 
 
 class SimbaEncoder(nn.Module):
-    def __init__(self, ensemble_size: int, in_features: int, width: int, num_blocks: int) -> None:
+    def __init__(self, ensemble_size: int, in_features: int, width: int, num_blocks: int, activation: str = "relu") -> None:
         super().__init__()
         self.embed = orthogonal_(EnsembleLinear(ensemble_size, in_features, width))
-        self.blocks = nn.Sequential(*(ResidualBlock(ensemble_size, width) for _ in range(num_blocks)))
+        self.blocks = nn.Sequential(*(ResidualBlock(ensemble_size, width, activation) for _ in range(num_blocks)))
         self.final_norm = EnsembleLayerNorm(ensemble_size, width)
         self.out_features = width
 
@@ -73,17 +65,18 @@ class SimbaEncoder(nn.Module):
 
 
 class MLPEncoder(nn.Module):
-    """Plain ReLU MLP torso (the 'SAC' baseline), ensemble layers with nn.Linear's default init."""
+    """Plain ReLU MLP torso (the 'SAC' baseline), ensemble layers with nn.Linear's default init; `norm`/`activation`
+    as --net.norm/--net.activation (cleanrl_plus.nn.ensemble_stack)."""
 
-    def __init__(self, ensemble_size: int, in_features: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, ensemble_size: int, in_features: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
-        widths = (in_features, *hidden)
-        self.layers = nn.ModuleList(EnsembleLinear(ensemble_size, i, o) for i, o in zip(widths[:-1], widths[1:]))
-        self.out_features = widths[-1]
+        self.layers = nn.ModuleList(ensemble_hidden(ensemble_size, (in_features, *hidden), norm, activation))
+        self.activation = ACTIVATIONS[activation]()
+        self.out_features = hidden[-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
-            x = F.relu(layer(x))
+            x = self.activation(layer(x))
         return x
 
 

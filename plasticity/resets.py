@@ -15,6 +15,12 @@
   group with fresh Adam state (pitfall §6.6.1: an optimiser that never sees θ′); the target network gets the
   same structure with its own frozen head and copies of θ′, θ′⁻. A resumed run re-creates the structure
   from the resetter's state before the weights are loaded.
+- Layer resetting (Nikishin, Schwarzer, D'Oro, Bacon, Courville, "The Primacy Bias in Deep RL", ICML 2022): every
+  F updates the last k layers of the network (`--reset.layers`, k = 1: the head) get a fresh initialisation from the
+  network's own initialiser; the optimiser state of exactly those parameters is dropped and the same layers of the
+  target network are overwritten with the new weights [paper: reset the last layers, replay kept]. F = 200,000 and
+  k = 1 [ours; the paper resets SAC every 2·10⁵ updates]. Several heads reading the same features (SAC's mean and
+  log σ) count as one layer. With --net.norm layer, a layer's LayerNorm is reset with it.
 - Continual backprop (Dohare et al., "Loss of plasticity in deep continual learning", Nature 2024; reference
   `lop/algos/gnt.py`; spec §6.5): every update, each hidden unit i of a network keeps an age Aᵢ, a running mean
   activation f̄ᵢ ← η·f̄ᵢ + (1 − η)·mean_batch hᵢ and a contribution utility uᵢ ← η·uᵢ + (1 − η)·mean_k|w_kiᵒᵘᵗ|·mean_batch|hᵢ|,
@@ -27,7 +33,14 @@
   on, weights trainable), so CBP sees each update's own batch at no extra forward; a network that did not
   train since the last step (TD3's delayed actor) does not age. The reference zeroes f̄ before compensating
   the bias, so its compensation adds 0; we compensate with f̄ as the paper describes.
-Replacement parameters of full/S&P/ReDo/CBP are written into the existing tensors, so optimisers keep their
+- ReGraMa (Liu, Obando-Ceron, Courville, Pan, "Measure gradients not activations! Enhancing neuronal activity in deep
+  RL", 2025, arXiv 2505.24061): ReDo with the gradient-magnitude score in place of the activation score — GraMa
+  sᵢ = mean_j |∂L/∂w_ji| / mean_k mean_j |∂L/∂w_jk| over the incoming weights of unit i, read from the gradient of the
+  network's last update (no extra batch, and it applies to any activation: tanh PPO too); units with sᵢ ≤ τ are
+  recycled exactly as ReDo's (fresh incoming, zero outgoing weights, Adam state restarted). Every 1,000 updates,
+  τ = 0.01 [code: a third-party JAX implementation (continual_learning `regrama`); the paper's own code was not
+  available to us].
+Replacement parameters of full/S&P/ReDo/CBP/ReGraMa are written into the existing tensors, so optimisers keep their
 parameter lists.
 
 Adam state of recycled entries (spec pitfall §6.6.4): PyTorch counts Adam steps per tensor, so zeroing only the
@@ -52,22 +65,28 @@ import torch.nn as nn
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear
 from plasticity.diagnostics import ActivationProbe, measuring, unit_scores
+from plasticity.regularizers import weight_layers
 
-DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000, "cbp": 1}
+DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000, "cbp": 1, "layers": 200_000, "regrama": 1_000}
 
 
 @dataclasses.dataclass
 class ResetArgs:
-    method: Literal["off", "full", "shrink-perturb", "redo", "inject", "cbp"] = "off"
+    method: Literal["off", "full", "shrink-perturb", "redo", "inject", "cbp", "layers", "regrama"] = "off"
     """re-initialisation remedy: full reset (replay kept), shrink-and-perturb, ReDo (recycle dormant units), plasticity
-    injection (once), or continual backprop (replace the least useful mature units)"""
+    injection (once), continual backprop (replace the least useful mature units), layer resetting (the last k layers), or
+    ReGraMa (recycle units with vanishing gradients)"""
     every: int = 0
     """gradient updates between events (injection: the update at which it happens, once); 0 = the method's default
-    (full and S&P 200,000; ReDo 1,000; injection 250,000; CBP 1)"""
+    (full, S&P and layers 200,000; ReDo and ReGraMa 1,000; injection 250,000; CBP 1)"""
+    layers: int = 1
+    """layer resetting: how many of the last layers to re-initialise (1 = the output layer)"""
     networks: Literal["critic", "actor", "both"] = "both"
     """which networks the remedy touches"""
     redo_tau: float = 0.1
     """ReDo: units with τ-dormant score ≤ redo_tau are recycled"""
+    regrama_tau: float = 0.01
+    """ReGraMa: units with gradient-magnitude score ≤ regrama_tau are recycled"""
     redo_batch: int = 256
     """ReDo: replay batch used to score units"""
     shrink: float = 0.8
@@ -94,6 +113,7 @@ class Resettable:
     unit_pairs: list[tuple[nn.Module, nn.Module]]  # (layer feeding a ReLU, layer reading it) for ReDo and CBP
     forward: Callable  # forward(batch) runs the module on a replay batch (for ReDo's scores)
     head: nn.Module | None = None  # the output layer plasticity injection replaces (None: the network has several heads)
+    output_layers: tuple[nn.Module, ...] = ()  # several heads reading the same features: one layer for layer resetting
 
 
 def drop_optimizer_state(optimizer: torch.optim.Optimizer, parameters) -> None:
@@ -114,6 +134,29 @@ def shrink_and_perturb(net: Resettable, alpha: float) -> None:
     for parameter, fresh in zip(net.module.parameters(), net.make_fresh().parameters()):
         parameter.mul_(alpha).add_(fresh, alpha=1.0 - alpha)
     drop_optimizer_state(net.optimizer, net.module.parameters())
+
+
+def depth_levels(net: Resettable) -> list[list[nn.Module]]:
+    """The network's trainable weight layers from input to output, one list per depth (several heads share the last)."""
+    heads = list(net.output_layers)
+    layers = [layer for layer, _ in weight_layers(net.module)
+              if layer not in heads and any(p.requires_grad for p in layer.parameters())]
+    return [[layer] for layer in layers] + ([heads] if heads else [])
+
+
+@torch.no_grad()
+def reset_last_layers(net: Resettable, count: int) -> list[nn.Module]:
+    """Fresh init of the last `count` layers (from a freshly built network), their optimiser state dropped, and the
+    target's same layers overwritten; returns the layers reset."""
+    names = {module: name for name, module in net.module.named_modules()}
+    fresh = dict(net.make_fresh().named_modules())
+    chosen = [layer for level in depth_levels(net)[-count:] for layer in level]
+    for layer in chosen:
+        layer.load_state_dict(fresh[names[layer]].state_dict())
+        drop_optimizer_state(net.optimizer, layer.parameters())
+        if net.target is not None:
+            net.target.get_submodule(names[layer]).load_state_dict(layer.state_dict())
+    return chosen
 
 
 def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor) -> dict[torch.Tensor, tuple[torch.Tensor, bool]]:
@@ -168,6 +211,34 @@ def recycle_dormant(net: Resettable, batch, tau: float, element_steps: bool = Tr
         recycled, total = recycled + count, total + dormant.numel()
         if count:  # a layer without dormant units keeps its optimiser's fast path (no per-element steps)
             reinitialise_units(net, layer_in, layer_out, dormant, fresh[layer_in], element_steps)
+    return recycled / max(total, 1)
+
+
+def gradient_scores(layer_in: nn.Module) -> torch.Tensor | None:
+    """GraMa scores of the units of `layer_in` from its weight gradient: (H,), or (E, H) for an ensemble layer; None
+    before the layer has a gradient."""
+    grad = layer_in.weight.grad
+    if grad is None:
+        return None
+    per_unit = grad.abs().mean(dim=1)  # ensemble (E, in, H) → (E, H); nn.Linear (H, in) → (H,)
+    return per_unit / (per_unit.mean(dim=-1, keepdim=True) + 1e-8)
+
+
+@torch.no_grad()
+def recycle_low_gradient(net: Resettable, tau: float, element_steps: bool = True) -> float:
+    """ReGraMa on every (layer_in, layer_out) pair; returns the fraction of hidden units recycled."""
+    fresh = None
+    recycled, total = 0, 0
+    for layer_in, layer_out in net.unit_pairs:
+        scores = gradient_scores(layer_in)
+        if scores is None:
+            continue
+        inactive = scores <= tau
+        count = int(inactive.sum())
+        recycled, total = recycled + count, total + inactive.numel()
+        if count:
+            fresh = fresh or fresh_layers(net)
+            reinitialise_units(net, layer_in, layer_out, inactive, fresh[layer_in], element_steps)
     return recycled / max(total, 1)
 
 
@@ -356,15 +427,17 @@ class Resetter:
             if args.method == "inject" and net.head is None:
                 raise UserError(f"plasticity injection needs one output layer; this {name} has several heads — "
                                 f"use --reset.networks to leave it out")
-            if args.method not in ("redo", "cbp"):
+            if args.method not in ("redo", "cbp", "regrama"):
                 continue
-            method = "ReDo" if args.method == "redo" else "CBP"
+            method = {"redo": "ReDo", "cbp": "CBP", "regrama": "ReGraMa"}[args.method]
             if not net.unit_pairs:
                 raise UserError(f"{method} does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
                                 f"would change the output — use --reset.networks to leave it out, or another --reset.method")
             if args.per_element_adam_steps and not isinstance(net.optimizer, ElementStepAdam):
                 raise UserError(f"{method} with per-element Adam steps needs the {name}'s optimiser built by cleanrl_plus.nn.adam "
                                 f"(an ElementStepAdam), not {type(net.optimizer).__name__} — or add --reset.no-per-element-adam-steps")
+        if args.method == "layers" and args.layers < 1:
+            raise UserError(f"--reset.layers is how many of the last layers to re-initialise; it must be ≥ 1, got {args.layers}")
         if args.method == "cbp" and not 0 <= args.cbp_replacement_rate <= 1:
             raise UserError(f"--reset.cbp-replacement-rate is a fraction of the mature units per step; got {args.cbp_replacement_rate}")
         self.cbp = {name: ContinualBackprop(net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps)
@@ -394,6 +467,10 @@ class Resetter:
                 full_reset(net)
             elif self.args.method == "shrink-perturb":
                 shrink_and_perturb(net, self.args.shrink)
+            elif self.args.method == "layers":
+                reset_last_layers(net, self.args.layers)
+            elif self.args.method == "regrama":
+                report[f"plasticity/{name}_recycled_fraction"] = recycle_low_gradient(net, self.args.regrama_tau, self.args.per_element_adam_steps)
             else:
                 batch = replay.sample(self.args.redo_batch)
                 report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(net, batch, self.args.redo_tau, self.args.per_element_adam_steps)

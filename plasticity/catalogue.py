@@ -1,0 +1,140 @@
+"""The remedy catalogue: every remedy, its paper and flags, and which agents it applies to (and why not elsewhere).
+
+`REMEDIES` is the one place applicability is declared: `cleanrl-plus remedies` prints the agent × remedy matrix
+from it, docs/remedies/index.md is checked against it by a test, and `check(agent, args)` turns an inapplicable or
+conflicting choice into a one-line UserError at start-up, before any run directory exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from cleanrl_plus.errors import UserError
+
+AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
+ON_POLICY = ("ppo", "gtr")
+
+
+@dataclasses.dataclass(frozen=True)
+class Remedy:
+    name: str
+    family: str  # resets, regularisers, architecture, optimisers, replay/other
+    paper: str
+    flags: str  # how to switch it on
+    is_on: Callable[[Any], bool]
+    not_for: dict[str, str] = dataclasses.field(default_factory=dict)  # agent → why it does not apply
+
+    def applies_to(self, agent: str) -> bool:
+        return agent not in self.not_for
+
+
+def _get(args: Any, path: str, default: Any = None) -> Any:
+    for part in path.split("."):
+        args = getattr(args, part, default)
+        if args is default:
+            return default
+    return args
+
+
+def _reset(method: str) -> Callable[[Any], bool]:
+    return lambda args: _get(args, "reset.method") == method
+
+
+def _flag(path: str) -> Callable[[Any], bool]:
+    return lambda args: bool(_get(args, path, False))
+
+
+_NO_REPLAY = {agent: "on-policy: there is no replay buffer to sample from" for agent in ON_POLICY}
+_CIR_ONLY = {"ddqn": "CIR's torso and convex min/max target are defined for twin-critic actor-critics",
+             **{agent: "CIR's torso and convex min/max target are defined for twin-critic actor-critics" for agent in ON_POLICY}}
+
+REMEDIES: tuple[Remedy, ...] = (
+    Remedy("full reset", "resets", "Nikishin et al. 2022, The Primacy Bias in Deep RL", "--reset.method full", _reset("full")),
+    Remedy("shrink & perturb", "resets", "Ash & Adams 2020, Warm-starting neural network training", "--reset.method shrink-perturb",
+           _reset("shrink-perturb")),
+    Remedy("layer resetting", "resets", "Nikishin et al. 2022, The Primacy Bias in Deep RL", "--reset.method layers --reset.layers K",
+           _reset("layers")),
+    Remedy("ReDo", "resets", "Sokar et al. 2023, The Dormant Neuron Phenomenon in Deep RL", "--reset.method redo", _reset("redo")),
+    Remedy("ReGraMa", "resets", "Liu et al. 2025, Measure gradients not activations!", "--reset.method regrama", _reset("regrama")),
+    Remedy("plasticity injection", "resets", "Nikishin et al. 2023, Deep RL with plasticity injection", "--reset.method inject",
+           _reset("inject"), {"gtr": "GTR's anchor snapshots cannot follow the policy's change of structure"}),
+    Remedy("continual backprop (CBP)", "resets", "Dohare et al. 2024, Loss of plasticity in deep continual learning",
+           "--reset.method cbp", _reset("cbp")),
+    Remedy("LayerNorm", "architecture", "Lyle et al. 2024, Disentangling the causes of plasticity loss", "--net.norm layer",
+           lambda args: _get(args, "net.norm") == "layer"),
+    Remedy("Normalize-and-Project (NaP)", "architecture", "Lyle et al. 2024, Normalization and effective learning rates in RL",
+           "--nap.enabled", _flag("nap.enabled")),
+    Remedy("CReLU", "architecture", "Abbas et al. 2023, Loss of plasticity in continual deep RL", "--net.activation crelu",
+           lambda args: _get(args, "net.activation") == "crelu"),
+    Remedy("deep Fourier features", "architecture", "Lewandowski et al. 2024, Plastic learning with deep Fourier features",
+           "--net.activation fourier", lambda args: _get(args, "net.activation") == "fourier"),
+    Remedy("CIR", "architecture", "constrained initial representations (plasticity/cir.py)", "--cir.critic", _flag("cir.critic"), _CIR_ONLY),
+    Remedy("L2", "regularisers", "studied in Lyle et al. 2024", "--reg.l2 λ", _flag("reg.l2")),
+    Remedy("regenerative L2-init", "regularisers", "Kumar, Marklund, Van Roy 2024, Regenerative regularization", "--reg.l2-init λ",
+           _flag("reg.l2_init")),
+    Remedy("Parseval", "regularisers", "Chung et al. 2024, Parseval regularization for continual RL",
+           "--reg.parseval λ --reg.parseval-scale s", _flag("reg.parseval")),
+    Remedy("weight clipping", "regularisers", "Elsayed et al. 2024, Weight clipping for deep continual and RL", "--clip.kappa κ",
+           _flag("clip.kappa")),
+    Remedy("C-CHAIN", "regularisers", "Tang et al. 2025, Mitigating plasticity loss in continual RL by reducing churn",
+           "--cchain.enabled", _flag("cchain.enabled")),
+    Remedy("TRAC", "optimisers", "Muppidi, Zhang, Yang 2024, Fast TRAC", "--optim.trac", _flag("optim.trac")),
+    Remedy("Kron (PSGD)", "optimisers", "Li 2018, Preconditioned SGD (heavyball.PSGDKron)", "--optim.name kron",
+           lambda args: _get(args, "optim.name") == "kron"),
+    Remedy("SWD", "replay/other", "Sample Weight Decay (plasticity/swd.py)", "--swd.enabled", _flag("swd.enabled"), _NO_REPLAY),
+    Remedy("LEAST", "replay/other", "early stopping of unpromising episodes (plasticity/least.py)", "--least.enabled",
+           _flag("least.enabled"), {"ddqn": "not wired: LEAST's stopping rule is implemented for the actor-critics only",
+                                    **{agent: "LEAST needs a Q function to judge episodes" for agent in ON_POLICY}}),
+)
+
+# pairs that cannot be on together, with the reason (checked for every agent)
+_UNIT_RECYCLERS = {"ReDo": "recycles dormant units", "continual backprop (CBP)": "replaces units", "ReGraMa": "recycles units"}
+_DOUBLING = ("CReLU", "deep Fourier features")
+
+
+def conflicts(on: set[str]) -> list[str]:
+    problems = []
+    for recycler, what in _UNIT_RECYCLERS.items():
+        for activation in _DOUBLING:
+            if recycler in on and activation in on:
+                problems.append(f"{recycler} {what} one-to-one, but {activation} gives each unit two features (CReLU units are "
+                                f"never dormant; Fourier units never silent) — drop --net.activation or pick another --reset.method")
+    if "CIR" in on and on & {"LayerNorm", *_DOUBLING}:
+        problems.append("CIR's critic torso is fixed by its paper (its own LayerNorms, ReLU) — drop --net.norm/--net.activation or --cir.critic")
+    if "Kron (PSGD)" in on and any(r.family == "resets" and r.name in on for r in REMEDIES):
+        problems.append("the reset family edits Adam's per-parameter state, which Kron does not keep — use --optim.name adam with --reset.method")
+    return problems
+
+
+def active(args: Any) -> set[str]:
+    return {remedy.name for remedy in REMEDIES if remedy.is_on(args)}
+
+
+def check(agent: str, args: Any) -> None:
+    """One-line UserError for a remedy that does not apply to `agent`, or for a conflicting pair."""
+    for remedy in REMEDIES:
+        if remedy.is_on(args) and not remedy.applies_to(agent):
+            raise UserError(f"{remedy.name} ({remedy.flags}) does not apply to {agent}: {remedy.not_for[agent]}")
+    for problem in conflicts(active(args)):
+        raise UserError(problem)
+
+
+def matrix() -> str:
+    """The agent × remedy table as Markdown: ✓ applies, – does not (the reasons follow the table)."""
+    lines = ["| remedy | family | flags | " + " | ".join(AGENTS) + " | paper |", "|---|---|---|" + "---|" * len(AGENTS) + "---|"]
+    for remedy in REMEDIES:
+        marks = " | ".join("✓" if remedy.applies_to(agent) else "–" for agent in AGENTS)
+        lines.append(f"| {remedy.name} | {remedy.family} | `{remedy.flags}` | {marks} | {remedy.paper} |")
+    notes = [f"- {remedy.name} × {agent}: {why}" for remedy in REMEDIES for agent, why in remedy.not_for.items()]
+    return "\n".join(lines) + "\n\nNot applicable:\n" + "\n".join(notes) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    """`cleanrl-plus remedies`: print the matrix."""
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: cleanrl-plus remedies   (prints the agent × remedy applicability matrix, from plasticity/catalogue.py)")
+        return
+    if argv:
+        raise UserError(f"cleanrl-plus remedies takes no arguments, got {' '.join(argv)}")
+    print(matrix(), end="")

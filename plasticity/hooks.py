@@ -1,0 +1,148 @@
+"""The two hooks through which an agent applies the loss, optimiser and architecture remedies to each network.
+
+    loss = hooks.loss("critic", td_loss, reference=lambda: replay.sample(batch_size))   # + L2, L2-init, Parseval, C-CHAIN
+    optimizer.zero_grad(); loss.backward(); hooks.step("critic")                         # TRAC or the base step, NaP, clipping
+
+`RemedyArgs` holds the settings (nested flags --net.*, --nap.*, --reg.*, --clip.*, --cchain.*, --optim.*); the
+methods themselves live in architecture.py, regularizers.py, cchain.py and optimizers.py. With every remedy off,
+`loss` returns the main loss unchanged and `step` is the optimiser's step. Everything the hooks keep (θ₀, NaP
+targets, clip bounds, C-CHAIN's snapshot and means, TRAC's tuner) is checkpointed through `state_dict`.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+from plasticity.architecture import NaPArgs, NetArgs, NormProjector
+from plasticity.cchain import CChainArgs, ChurnReducer
+from plasticity.optimizers import TRAC, OptimArgs
+from plasticity.regularizers import (RegArgs, WeightClipArgs, WeightClipper, l2_init_penalty, l2_penalty, parseval_penalty,
+                                     rows_as_units, trainable, weight_layers)
+
+
+@dataclasses.dataclass
+class RemedyArgs:
+    net: NetArgs = dataclasses.field(default_factory=NetArgs)
+    """network builder: LayerNorm, CReLU or deep Fourier features in the torsos (plasticity/architecture.py)"""
+    nap: NaPArgs = dataclasses.field(default_factory=NaPArgs)
+    """Normalize-and-Project (plasticity/architecture.py)"""
+    reg: RegArgs = dataclasses.field(default_factory=RegArgs)
+    """loss regularisers: L2, regenerative L2-init, Parseval (plasticity/regularizers.py)"""
+    clip: WeightClipArgs = dataclasses.field(default_factory=WeightClipArgs)
+    """weight clipping after every step (plasticity/regularizers.py)"""
+    cchain: CChainArgs = dataclasses.field(default_factory=CChainArgs)
+    """C-CHAIN churn reduction (plasticity/cchain.py)"""
+    optim: OptimArgs = dataclasses.field(default_factory=OptimArgs)
+    """base optimiser (Adam or Kron) and the TRAC wrapper (plasticity/optimizers.py)"""
+
+
+@dataclasses.dataclass
+class Trained:
+    """A network with its own loss and optimiser, as the hooks see it."""
+
+    module: nn.Module
+    optimizer: torch.optim.Optimizer
+    outputs: Callable  # outputs(reference_batch) → the tensor C-CHAIN keeps stable
+    heads: tuple[nn.Module, ...] = ()  # output layers (Parseval leaves them out)
+
+
+class _NetworkHooks:
+    def __init__(self, args: RemedyArgs, net: Trained) -> None:
+        self.args, self.net = args, net
+        self.parameters = list(net.module.parameters())
+        self.initial = [p.detach().clone() for p in self.parameters] if args.reg.l2_init else []
+        head_ids = {id(m) for head in net.heads for m in head.modules()}
+        self.hidden_layers = [(layer, ensemble) for layer, ensemble in weight_layers(net.module) if id(layer) not in head_ids]
+        self.projector = NormProjector(net.module) if args.nap.enabled else None
+        self.clipper = WeightClipper(net.module, args.clip.kappa) if args.clip.kappa > 0 else None
+        self.churn = ChurnReducer(args.cchain, net.module, net.outputs) if args.cchain.enabled else None
+        self.trac = TRAC(net.optimizer, args.optim.trac_s_init) if args.optim.trac else None
+        self.logged: dict[str, torch.Tensor] = {}
+
+    def loss(self, main_loss: torch.Tensor, reference: Callable | None) -> tuple[torch.Tensor, list[str]]:
+        reg, acted = self.args.reg, []
+        total = main_loss
+        if reg.l2:
+            penalty = l2_penalty(trainable(self.net.module.parameters()))
+            total, self.logged["l2"] = total + reg.l2 * penalty, penalty.detach()
+            acted.append("l2")
+        if reg.l2_init:
+            pairs = [(p, p0) for p, p0 in zip(self.parameters, self.initial) if p.requires_grad]
+            penalty = l2_init_penalty([p for p, _ in pairs], [p0 for _, p0 in pairs])
+            total, self.logged["l2_init"] = total + reg.l2_init * penalty, penalty.detach()
+            acted.append("l2_init")
+        if reg.parseval and self.hidden_layers:
+            penalty = parseval_penalty([rows_as_units(layer, ensemble) for layer, ensemble in self.hidden_layers], reg.parseval_scale)
+            total, self.logged["parseval"] = total + reg.parseval * penalty, penalty.detach()
+            acted.append("parseval")
+        if self.churn is not None:
+            if reference is None:
+                raise ValueError("C-CHAIN needs a reference batch: pass reference= to hooks.loss")
+            total = total + self.churn.loss(main_loss, reference())
+            self.logged["cchain_loss"], self.logged["cchain_coef"] = self.churn.last_churn, self.churn.coef
+            acted.append("cchain")
+        return total, acted
+
+    def step(self) -> list[str]:
+        acted = []
+        if self.trac is not None:
+            self.trac.step()
+            self.logged["trac_scale"] = self.trac.scale
+            acted.append("trac")
+        else:
+            self.net.optimizer.step()
+        if self.projector is not None:
+            self.projector.project()
+            acted.append("nap")
+        if self.clipper is not None:
+            self.clipper.clip()
+            acted.append("clip")
+        return acted
+
+    def state_dict(self) -> dict:
+        parts = {"projector": self.projector, "clipper": self.clipper, "churn": self.churn, "trac": self.trac}
+        return {"initial": self.initial} | {key: part.state_dict() for key, part in parts.items() if part is not None}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.initial = [p0.to(p.device) for p, p0 in zip(self.parameters, state["initial"])]
+        for key in ("projector", "clipper", "churn", "trac"):
+            part = getattr(self, key)
+            if part is not None:
+                part.load_state_dict(state[key])
+
+
+class RemedyHooks:
+    """The loss/step hooks for the named networks of one agent; `acted` counts what each remedy did (host ints)."""
+
+    def __init__(self, args: RemedyArgs, **networks: Trained) -> None:
+        self.networks = {name: _NetworkHooks(args, net) for name, net in networks.items()}
+        self.acted: collections.Counter[str] = collections.Counter()
+
+    def loss(self, name: str, main_loss: torch.Tensor, reference: Callable | None = None) -> torch.Tensor:
+        """main_loss + this network's regularisers (reference() draws C-CHAIN's reference batch, only when it is on)."""
+        total, acted = self.networks[name].loss(main_loss, reference)
+        self.acted.update(acted)
+        return total
+
+    def step(self, name: str) -> None:
+        """The optimiser step of this network (through TRAC when on), then NaP's projection and weight clipping."""
+        self.acted.update(self.networks[name].step())
+
+    def report(self) -> dict[str, torch.Tensor | float]:
+        """remedies/<network>_<quantity> of the last update (device tensors, no sync) and remedies/<remedy>_events."""
+        report: dict[str, torch.Tensor | float] = {f"remedies/{name}_{key}": value for name, hooks in self.networks.items()
+                                                   for key, value in hooks.logged.items()}
+        return report | {f"remedies/{remedy}_events": float(count) for remedy, count in self.acted.items()}
+
+    def state_dict(self) -> dict:
+        return {"networks": {name: hooks.state_dict() for name, hooks in self.networks.items()}, "acted": dict(self.acted)}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, hooks in self.networks.items():
+            hooks.load_state_dict(state["networks"][name])
+        self.acted = collections.Counter(state["acted"])
