@@ -72,7 +72,7 @@ class TRAC:
         self.s = torch.zeros(len(betas), dtype=torch.float64, device=device)
         self.reference: dict[torch.Tensor, torch.Tensor] = {}
         self.steps = 0
-        self.normaliser = s_init / erfi(torch.tensor(1 / math.sqrt(2))).item()  # once, at construction
+        self.normaliser = s_init / erfi(torch.tensor(1 / math.sqrt(2), dtype=torch.float64)).item()  # once, at construction
 
     @property
     def scale(self) -> torch.Tensor:
