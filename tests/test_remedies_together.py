@@ -1,0 +1,187 @@
+"""Every applicable remedy on at once, per agent, on a real small task; the catalogue's start-up checks and table."""
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.errors import UserError
+from plasticity import catalogue
+from plasticity.architecture import NaPArgs, NetArgs
+from plasticity.cchain import CChainArgs
+from plasticity.optimizers import OptimArgs
+from plasticity.regularizers import RegArgs, WeightClipArgs
+from plasticity.resets import ResetArgs
+
+REPO = Path(__file__).resolve().parent.parent
+
+# One --reset.method at a time; CIR's critic torso excludes --net.*; Kron excludes the reset family: these are the only
+# applicable remedies a single run leaves out (each in the other configuration, or covered by its own tests).
+OTHER_RESETS = {"full reset", "shrink & perturb", "ReDo", "ReGraMa", "plasticity injection", "continual backprop (CBP)"}
+
+
+def _loss_and_optimiser_remedies(optimiser: str, activation: str) -> dict:
+    return dict(net=NetArgs(norm="layer", activation=activation), nap=NaPArgs(enabled=True),
+                reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4), clip=WeightClipArgs(kappa=3.0),
+                cchain=CChainArgs(enabled=True, warmup_updates=20), optim=OptimArgs(name=optimiser, trac=True),
+                reset=ResetArgs(method="layers", every=25) if optimiser == "adam" else ResetArgs())
+
+
+def _td3(runs_dir, remedies):
+    from agents.td3 import Args, main
+    from plasticity.least import LEASTArgs
+    from plasticity.swd import SWDArgs
+
+    return main(Args(env_id="Pendulum-v1", total_timesteps=200, learning_starts=100, batch_size=32, hidden_sizes=(16, 16), eval_every=0,
+                     eval_episodes=1, progress=False, buffer_size=1_000, log_every=100, runs_dir=runs_dir, swd=SWDArgs(enabled=True),
+                     least=LEASTArgs(enabled=True), **remedies))
+
+
+def _sac(runs_dir, remedies):
+    from agents.sac_simba import Args, main
+    from plasticity.least import LEASTArgs
+    from plasticity.swd import SWDArgs
+
+    return main(Args(env_id="Pendulum-v1", network="mlp", mlp_hidden_sizes=(16, 16), total_timesteps=160, learning_starts=100, batch_size=32,
+                     eval_every=0, eval_episodes=1, progress=False, buffer_size=1_000, log_every=100, runs_dir=runs_dir,
+                     swd=SWDArgs(enabled=True), least=LEASTArgs(enabled=True), **remedies))
+
+
+def _ddqn(runs_dir, remedies):
+    from agents.ddqn import Args, main
+    from plasticity.swd import SWDArgs
+
+    return main(Args.defaults_for("CartPole-v1", total_timesteps=600, learning_starts=100, train_frequency=50, gradient_steps=8, batch_size=32,
+                                  hidden_sizes=(16, 16), eval_every=0, eval_episodes=1, progress=False, buffer_size=1_000, log_every=100,
+                                  runs_dir=runs_dir, swd=SWDArgs(enabled=True), **remedies))
+
+
+def _ppo(agent: str):
+    def run(runs_dir, remedies):
+        module = __import__(f"agents.{agent}", fromlist=["Args", "main"])
+        return module.main(module.Args(env_id="CartPole-v1", total_timesteps=512, num_steps=128, num_minibatches=4, update_epochs=2,
+                                       hidden_sizes=(16, 16), eval_every=0, eval_episodes=1, progress=False, log_every=128,
+                                       runs_dir=runs_dir, **remedies))
+    return run
+
+
+AGENTS = {"td3": (_td3, "fourier"), "sac_simba": (_sac, "crelu"), "ddqn": (_ddqn, "crelu"), "ppo": (_ppo("ppo"), "fourier"),
+          "gtr": (_ppo("gtr"), "crelu")}
+NETWORKS = {"td3": ("actor", "critic"), "sac_simba": ("actor", "critic"), "ddqn": ("q_network",), "ppo": ("agent",), "gtr": ("agent",)}
+
+
+def _final_scalars(run_dir: str) -> dict[str, float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(run_dir).Reload()
+    return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.parametrize("optimiser", ["adam", "kron"])
+@pytest.mark.parametrize("agent", list(AGENTS))
+def test_every_applicable_remedy_at_once_runs_finite_and_each_acts(agent, optimiser, runs_dir):
+    run, activation = AGENTS[agent]
+    remedies = _loss_and_optimiser_remedies(optimiser, activation)
+    from types import SimpleNamespace
+
+    on = catalogue.active(SimpleNamespace(**remedies, swd=SimpleNamespace(enabled=agent in ("td3", "sac_simba", "ddqn")),
+                                          least=SimpleNamespace(enabled=agent in ("td3", "sac_simba"))))
+    left_out = {"CIR", "CReLU" if activation == "fourier" else "deep Fourier features"} | OTHER_RESETS
+    left_out |= {"layer resetting"} if optimiser == "kron" else {"Kron (PSGD)"}
+    assert on == {r.name for r in catalogue.REMEDIES if r.applies_to(agent)} - left_out
+
+    result = run(runs_dir, remedies)
+    scalars = _final_scalars(result["run_dir"])
+    losses = {tag: value for tag, value in scalars.items() if tag.startswith("losses/")}
+    assert losses and all(math.isfinite(v) for v in losses.values()), losses
+    for remedy in ("l2", "l2_init", "parseval", "cchain", "trac", "nap", "clip"):
+        assert scalars.get(f"remedies/{remedy}_events", 0) > 0, f"{remedy} never acted"
+    assert any(tag.endswith("_trac_scale") for tag in scalars) and any(tag.endswith("_cchain_coef") for tag in scalars)
+    if optimiser == "adam":
+        assert scalars["plasticity/resets"] >= 1  # layer resetting fired
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    weights = {k: v for name in NETWORKS[agent] for k, v in state[name].items()}
+    assert any(".norm." in key for key in weights)  # LayerNorm reached the torso
+    assert all(torch.isfinite(v).all() for v in weights.values() if v.is_floating_point())
+
+
+def test_remedy_state_survives_a_resume_bit_identically(runs_dir):
+    from agents.td3 import Args, main
+
+    remedies = _loss_and_optimiser_remedies("adam", "fourier")
+    common = dict(env_id="Pendulum-v1", learning_starts=100, batch_size=32, hidden_sizes=(16, 16), eval_every=0, eval_episodes=1,
+                  progress=False, buffer_size=1_000, runs_dir=runs_dir, **remedies)
+    straight = main(Args(total_timesteps=300, exp_name="straight", **common))
+    half = main(Args(total_timesteps=180, exp_name="split", **common))
+    resumed = main(Args(total_timesteps=300, exp_name="split", resume=half["run_dir"], **common))
+    a = load_checkpoint(Path(straight["run_dir"]) / "checkpoint.pt")
+    b = load_checkpoint(Path(resumed["run_dir"]) / "checkpoint.pt")
+    for name in ("actor", "critic"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
+    trac_a, trac_b = a["remedies"]["networks"]["critic"]["trac"], b["remedies"]["networks"]["critic"]["trac"]
+    assert torch.equal(trac_a["s"], trac_b["s"]) and trac_a["steps"] == trac_b["steps"] > 0
+
+
+@pytest.mark.parametrize("agent, flags, message", [
+    ("ppo", ["--least.enabled"], "LEAST needs a Q function"),
+    ("gtr", ["--reset.method", "inject"], "plasticity injection"),
+    ("td3", ["--net.activation", "crelu", "--reset.method", "redo"], "ReDo recycles dormant units one-to-one"),
+    ("ddqn", ["--optim.name", "kron", "--reset.method", "full"], "Kron does not keep"),
+    ("td3", ["--cir.critic", "--net.norm", "layer"], "CIR's critic torso"),
+    ("sac_simba", ["--net.norm", "layer"], "SimBa blocks already hold LayerNorms"),
+])
+def test_an_inapplicable_remedy_is_a_one_line_error_before_any_run_directory(agent, flags, message, tmp_path):
+    runs = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, str(REPO / "agents" / f"{agent}.py"), "--runs-dir", str(runs), "--total-timesteps", "10", *flags],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_catalogue_check_refuses_exactly_the_declared_inapplicable_agents():
+    for remedy in catalogue.REMEDIES:
+        probe = _args_with(remedy)
+        assert catalogue.active(probe) == {remedy.name}, remedy.name  # is_on reads the flag the table names
+        for agent in catalogue.AGENTS:
+            if remedy.applies_to(agent):
+                catalogue.check(agent, probe)
+            else:
+                with pytest.raises(UserError, match=re.escape(remedy.not_for[agent])):
+                    catalogue.check(agent, probe)
+
+
+def _args_with(remedy):
+    """A namespace on which `remedy` (and nothing else) is on, built from its first flag."""
+    from types import SimpleNamespace
+
+    tokens = remedy.flags.split()
+    path = tokens[0].lstrip("-").replace("-", "_").split(".")
+    value = tokens[1] if len(tokens) > 1 and not tokens[1].startswith("-") else True
+    if value in ("λ", "κ"):
+        value = 1.0
+    root = SimpleNamespace()
+    node = root
+    for part in path[:-1]:
+        setattr(node, part, SimpleNamespace())
+        node = getattr(node, part)
+    setattr(node, path[-1], value)
+    return root
+
+
+def test_remedies_command_prints_the_matrix_and_the_docs_table_matches_it():
+    proc = subprocess.run([sys.executable, "-m", "cleanrl_plus.cli", "remedies"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == catalogue.matrix()
+    for remedy in catalogue.REMEDIES:
+        assert f"| {remedy.name} |" in proc.stdout
+    assert len(catalogue.REMEDIES) >= 19
+    docs = (REPO / "docs" / "remedies" / "index.md").read_text()
+    assert catalogue.matrix() in docs, "docs/remedies/index.md is out of date: paste `cleanrl-plus remedies` between its markers"
