@@ -17,7 +17,7 @@ from plasticity.cchain import CChainArgs, ChurnReducer
 from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
 from plasticity.optimizers import TRAC, OptimArgs, erfi, make_optimizer
 from plasticity.regularizers import RegArgs, WeightClipper, parseval_penalty, rows_as_units
-from plasticity.resets import Resettable, depth_levels, recycle_low_gradient, reset_last_layers
+from plasticity.resets import Resettable, depth_levels, gradient_scores, recycle_low_gradient, reset_last_layers
 
 CPU = torch.device("cpu")
 
@@ -264,3 +264,13 @@ def test_regrama_recycles_exactly_the_units_whose_incoming_gradients_vanished():
     assert changed.tolist() == [i in (1, 6) for i in range(8)]  # fresh incoming weights of exactly those units
     assert torch.all(net[2].weight[:, [1, 6]] == 0)  # their outgoing weights are zeroed: the output is kept
     assert torch.equal(net[2].weight[:, [0, 2, 3, 4, 5, 7]], second_before[:, [0, 2, 3, 4, 5, 7]])
+
+
+def test_grama_scores_of_an_ensemble_layer_are_per_member_and_per_unit():
+    layer = EnsembleLinear(2, 3, 4)  # weight (E, in, H)
+    layer.weight.grad = torch.ones(2, 3, 4)
+    layer.weight.grad[1, :, 2] = 0.0  # member 1's unit 2 gets no gradient
+    scores = gradient_scores(layer)
+    assert scores.shape == (2, 4)
+    assert (scores <= 0.01).nonzero().tolist() == [[1, 2]]
+    torch.testing.assert_close(scores[0], torch.ones(4), rtol=1e-6, atol=1e-6)
