@@ -186,3 +186,23 @@ def test_remedies_command_prints_the_matrix_and_the_docs_table_matches_it():
     assert len(catalogue.REMEDIES) >= 19
     docs = (REPO / "docs" / "remedies" / "index.md").read_text()
     assert catalogue.matrix() in docs, "docs/remedies/index.md is out of date: paste `cleanrl-plus remedies` between its markers"
+
+
+@pytest.mark.parametrize("plan", ["remedies.toml", "remedies-ddqn.toml"])
+def test_benchmark_plans_parse_and_every_configuration_is_applicable(plan):
+    import shlex
+    import tomllib
+
+    import tyro
+
+    spec = tomllib.loads((REPO / "benchmarks" / plan).read_text())
+    (agent,) = spec["agent"]
+    module = __import__(f"agents.{agent}", fromlist=["Args"])
+    names = {r.name for r in catalogue.REMEDIES if r.applies_to(agent)}
+    covered = set()
+    for name, flags in spec["config"].items():
+        args = tyro.cli(module.Args, args=shlex.split(spec["flags"] + " " + flags))  # a typo in a flag fails here
+        catalogue.check(agent, args)
+        covered |= catalogue.active(args)
+    assert covered == names - {"CIR"}, names - covered  # every applicable remedy has a configuration
+    assert len(spec["seeds"]) >= 5 and {"baseline", "oracle"} <= set(spec["config"])
