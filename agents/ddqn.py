@@ -270,8 +270,8 @@ def main(args: Args) -> dict:
     resetter = Resetter(args.reset, **networks)
     remedies = RemedyHooks(args, critic=Trained(q_network, optimizer, forward_q, (q_network.head,)))
     # the resetter loads first: an injected head must exist again before the weights arrive
-    stateful = dict(resetter=resetter, q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env, monitor=monitor,
-                    remedies=remedies)
+    stateful = dict(resetter=resetter, q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env,
+                    monitor=monitor) | remedies.stateful()
     global_step, num_updates = 0, 0
     if run.resumed:
         state = run.resumed

@@ -264,7 +264,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     joint_outputs = lambda b: torch.cat([agent.policy.net(b.obs), agent.value(b.obs).unsqueeze(-1)], dim=-1)  # noqa: E731
     remedies = RemedyHooks(args, agent=Trained(agent, optimizer, joint_outputs, (policy_linears[-1], critic_linears[-1])))
     stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
-                    reward_scaler=reward_scaler, env=env, monitor=monitor, remedies=remedies)
+                    reward_scaler=reward_scaler, env=env, monitor=monitor) | remedies.stateful()
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
     if trust_region is not None:
         stateful["trust_region"] = trust_region

@@ -252,8 +252,8 @@ def main(args: Args) -> dict:
     stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
         resetter=resetter, actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer,
         actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay,
-        env=env, monitor=monitor, remedies=remedies,
-    )
+        env=env, monitor=monitor,
+    ) | remedies.stateful()
     stopper = None
     if args.least.enabled:
         stopper = stateful["stopper"] = EpisodeStopper(args.least, env.num_envs, env.max_episode_steps, args.total_timesteps, device)

@@ -191,8 +191,8 @@ def main(args: Args) -> dict:
                            actor=Trained(actor, actor_optimizer, lambda b: actor(b.obs), (actor.net[-1],)))
     stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
         resetter=resetter, actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
-        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor, remedies=remedies,
-    )
+        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
+    ) | remedies.stateful()
     stopper = None
     if args.least.enabled:
         stopper = stateful["stopper"] = EpisodeStopper(args.least, env.num_envs, env.max_episode_steps, args.total_timesteps, device)

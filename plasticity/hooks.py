@@ -122,6 +122,13 @@ class RemedyHooks:
     def __init__(self, args: RemedyArgs, **networks: Trained) -> None:
         self.networks = {name: _NetworkHooks(args, net) for name, net in networks.items()}
         self.acted: collections.Counter[str] = collections.Counter()
+        reg = args.reg
+        self.any_on = bool(reg.l2 or reg.l2_init or reg.parseval or args.clip.kappa or args.nap.enabled or args.cchain.enabled or args.optim.trac)
+
+    def stateful(self) -> dict[str, "RemedyHooks"]:
+        """{"remedies": self} for the agent's checkpointed objects when a loss/step remedy is on, else {}, so checkpoints
+        of runs without them keep the keys they had before these remedies existed (and still resume)."""
+        return {"remedies": self} if self.any_on else {}
 
     def loss(self, name: str, main_loss: torch.Tensor, reference: Callable | None = None) -> torch.Tensor:
         """main_loss + this network's regularisers (reference() draws C-CHAIN's reference batch, only when it is on)."""

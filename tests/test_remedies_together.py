@@ -48,7 +48,7 @@ def _sac(runs_dir, remedies):
     from plasticity.swd import SWDArgs
 
     return main(Args(env_id="Pendulum-v1", network="mlp", mlp_hidden_sizes=(16, 16), total_timesteps=160, learning_starts=100, batch_size=32,
-                     eval_every=0, eval_episodes=1, progress=False, buffer_size=1_000, log_every=100, runs_dir=runs_dir,
+                     eval_every=0, eval_episodes=1, progress=False, buffer_size=1_000, log_every=50, runs_dir=runs_dir,
                      swd=SWDArgs(enabled=True), least=LEASTArgs(enabled=True), **remedies))
 
 
