@@ -274,3 +274,20 @@ def test_grama_scores_of_an_ensemble_layer_are_per_member_and_per_unit():
     assert scores.shape == (2, 4)
     assert (scores <= 0.01).nonzero().tolist() == [[1, 2]]
     torch.testing.assert_close(scores[0], torch.ones(4), rtol=1e-6, atol=1e-6)
+
+
+def test_simba_blocks_take_the_doubling_activation_with_half_the_expansion_units():
+    from cleanrl_plus.simba import SimbaEncoder
+
+    encoder = SimbaEncoder(2, 5, 8, 1, activation="crelu")
+    block = encoder.blocks[0]
+    assert block.expand.weight.shape == (2, 8, 16) and block.contract.weight.shape == (2, 32, 8)  # 4d = 32 features from 16 units
+    assert isinstance(block.activation, CReLU) and encoder(torch.randn(2, 3, 5)).shape == (2, 3, 8)
+
+
+def test_remedy_free_runs_keep_their_checkpoint_keys():
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    optimizer = adam(net.parameters(), 1e-3, CPU)
+    assert _hooks(net, optimizer).stateful() == {}  # checkpoints written before these remedies existed still resume
+    hooks = _hooks(net, optimizer, reg=RegArgs(parseval=1e-3))
+    assert hooks.stateful() == {"remedies": hooks}
