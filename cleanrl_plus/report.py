@@ -655,6 +655,10 @@ def write_report(
     return written[0]
 
 
+def parse(argv: list[str] | None = None) -> ReportArgs:
+    return tyro.cli(ReportArgs, args=argv, prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
+
+
 def main(argv: list[str] | None = None) -> Path:
-    args = tyro.cli(ReportArgs, args=argv, prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
+    args = parse(argv)
     return write_report(args.paths, args.out, args.baseline, args.oracle, args.reps, args.metric, verbose=True)
