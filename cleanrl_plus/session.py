@@ -35,7 +35,7 @@ class TrainingSession:
         self.task_switched = False  # True right after the step at which the schedule moved to a new task
         self.tasks: dict[int, dict[str, Any]] = {}
         self.recorder = None  # --capture-video: built now, so a missing renderer stops the run before training
-        if getattr(self.args, "capture_video", False):
+        if self.args.capture_video:
             self.recorder = VideoRecorder(evaluator.env_id, evaluator.seed, run.device, **evaluator.env_kwargs)
         if run.resumed:
             self._restore_history(start_step)
