@@ -21,6 +21,7 @@ import torch
 
 import envs
 from cleanrl_plus.errors import UserError
+from envs.continual import ContinualArgs, is_continual, parse as parse_continual_id
 
 GL_HINT = "install libosmesa6 and set MUJOCO_GL=osmesa (or libegl1 and MUJOCO_GL=egl on a GPU machine)"
 MAX_STEPS = 2_000  # a video of a whole Atari game (up to 27k agent steps) is not what anyone watches
@@ -46,7 +47,7 @@ class VideoRecorder:
         for name in ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER"):
             os.environ.setdefault(name, "dummy")
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-        base = self.env_id.split(":")[-1] if self.env_id.startswith("continual:") else self.env_id
+        base = parse_continual_id(self.env_id, ContinualArgs()).env_id if is_continual(self.env_id) else self.env_id
         if envs.backend_for(base) in ("gymnasium", "atari") and not base.startswith("MinAtar/"):  # MinAtar: a 10×10 float image
             env_kwargs = env_kwargs | {"render_mode": "rgb_array"}
         try:
@@ -57,15 +58,20 @@ class VideoRecorder:
         except UserError:
             raise
         except Exception as error:  # the renderers raise many types (GLError, FatalError, EGLError, ...)
-            gl = "MUJOCO_GL" not in os.environ or any(word in f"{type(error).__name__} {error}" for word in ("GL", "gl"))
+            gl = any(word in f"{type(error).__name__} {error}" for word in ("GL", "gl", "DISPLAY"))
             hint = f"no OpenGL rendering here — {GL_HINT}" if gl else f"{type(error).__name__}: {str(error)[:120]}"
             raise UserError(f"--capture-video: cannot render {env_id}: {hint}") from None
 
+    def _backend_env(self) -> Any:
+        """The backend's env inside any continual wrappers: the one that can render."""
+        inner = self.env
+        while hasattr(inner, "inner"):
+            inner = inner.inner
+        return inner
+
     def frame(self, obs: torch.Tensor) -> np.ndarray:
         """An RGB uint8 (H, W, 3) picture of the current state."""
-        inner = self.env
-        while hasattr(inner, "inner"):  # continual wrappers
-            inner = inner.inner
+        inner = self._backend_env()
         if type(inner).__name__.startswith("DMC"):
             return inner.render()
         sub_env = getattr(getattr(inner, "vec", None), "envs", [None])[0]
@@ -96,16 +102,12 @@ class VideoRecorder:
 
     @property
     def fps(self) -> int:
-        inner = self.env
-        while hasattr(inner, "inner"):
-            inner = inner.inner
+        inner = self._backend_env()
         sub_env = getattr(getattr(inner, "vec", None), "envs", [None])[0]
         return int(getattr(sub_env, "metadata", {}).get("render_fps") or 30)
 
     def close(self) -> None:
-        inner = self.env
-        while hasattr(inner, "inner"):
-            inner = inner.inner
+        inner = self._backend_env()
         for dmc_env in getattr(inner, "envs", []) if type(inner).__name__.startswith("DMC") else []:
             dmc_env.physics.free()  # free the GL context now: at interpreter exit dm-control's executor is gone
         self.env.close()
@@ -113,7 +115,7 @@ class VideoRecorder:
 
 def observation_picture(obs: np.ndarray) -> np.ndarray:
     """Atari frame stacks (C, 84, 84): the newest frame in gray; MinAtar grids (10, 10, C): one colour per channel."""
-    if obs.ndim == 3 and obs.shape[1] == obs.shape[2]:  # channels first: a frame stack
+    if obs.ndim == 3 and obs.shape[0] < obs.shape[1] == obs.shape[2]:  # channels first: a frame stack (4, 84, 84)
         gray = obs[-1].astype(np.uint8)
         return np.repeat(np.repeat(np.stack([gray] * 3, axis=-1), 2, axis=0), 2, axis=1)
     if obs.ndim == 3:  # channels last: MinAtar's boolean grid

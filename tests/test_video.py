@@ -68,6 +68,8 @@ def test_observation_pictures_and_renderable_ids():
     grid[2, 3, 1] = True
     picture = observation_picture(grid)
     assert picture.shape == (160, 160, 3) and picture[2 * 16, 3 * 16].any() and not picture[0, 0].any()
+    padded = np.zeros((10, 10, 10), dtype=bool)  # continual:minatar3 pads every game to 10 channels
+    assert observation_picture(padded).shape == (160, 160, 3)
     stack = np.zeros((4, 84, 84), dtype=np.uint8)
     stack[-1, 10, 10] = 200
     assert observation_picture(stack).shape == (168, 168, 3) and observation_picture(stack)[20, 20, 0] == 200
