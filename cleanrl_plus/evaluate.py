@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import json
 from pathlib import Path
+from typing import Annotated, Literal
 
 import tyro
 
@@ -21,18 +22,18 @@ from cleanrl_plus.errors import UserError
 
 @dataclasses.dataclass
 class EvalArgs:
-    run_dir: tyro.conf.Positional[str]
+    run_dir: tyro.conf.Positional[Annotated[str, tyro.conf.arg(metavar="RUN_DIR")]]
     """the run directory (runs/<run>) holding args.json and checkpoint.pt"""
     episodes: int = 10
     """episodes to evaluate (run at once, one per sub-env)"""
     seed: int = -1
-    """seed of the evaluation episodes (-1 = the run's own evaluation seed: its seed + 100000)"""
+    """episodes start as a run with this seed evaluates, from seed + 100000 on (-1 = the run's own seed)"""
     task: int = -1
     """continual runs: the task to evaluate on (-1 = the task the run ended in)"""
     capture_video: bool = False
     """record one episode to RUN_DIR/videos/ (MuJoCo and dm-control need a headless GL backend, see the docs)"""
-    device: str = "cpu"
-    """where to run the policy (cpu, cuda, auto)"""
+    device: Literal["auto", "cpu", "cuda"] = "cpu"
+    """where to run the policy"""
 
 
 def parse(argv: list[str]) -> EvalArgs:
