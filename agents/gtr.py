@@ -157,5 +157,8 @@ def main(args: Args) -> dict:
     return ppo.main(args, make_trust_region=lambda policy: GaussianTrustRegion(args.gtr, policy), agent_name="gtr")
 
 
+load_policy = ppo.load_policy  # GTR's policy is PPO's; the anchor matters only for training
+
+
 if __name__ == "__main__":
     cli_main(main, Args)

@@ -357,5 +357,18 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     return session.finish(global_step, num_updates, greedy_policy, checkpoint_state)
 
 
+def load_policy(args: Args, env, state: dict, device: torch.device):
+    """The evaluation policy of a checkpoint (`cleanrl-plus eval`): the mean action (clipped) or the argmax."""
+    obs_dim, space = int(env.single_observation_space.shape[0]), env.single_action_space
+    agent = ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).to(device)
+    agent.load_state_dict(state["agent"])
+    obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
+    obs_normalizer.load_state_dict(state["obs_normalizer"])
+    if isinstance(space, gym.spaces.Box):
+        low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))
+        return lambda obs: agent.policy.greedy(obs_normalizer(obs)).clamp(low, high)
+    return lambda obs: agent.policy.greedy(obs_normalizer(obs))
+
+
 if __name__ == "__main__":
     cli_main(main, Args)

@@ -354,5 +354,15 @@ def main(args: Args) -> dict:
     return session.finish(global_step, num_updates, policy, checkpoint_state)
 
 
+def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
+    """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`), statistics frozen."""
+    obs_dim = int(env.single_observation_space.shape[0])
+    actor = Actor(args, obs_dim, env.single_action_space).to(device)
+    actor.load_state_dict(state["actor"])
+    normalizer = RunningMeanStd((obs_dim,)).to(device)
+    normalizer.load_state_dict(state["normalizer"])
+    return nn.Sequential(normalizer if args.normalize_obs else nn.Identity(), actor)
+
+
 if __name__ == "__main__":
     cli_main(main, Args)

@@ -274,5 +274,12 @@ def main(args: Args) -> dict:
     return session.finish(global_step, num_updates, actor, checkpoint_state)
 
 
+def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
+    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`)."""
+    actor = Actor(int(env.single_observation_space.shape[0]), env.single_action_space, args.hidden_sizes).to(device)
+    actor.load_state_dict(state["actor"])
+    return actor
+
+
 if __name__ == "__main__":
     cli_main(main, Args)

@@ -122,8 +122,12 @@ def bench(args: BenchArgs) -> dict:
     return report
 
 
+def parse(argv: list[str] | None = None) -> BenchArgs:
+    return tyro.cli(BenchArgs, args=argv)
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = tyro.cli(BenchArgs, args=argv)
+    args = parse(argv)
     result = bench(args)
     if args.json_out:
         print(json.dumps(result))

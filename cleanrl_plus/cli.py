@@ -1,7 +1,8 @@
-"""The `cleanrl-plus` console command. Subcommands: compare, sweep, report, bench, remedies."""
+"""The `cleanrl-plus` console command. Subcommands: compare, sweep, report, bench, eval, remedies."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from cleanrl_plus.errors import UserError, exit_with
@@ -14,12 +15,29 @@ commands:
            cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= --config sp="--reset.method shrink-perturb"
   report   IQM tables with 95% CIs and plots from run directories: cleanrl-plus report runs/ --baseline ppo
   bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
+  eval     evaluate a saved run's checkpoint: cleanrl-plus eval runs/<run> --episodes 20 [--capture-video]
   remedies the agent × plasticity-remedy applicability matrix (from plasticity/catalogue.py)
 
 Each command explains its flags: cleanrl-plus <command> --help
 
 Agents run as scripts: python agents/td3.py --help
 """
+
+
+# command → the module whose main(argv) runs it and whose parse(argv) parses its flags
+COMMANDS = {"compare": "cleanrl_plus.compare", "sweep": "cleanrl_plus.sweep", "report": "cleanrl_plus.report",
+            "bench": "cleanrl_plus.bench", "eval": "cleanrl_plus.evaluate", "remedies": "plasticity.catalogue"}
+
+
+def _module(command: str):
+    if command not in COMMANDS:
+        raise UserError(f"unknown command '{command}' — run `cleanrl-plus --help` for the list")
+    return importlib.import_module(COMMANDS[command])
+
+
+def parse_only(argv: list[str]):
+    """Parse a command line's flags with the subcommand's real parser, without running it (the docs tests)."""
+    return _module(argv[0]).parse(argv[1:])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,28 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     command, rest = argv[0], argv[1:]
     try:
-        if command == "bench":
-            from cleanrl_plus import bench
-
-            bench.main(rest)
-        elif command == "sweep":
-            from cleanrl_plus import sweep
-
-            sweep.main(rest)
-        elif command == "compare":
-            from cleanrl_plus import compare
-
-            compare.main(rest)
-        elif command == "remedies":
-            from plasticity import catalogue
-
-            catalogue.main(rest)
-        elif command == "report":
-            from cleanrl_plus import report
-
-            report.main(rest)
-        else:
-            raise UserError(f"unknown command '{command}' — run `cleanrl-plus --help` for the list")
+        _module(command).main(rest)
     except UserError as error:
         exit_with(error)
 

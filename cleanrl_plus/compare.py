@@ -55,8 +55,12 @@ class CompareArgs:
     """bootstrap resamples per confidence interval"""
 
 
+def parse(argv: list[str]) -> CompareArgs:
+    return tyro.cli(CompareArgs, args=sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
+
+
 def main(argv: list[str]) -> Path:
-    args = tyro.cli(CompareArgs, args=sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
+    args = parse(argv)
     if args.seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {args.seeds}")
     configs = [f"{sweep.BASELINE}=", f"{args.remedy_name}={args.remedy}"]

@@ -56,6 +56,14 @@ class RunArgs:
     so that a rerun finds its runs"""
     progress: bool = True
     """show a progress line with SPS and ETA on stderr"""
+    track: bool = False
+    """also log to Weights & Biases (needs `pip install -e ".[wandb]"`); TensorBoard logging continues"""
+    wandb_project_name: str = "cleanrl_plus"
+    """the W&B project of a --track run"""
+    wandb_entity: str = ""
+    """the W&B entity (team or user) of a --track run (empty = your default entity)"""
+    capture_video: bool = False
+    """record the final evaluation's episode to runs/<run>/videos/ and TensorBoard (MuJoCo/dm-control need MUJOCO_GL)"""
     continual: ContinualArgs = dataclasses.field(default_factory=ContinualArgs)
     """continual settings (`--env-id continual:<preset>`): the task schedule and what the agent keeps at a switch"""
 

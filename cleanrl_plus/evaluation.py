@@ -24,6 +24,7 @@ class Evaluator:
 
     def __init__(self, env_id: str, num_episodes: int, seed: int, device: torch.device, **env_kwargs: Any) -> None:
         self.seed = seed + EVAL_SEED_OFFSET
+        self.env_id, self.env_kwargs = env_id, env_kwargs  # what a video recorder of the same episodes needs
         self.env = envs.make(env_id, num_envs=num_episodes, seed=self.seed, device=device, training=False, **env_kwargs)
 
     def __call__(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Mapping
 
 import torch
@@ -27,6 +28,26 @@ def flatten_args(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+DIAGNOSED_NETWORK = re.compile(r"^plasticity/(\w+?)_dormant_0$")  # every diagnostics report has it, per network
+
+
+def plasticity_layout(networks: list[str]) -> dict[str, dict[str, list]]:
+    """TensorBoard's Custom Scalars dashboard: per diagnosed network, the returns next to its dormant fraction,
+    ranks, norms and churn (tags of plasticity/diagnostics.py; regexes, so NTK and churn join when they start)."""
+    returns = ["Multiline", [r"^charts/episodic_return$", r"^eval/episodic_return$"]]
+    return {
+        f"plasticity: {net}": {
+            "return (train, eval)": returns,
+            "dormant fraction": ["Multiline", [rf"^plasticity/{net}_dormant_"]],
+            "active units": ["Multiline", [rf"^plasticity/{net}_active_units$"]],
+            "ranks": ["Multiline", [rf"^plasticity/{net}_(srank|effective_rank|ntk_rank|ntk_effective_rank|ntk_srank)$"]],
+            "norms": ["Multiline", [rf"^plasticity/{net}_(feature_norm|param_rms|distance_from_init|grad_norm)$"]],
+            "churn": ["Multiline", [rf"^plasticity/{net}_(churn|greedy_churn|kl_churn)$"]],
+        }
+        for net in networks
+    }
+
+
 class Logger:
     def __init__(self, run_dir: str, args: Any, purge_step: int | None = None) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint, so curves do not fold back.
@@ -35,6 +56,14 @@ class Logger:
         if purge_step is None:
             self.writer.add_text("hyperparameters", hyperparameter_table(args))
         self.last_episodic_return: float | None = None
+        self.diagnosed_networks: list[str] = []  # networks in the custom-scalars layout so far
+
+    def _extend_layout(self, tags: Any) -> None:
+        """Write the custom-scalars layout again when diagnostics report a network for the first time."""
+        new = [m.group(1) for m in map(DIAGNOSED_NETWORK.match, tags) if m and m.group(1) not in self.diagnosed_networks]
+        if new:
+            self.diagnosed_networks += new
+            self.writer.add_custom_scalars(plasticity_layout(self.diagnosed_networks))
 
     def scalar(self, tag: str, value: float | torch.Tensor, step: int) -> None:
         if isinstance(value, torch.Tensor):
@@ -49,6 +78,7 @@ class Logger:
             values = {**values, **dict(zip(tensors, host))}
         for tag, value in values.items():
             self.writer.add_scalar(tag, value, step)
+        self._extend_layout(values)
 
     def episodes(self, stats: EpisodeStats) -> None:
         """One point per env step at which episodes ended: the mean over the episodes that ended at that step

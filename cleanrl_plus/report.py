@@ -91,6 +91,11 @@ def is_run_dir(path: Path) -> bool:
     return path.is_dir() and ((path / "summary.json").exists() or (path / "args.json").exists())
 
 
+def is_sweep_log_dir(path: Path) -> bool:
+    """`cleanrl-plus sweep` writes each run's output to <runs-dir>/logs/<run>.log (and submitit's files to logs/submitit)."""
+    return path.name == "logs" and all(p.suffix == ".log" or p.name == "submitit" for p in path.iterdir())
+
+
 def find_run_dirs(paths: Iterable[str], out_dir: Path | None = None) -> tuple[list[Path], list[str]]:
     """Run directories named by `paths` (a run, a folder of runs, or a glob of either) and notes on what was skipped."""
     found: list[Path] = []
@@ -107,7 +112,7 @@ def find_run_dirs(paths: Iterable[str], out_dir: Path | None = None) -> tuple[li
                 for child in sorted(p for p in match.iterdir() if p.is_dir()):
                     if is_run_dir(child):
                         found.append(child)
-                    elif child.name != "report" and (out_dir is None or child.resolve() != out_dir.resolve()):
+                    elif child.name != "report" and not is_sweep_log_dir(child) and (out_dir is None or child.resolve() != out_dir.resolve()):
                         notes.append(f"skipped {child}: not a run directory (no summary.json or args.json)")
             else:
                 notes.append(f"skipped {match}: not a directory")
@@ -655,6 +660,10 @@ def write_report(
     return written[0]
 
 
+def parse(argv: list[str] | None = None) -> ReportArgs:
+    return tyro.cli(ReportArgs, args=argv, prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
+
+
 def main(argv: list[str] | None = None) -> Path:
-    args = tyro.cli(ReportArgs, args=argv, prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
+    args = parse(argv)
     return write_report(args.paths, args.out, args.baseline, args.oracle, args.reps, args.metric, verbose=True)

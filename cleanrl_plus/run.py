@@ -25,6 +25,7 @@ from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_check
 from cleanrl_plus.config import RunArgs, parse_args, validate_args
 from cleanrl_plus.errors import UserError, exit_with
 from cleanrl_plus.logger import Logger
+from cleanrl_plus.tracking import require_wandb, start_wandb
 
 ArgsT = TypeVar("ArgsT", bound=RunArgs)
 
@@ -87,6 +88,7 @@ class Run:
     logger: Logger
     resumed: dict[str, Any] | None  # the checkpoint being resumed from, or None for a fresh run
     stop_requested: bool = False  # set by SIGTERM/SIGINT: the loop checkpoints and exits at the next step
+    wandb_run: Any = None  # the W&B run of a --track run
 
     @property
     def start_step(self) -> int:
@@ -103,6 +105,8 @@ class Run:
 
     def close(self) -> None:
         self.logger.close()
+        if self.wandb_run is not None:
+            self.wandb_run.finish()
         _restore_signal_handlers(self)
 
 
@@ -115,6 +119,8 @@ def start_run(args: RunArgs) -> Run:
     torch.set_num_threads(resolve_threads(args.threads))
     validate_args(args)
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
+    if args.track:
+        require_wandb()
     resumed = None
     if args.resume:
         run_dir = Path(args.resume)
@@ -129,8 +135,9 @@ def start_run(args: RunArgs) -> Run:
     if args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
         args.continual.schedule_seed = args.seed
     (run_dir / "args.json").write_text(json.dumps(dataclasses.asdict(args) | {"resume": ""}, indent=2))
+    wandb_run = start_wandb(args, run_dir, resumed is not None) if args.track else None
     logger = Logger(str(run_dir), args, purge_step=resumed["global_step"] if resumed else None)
-    run = Run(args=args, dir=run_dir, device=device, logger=logger, resumed=resumed)
+    run = Run(args=args, dir=run_dir, device=device, logger=logger, resumed=resumed, wandb_run=wandb_run)
     action = f"resuming from step {resumed['global_step']} in" if resumed else "logging to"
     print(f"{action} {run_dir} (device {device}, {torch.get_num_threads()} threads)", flush=True)
     _install_signal_handlers(run)

@@ -12,6 +12,7 @@ import torch
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.progress import Progress
 from cleanrl_plus.run import Run
+from cleanrl_plus.video import VideoRecorder, log_video
 from envs.base import TorchVecEnv
 
 
@@ -33,6 +34,9 @@ class TrainingSession:
         self.task_start_step = 0
         self.task_switched = False  # True right after the step at which the schedule moved to a new task
         self.tasks: dict[int, dict[str, Any]] = {}
+        self.recorder = None  # --capture-video: built now, so a missing renderer stops the run before training
+        if self.args.capture_video:
+            self.recorder = VideoRecorder(evaluator.env_id, evaluator.seed, run.device, **evaluator.env_kwargs)
         if run.resumed:
             self._restore_history(start_step)
         if self.task is not None:
@@ -180,6 +184,11 @@ class TrainingSession:
         self._log_episodes()
         if finished and self.last_eval.get("step") != global_step:
             self.evaluate(policy, global_step)
+        if finished and self.recorder is not None:
+            frames = self.recorder.record(policy, self.run.dir / "videos" / "final.mp4", task=self.task)
+            log_video(self.run.logger.writer, "videos/eval", frames, self.recorder.fps, global_step)
+        if self.recorder is not None:
+            self.recorder.close()
         result = self.summary(global_step, num_updates, finished, loop_end)
         self.run.save(checkpoint_state(), result)
         self.progress.close(global_step)

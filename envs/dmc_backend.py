@@ -44,8 +44,10 @@ def _flatten(observation: dict[str, np.ndarray]) -> np.ndarray:
 class DMCVecEnv(TorchVecEnv):
     def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, action_repeat: int = 1) -> None:
         super().__init__(num_envs)
+        from absl import logging as absl_logging
         from dm_control import suite
 
+        absl_logging.set_verbosity(absl_logging.ERROR)  # dm-control's XML deprecation notes are not the user's business
         domain, task = parse_dmc_id(env_id)
         if action_repeat < 1:
             raise UserError(f"action_repeat must be >= 1, got {action_repeat}")

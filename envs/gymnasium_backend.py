@@ -34,6 +34,7 @@ def register_optional_ids(env_id: str) -> None:
     if env_id.startswith("ALE/"):
         import ale_py
 
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no emulator banner on every start-up
         gym.register_envs(ale_py)
     elif env_id.startswith("MinAtar/") and "MinAtar/Breakout-v1" not in gym.registry:
         import minatar.gym

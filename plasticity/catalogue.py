@@ -130,11 +130,18 @@ def matrix() -> str:
     return "\n".join(lines) + "\n\nNot applicable:\n" + "\n".join(notes) + "\n"
 
 
-def main(argv: list[str]) -> None:
-    """`cleanrl-plus remedies`: print the matrix."""
+def parse(argv: list[str]) -> bool:
+    """`cleanrl-plus remedies` takes no flags but --help; True when help was asked for."""
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: cleanrl-plus remedies   (prints the agent × remedy applicability matrix, from plasticity/catalogue.py)")
-        return
+        return True
     if argv:
         raise UserError(f"cleanrl-plus remedies takes no arguments, got {' '.join(argv)}")
+    return False
+
+
+def main(argv: list[str]) -> None:
+    """`cleanrl-plus remedies`: print the matrix."""
+    if parse(argv):
+        print("usage: cleanrl-plus remedies   (prints the agent × remedy applicability matrix, from plasticity/catalogue.py)")
+        return
     print(matrix(), end="")
