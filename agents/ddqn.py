@@ -338,7 +338,8 @@ def main(args: Args) -> dict:
 
 def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`): ε-greedy in Q with ε = --eval-epsilon."""
-    q_network = QNetwork(args.network, tuple(env.single_observation_space.shape), int(env.single_action_space.n), args.hidden_sizes)
+    q_network = QNetwork(args.network, tuple(env.single_observation_space.shape), int(env.single_action_space.n), args.hidden_sizes,
+                         *torso_settings(args.net, args.nap))
     q_network.to(device).load_state_dict(state["q_network"])
     return lambda obs: epsilon_greedy(q_network(obs), args.eval_epsilon)
 

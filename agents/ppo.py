@@ -360,7 +360,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
 def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`): the mean action (clipped) or the argmax."""
     obs_dim, space = int(env.single_observation_space.shape[0]), env.single_action_space
-    agent = ActorCritic(obs_dim, space, args.hidden_sizes, args.activation).to(device)
+    norm, activation = torso_settings(args.net, args.nap, default_activation=args.activation)
+    agent = ActorCritic(obs_dim, space, args.hidden_sizes, activation, norm).to(device)
     agent.load_state_dict(state["agent"])
     obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
     obs_normalizer.load_state_dict(state["obs_normalizer"])

@@ -276,7 +276,7 @@ def main(args: Args) -> dict:
 
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
     """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`)."""
-    actor = Actor(int(env.single_observation_space.shape[0]), env.single_action_space, args.hidden_sizes).to(device)
+    actor = make_actor(int(env.single_observation_space.shape[0]), env.single_action_space, args).to(device)
     actor.load_state_dict(state["actor"])
     return actor
 

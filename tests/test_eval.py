@@ -39,6 +39,14 @@ def test_eval_reproduces_the_runs_final_evaluation(agent, tmp_path):
     assert result["returns"] == pytest.approx(summary["eval"]["returns"], rel=1e-5, abs=1e-4)
 
 
+@pytest.mark.parametrize("agent", ["td3", "ddqn", "ppo"])
+def test_eval_rebuilds_the_remedied_architecture(agent, tmp_path):
+    # the policy must come from the same builder as training: a LayerNorm/CReLU torso has other weights and widths
+    run_dir, summary = train(agent, tmp_path, RUNS[agent] + ["--net.norm", "layer", "--net.activation", "crelu"])
+    result = evaluate_run(EvalArgs(run_dir, episodes=3))
+    assert result["returns"] == pytest.approx(summary["eval"]["returns"], rel=1e-5, abs=1e-4)
+
+
 def test_eval_on_another_seed_and_a_continual_task_with_a_video(tmp_path, capsys):
     flags = ["--env-id", "continual:cartpole-offset-small", "--continual.steps-per-task", "256", "--continual.num-tasks", "2",
              "--total-timesteps", "512", "--num-steps", "128", "--num-envs", "2"]
