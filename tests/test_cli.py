@@ -41,7 +41,7 @@ def test_misspelt_flag_exits_non_zero_and_suggests_the_flag():
 
 def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
     if torch.cuda.is_available():
-        return
+        pytest.skip("a CUDA device is visible here")
     result = run_script("agents/td3.py", "--device", "cuda", "--runs-dir", str(tmp_path))
     _assert_one_line_error(result, "--device cuda but no CUDA device is visible — use --device auto or --device cpu")
 

@@ -148,6 +148,35 @@ def test_ppo_resume_continues_bit_identically(runs_dir, env_id):
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
 
 
+def test_gtr_resume_continues_bit_identically(runs_dir):
+    # the anchor's policy snapshots and the previous update direction are state too: a resume must carry them
+    common = dict(env_id="CartPole-v1", num_envs=2, runs_dir=runs_dir, gtr=gtr.GTRArgs(anchor_size=3), **TINY)
+    straight = gtr.main(gtr.Args(total_timesteps=384, exp_name="straight", **common))
+    half = gtr.main(gtr.Args(total_timesteps=128, exp_name="split", **common))  # one rollout: lr annealing agrees up to here
+    resumed = gtr.main(gtr.Args(total_timesteps=384, exp_name="split", resume=half["run_dir"], **common))
+    assert resumed["global_step"] == 384
+    a, b = _final_state(straight["run_dir"]), _final_state(resumed["run_dir"])
+    for name in ("agent", "obs_normalizer", "reward_scaler", "optimizer"):
+        assert_states_equal(a[name], b[name], name)
+    assert len(a["trust_region"]["snapshots"]) == 3
+    assert_states_equal(a["trust_region"], b["trust_region"], "trust_region")
+
+
+def assert_states_equal(a, b, where: str) -> None:
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), f"{where} differs after resume"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_states_equal(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_states_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
 def test_gtr_without_penalty_is_exactly_ppo_and_with_it_is_not(runs_dir):
     common = dict(env_id="CartPole-v1", num_envs=2, total_timesteps=256, runs_dir=runs_dir, **TINY)
     plain = _final_state(ppo.main(ppo.Args(exp_name="ppo", **common))["run_dir"])["agent"]
