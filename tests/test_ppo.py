@@ -193,11 +193,21 @@ def test_gtr_logs_its_diagnostics_and_replace_mode_runs(runs_dir):
     args = gtr.Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=512, log_every=128, runs_dir=runs_dir,
                     gtr=gtr.GTRArgs(mode="replace"), **TINY)
     result = gtr.main(args)
-    tags = set(EventAccumulator(result["run_dir"]).Reload().Tags()["scalars"])
+    events = EventAccumulator(result["run_dir"]).Reload()
+    tags = set(events.Tags()["scalars"])
     for tag in ("gtr/released_fraction", "gtr/kl_anchor", "gtr/update_cosine", "losses/approx_kl", "losses/clipfrac",
                 "losses/explained_variance", "charts/episodic_return", "eval/episodic_return"):
         assert tag in tags, tag
     assert result["agent"] == "gtr" and result["finished"]
+
+    def logged(tag):
+        return [e.value for e in events.Scalars(tag)]
+
+    # the diagnostics are what they claim (the replace-mode loss itself: test_update_wiring.py): a fraction, a k3 KL
+    # estimate (never negative), a cosine, and an anchor that gains one policy per rollout up to J = 4
+    assert all(0 <= v <= 1 for v in logged("gtr/released_fraction")) and all(v >= 0 for v in logged("gtr/kl_anchor"))
+    assert all(-1 <= v <= 1 for v in logged("gtr/update_cosine"))
+    assert logged("gtr/anchor_policies") == [1.0, 2.0, 3.0, 4.0]  # one log per 128-step rollout
 
 
 def test_ppo_logs_plasticity_diagnostics_for_tanh_networks_and_the_kl_churn_of_its_categorical_policy(runs_dir):

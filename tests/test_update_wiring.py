@@ -105,14 +105,17 @@ RUN = dict(eval_every=0, eval_episodes=1, progress=False)
 
 
 # ---- TD3 --------------------------------------------------------------------------------------------------------
-def test_td3_update_wiring(monkeypatch, runs_dir):
+@pytest.mark.parametrize("convex_lambda", [None, 0.3], ids=["td3", "cir-convex-target"])
+def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
     from agents import td3
+    from plasticity.cir import CIRArgs
 
     recorder = UpdateRecorder(monkeypatch, td3)
     record_replay_samples(monkeypatch, td3, recorder)
     # two critic updates (the 2nd has critic ≠ target) and one actor update after the 2nd (policy delay 2)
+    cir = CIRArgs() if convex_lambda is None else CIRArgs(critic=True, width=16, convex_lambda=convex_lambda)
     args = td3.Args(env_id="InvertedPendulum-v5", total_timesteps=66, learning_starts=64, batch_size=32, hidden_sizes=(16, 16),
-                    learning_rate=0.01, buffer_size=100, runs_dir=runs_dir, **RUN)
+                    learning_rate=0.01, buffer_size=100, runs_dir=runs_dir, cir=cir, **RUN)
     td3.main(args)
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(critic_steps) == 2 and len(actor_steps) == 1
@@ -122,7 +125,7 @@ def test_td3_update_wiring(monkeypatch, runs_dir):
     obs_dim, action_dim = 4, 1
 
     def critic_with(values):
-        return with_parameters(td3.TwinCritic(obs_dim, action_dim, args.hidden_sizes), values)
+        return with_parameters(td3.make_critic(obs_dim, action_dim, args), values)
 
     def actor_with(values):
         return with_parameters(td3.Actor(obs_dim, space, args.hidden_sizes), values)
@@ -135,7 +138,9 @@ def test_td3_update_wiring(monkeypatch, runs_dir):
     with torch.no_grad():
         next_action = (actor_target(batch.next_obs) + noise).clamp(-3.0, 3.0)
         next_q = critic_target(batch.next_obs, next_action)  # (2, batch): y uses the smaller of the target twins
-        y = batch.rewards + args.gamma * (1 - batch.terminated) * torch.minimum(next_q[0], next_q[1])
+        lower, upper = torch.minimum(next_q[0], next_q[1]), torch.maximum(next_q[0], next_q[1])
+        bootstrap = lower if convex_lambda is None else convex_lambda * lower + (1 - convex_lambda) * upper  # CIR: λ·min + (1 − λ)·max
+        y = batch.rewards + args.gamma * (1 - batch.terminated) * bootstrap
     q = critic(batch.obs, batch.actions)
     assert_gradients_equal(((q[0] - y) ** 2).mean() + ((q[1] - y) ** 2).mean(), critic, critic_steps[1])
 

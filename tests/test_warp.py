@@ -268,7 +268,9 @@ def test_ppo_trains_on_warp_hopper(tmp_path):
 
     result = ppo.main(ppo.Args(env_id="warp:Hopper-v5", num_envs=4, total_timesteps=512, num_steps=64, num_minibatches=2,
                                update_epochs=1, eval_every=0, eval_episodes=2, threads=1, progress=False, runs_dir=str(tmp_path)))
-    assert result["global_step"] == 512
+    assert result["global_step"] == 512 and result["num_updates"] == 2 * 2  # 2 rollouts of 4 × 64 steps, 2 minibatches each
+    returns = result["eval"]["returns"]  # Hopper pays 1 per step alive: every evaluation episode has a positive return
+    assert len(returns) == 2 and all(np.isfinite(returns)) and min(returns) > 0
 
 
 # --------------------------------------------------------------------------------------------------------------
