@@ -274,7 +274,9 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
     from agents import gtr, ppo
 
     sigma, beta, decay = 0.05, 2.0, 0.5
-    args, recorder = run_ppo_family(gtr, monkeypatch, runs_dir, gtr=gtr.GTRArgs(sigma=sigma, beta=beta, anchor_size=4, anchor_decay=decay, mode=mode))
+    # a small clip ε so that the clip bites in the checked minibatches: replace mode must not apply it
+    args, recorder = run_ppo_family(gtr, monkeypatch, runs_dir, clip_coef=0.02,
+                                    gtr=gtr.GTRArgs(sigma=sigma, beta=beta, anchor_size=4, anchor_decay=decay, mode=mode))
     assert len(recorder.steps) == 8
 
     def agent_with(values):
@@ -298,5 +300,6 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
             return surrogate + beta * (1 - torch.exp(-delta**2 / (2 * sigma**2))).mean()
 
         agent = agent_with(recorder.steps[k].before)
-        loss, _ = hand_ppo_loss(agent, minibatch, args, policy_loss)
+        loss, ratio = hand_ppo_loss(agent, minibatch, args, policy_loss)
+        assert ((ratio - 1).abs() > args.clip_coef).any()
         assert_gradients_equal(loss, agent, recorder.steps[k])
