@@ -8,6 +8,7 @@ the true final one, never the reset observation the env hands back with it.
 
 from __future__ import annotations
 
+import importlib
 import math
 from pathlib import Path
 
@@ -81,7 +82,7 @@ REPLAY_AGENTS = {
 
 @pytest.mark.parametrize("agent", sorted(REPLAY_AGENTS))
 def test_replay_agents_store_episode_ends(agent, env_steps, runs_dir):
-    module = __import__(f"agents.{agent}", fromlist=["main"])
+    module = importlib.import_module(f"agents.{agent}")
     env_id, falls, extra = REPLAY_AGENTS[agent]
     num_envs, total = 2, 240
     args = module.Args(env_id=env_id, num_envs=num_envs, total_timesteps=total, learning_starts=10_000, buffer_size=1_000,
@@ -100,7 +101,7 @@ def test_replay_agents_store_episode_ends(agent, env_steps, runs_dir):
 def test_rollout_agents_store_episode_ends(agent, env_steps, runs_dir, monkeypatch):
     from agents import ppo
 
-    module = __import__(f"agents.{agent}", fromlist=["main"])
+    module = importlib.import_module(f"agents.{agent}")
     rollouts = []
 
     class RecordingStorage(ppo.RolloutStorage):
