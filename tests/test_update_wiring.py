@@ -14,9 +14,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import gymnasium as gym
 import pytest
 import torch
 import torch.nn.functional as F
+
+import envs
 
 from cleanrl_plus.replay import ReplayBuffer
 
@@ -119,8 +122,6 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
     td3.main(args)
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(critic_steps) == 2 and len(actor_steps) == 1
-    import envs
-
     space = envs.make(args.env_id).single_action_space
     obs_dim, action_dim = 4, 1
 
@@ -161,8 +162,6 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
     sac_simba.main(args)
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(actor_steps) == len(critic_steps) == 2
-    import envs
-
     space = envs.make(args.env_id).single_action_space
     log_alpha = torch.tensor(math.log(args.initial_alpha), requires_grad=True)
     alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
@@ -262,7 +261,7 @@ def test_ppo_update_wiring(monkeypatch, runs_dir):
     assert len(recorder.steps) == 8  # 2 rollouts × 2 epochs × 2 minibatches
     clipped_somewhere = False
     for k in (1, 3, 5):  # later minibatches: π_θ ≠ π_old, so the clip can bite
-        agent = with_parameters(ppo.ActorCritic(4, ppo.gym.spaces.Discrete(2), args.hidden_sizes, args.activation), recorder.steps[k].before)
+        agent = with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, args.activation), recorder.steps[k].before)
         loss, ratio = hand_ppo_loss(agent, recorder.samples[k][0], args)
         clipped_somewhere |= bool(((ratio - 1).abs() > args.clip_coef).any())
         assert_gradients_equal(loss, agent, recorder.steps[k])
@@ -280,7 +279,7 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
     assert len(recorder.steps) == 8
 
     def agent_with(values):
-        return with_parameters(ppo.ActorCritic(4, ppo.gym.spaces.Discrete(2), args.hidden_sizes, args.activation), values)
+        return with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, args.activation), values)
 
     # the 2nd rollout's anchor mixes π_old of rollout 2 (weight 1/(1 + η)) and of rollout 1 (η/(1 + η))
     old_policies = [agent_with(recorder.steps[4].before), agent_with(recorder.steps[0].before)]
