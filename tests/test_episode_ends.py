@@ -75,7 +75,7 @@ def check_episode_ends(env_steps, obs, next_obs, terminated, falls, num_envs):
 
 REPLAY_AGENTS = {
     "td3": ("InvertedPendulum-v5", inverted_pendulum_falls, {}),
-    "sac_simba": ("InvertedPendulum-v5", inverted_pendulum_falls, {"normalize_obs": False}),
+    "sac_simba": ("InvertedPendulum-v5", inverted_pendulum_falls, {}),  # raw observations are stored, normalised when sampled
     "ddqn": ("CartPole-v1", cartpole_falls, {}),
 }
 
