@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from agents import sac_simba, td3
+from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.errors import UserError
 from plasticity.cir import CIRArgs, CIREncoder, avg_l1_norm, convex_min_max
 from plasticity.diagnostics import DiagnosticsArgs
@@ -51,12 +54,27 @@ def test_shared_layer_norm_ties_every_site_and_the_alternative_does_not():
     assert len({id(n) for n in separate.norms}) == CIREncoder.SITES and separate.norms[0].weight.shape == (2, 1, 16)
 
 
-def test_td3_trains_with_the_cir_critic_convex_target_and_same_batch_reuse(runs_dir):
+def test_td3_trains_with_the_cir_critic_convex_target_and_same_batch_reuse(runs_dir, monkeypatch):
+    from cleanrl_plus.replay import ReplayBuffer
+
+    sampled = []
+
+    class CountingReplay(ReplayBuffer):
+        def sample(self, batch_size):
+            sampled.append(batch_size)
+            return super().sample(batch_size)
+
+    monkeypatch.setattr(td3, "ReplayBuffer", CountingReplay)
     cir = CIRArgs(critic=True, width=32, convex_lambda=0.3)
     result = td3.main(td3.Args(env_id="Pendulum-v1", total_timesteps=400, learning_starts=200, gradient_steps=2, reuse_batch=True,
                                eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False, batch_size=32, hidden_sizes=(32, 32),
                                cir=cir, diagnostics=DiagnosticsArgs(every=100, probe_size=64)))
     assert result["finished"] and result["num_updates"] == 400
+    # same-batch reuse: one training batch per env step for its two updates (the probe batches of the diagnostics
+    # every 100 updates come on top); the convex target's wiring is checked in test_update_wiring.py
+    assert sampled.count(32) == 200
+    critic = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["critic"]
+    assert any("norm" in key for key in critic)  # the CIR torso, not TD3's MLP
 
 
 def test_redo_on_the_cir_critic_is_a_clear_error_but_works_on_the_actor(runs_dir):

@@ -36,14 +36,30 @@ def test_schedules_reproduce_per_seed_and_differ_across_seeds():
 
 
 def _run_random(env, steps: int, generator: torch.Generator):
-    """Step with random actions; per step: the switch index before, done, the switch index after."""
-    env.reset(seed=0)
+    """Step with random actions; per step: the switch index before, done, the switch index after, the step,
+    the observation acted on and the action."""
+    obs = env.reset(seed=0)
     history = []
     for _ in range(steps):
         before = env.switch_index.clone()
-        step = env.step(torch.randint(0, 2, (env.num_envs,), generator=generator))
-        history.append((before, step.terminated | step.truncated, env.switch_index.clone(), step))
+        action = torch.randint(0, 2, (env.num_envs,), generator=generator)
+        step = env.step(action)
+        history.append((before, step.terminated | step.truncated, env.switch_index.clone(), step, obs, action))
+        obs = step.obs
     return history
+
+
+def _cartpole_physics(state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """One step of CartPole-v1's Euler dynamics (Barto, Sutton & Anderson 1983, as gymnasium writes them), in float64."""
+    gravity, cart_mass, pole_mass, half_length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+    total_mass, pole_mass_length = cart_mass + pole_mass, pole_mass * half_length
+    x, x_dot, theta, theta_dot = state.double().unbind(-1)
+    force = torch.where(action == 1, force_mag, -force_mag).double()
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    temp = (force + pole_mass_length * theta_dot**2 * sin) / total_mass
+    theta_acc = (gravity * sin - cos * temp) / (half_length * (4.0 / 3.0 - pole_mass * cos**2 / total_mass))
+    x_acc = temp - pole_mass_length * theta_acc * cos / total_mass
+    return torch.stack([x + tau * x_dot, x_dot + tau * x_acc, theta + tau * theta_dot, theta_dot + tau * theta_acc], -1)
 
 
 def test_sub_envs_switch_only_at_their_episode_ends_and_reset_into_the_new_task():
@@ -51,15 +67,17 @@ def test_sub_envs_switch_only_at_their_episode_ends_and_reset_into_the_new_task(
     offsets = env.setting.shift.offsets
     history = _run_random(env, 120, torch.Generator().manual_seed(0))
     switched = 0
-    for before, done, after, step in history:
+    for before, done, after, step, obs, action in history:
         changed = after != before
         assert not (changed & ~done).any(), "a sub-env changed task in the middle of an episode"
         switched += int(changed.sum())
         # the observation to act on is in the new task's frame: minus its offset, a CartPole reset state (|s| ≤ 0.05)
         raw_reset = step.obs[done] - offsets[after[done]]
         assert (raw_reset.abs() <= 0.05 + 1e-6).all()
-        # the stored final observation keeps the old task's offset
-        assert torch.allclose(step.next_obs - offsets[before], step.next_obs - offsets[before])
+        # the stored s' is in the frame of the task the step ran in (the old one at a switch): minus that task's
+        # offset it is CartPole's physics applied to the raw state acted on
+        raw_next = _cartpole_physics(obs - offsets[before], action)
+        torch.testing.assert_close((step.next_obs - offsets[before]).double(), raw_next, atol=1e-5, rtol=1e-5)
     assert switched >= 3 and (env.switch_index >= 1).all()
 
 
@@ -67,7 +85,7 @@ def test_episodes_are_labelled_with_the_task_they_ran_in():
     env = envs.make("continual:cartpole-offset", 2, seed=5, continual=schedule(50, 4))
     history = _run_random(env, 150, torch.Generator().manual_seed(1))
     expected = []
-    for before, done, _, _ in history:
+    for before, done, *_ in history:
         for i in torch.nonzero(done).flatten().tolist():
             expected.append(int(before[i]))
     stats = env.drain_episode_stats()
@@ -98,11 +116,18 @@ def test_action_permutation_maps_actions_and_reward_flip_negates_rewards():
     action = torch.tensor([[0.7]])
     assert torch.allclose(shuffled.step(action).obs, plain.step(action * signs).obs)
 
-    flipped = _fixed_task_env("continual:reward-flip:Pendulum-v1", 1)
-    flipped.reset(seed=0)
-    assert (flipped.step(torch.zeros(1, 1)).reward > 0).all()  # Pendulum's costs become rewards
-    stats = flipped.drain_episode_stats()
-    assert stats.returns == [] or all(r > 0 for r in stats.returns)
+    # a whole flipped episode: every reward and the recorded episode return are the plain env's, negated
+    flipped, plain = _fixed_task_env("continual:reward-flip:Pendulum-v1", 1), envs.make("Pendulum-v1", 1, seed=0)
+    flipped.reset(seed=0), plain.reset(seed=0)
+    plain_return, done = 0.0, False
+    while not done:
+        action = torch.full((1, 1), 0.5)
+        flipped_step, plain_step = flipped.step(action), plain.step(action)
+        torch.testing.assert_close(flipped_step.reward, -plain_step.reward)
+        plain_return += float(plain_step.reward)
+        done = bool(plain_step.truncated | plain_step.terminated)
+    assert bool(flipped_step.truncated) and plain_return < 0  # Pendulum's costs became rewards
+    assert flipped.drain_episode_stats().returns == pytest.approx([-plain_return], rel=1e-5)
 
 
 def test_friction_is_edited_on_the_live_mujoco_model_and_survives_a_checkpoint():

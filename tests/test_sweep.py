@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanrl_plus import sweep
 from cleanrl_plus.errors import UserError
@@ -129,3 +131,30 @@ def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):
     assert "ppo-sp" in text and "| ppo " in text.replace("|ppo ", "| ppo ")
     assert (runs_dir / "report" / "curves.png").stat().st_size > 10_000
     assert len(list(runs_dir.glob("CartPole-v1__*"))) == 4
+
+    # what the agents wrote, field by field, and the report's numbers recomputed from it by hand
+    finals, aucs = {}, {}
+    for seed in (1, 2):
+        run_dir = runs_dir / f"CartPole-v1__ppo__{seed}"
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert {key: summary[key] for key in ("agent", "env_id", "seed", "global_step", "num_updates", "finished")} == {
+            "agent": "ppo", "env_id": "CartPole-v1", "seed": seed, "global_step": 512, "num_updates": 8, "finished": True}
+        assert summary["run_dir"] == str(run_dir) and summary["sps"] > 0
+        returns = summary["eval"]["returns"]
+        assert summary["eval"]["step"] == 512 and len(returns) == 2 and summary["eval"]["mean"] == pytest.approx(sum(returns) / 2)
+        assert all(r == int(r) and 1 <= r <= 500 for r in returns)  # CartPole returns are episode lengths
+        history = summary["eval_history"]
+        assert [step for step, _ in history] == [256, 512] and history[-1][1] == summary["eval"]["mean"]
+        events = EventAccumulator(str(run_dir)).Reload().Scalars("eval/episodic_return")
+        assert [(e.step, e.value) for e in events] == [(step, pytest.approx(mean)) for step, mean in history]
+        finals[seed] = history[-1][1]
+        aucs[seed] = (history[0][1] + history[1][1]) / 2  # trapezoid over [256, 512] divided by its length
+    with (runs_dir / "report" / "report.csv").open() as file:
+        rows = {(r["group"], r["statistic"], r["estimator"]): r for r in csv.DictReader(file) if r["table"] == "per_env"}
+    # two seeds: the interquartile mean trims nothing, so IQM = mean
+    for statistic, per_seed in (("final", finals), ("auc", aucs)):
+        for estimator in ("iqm", "mean"):
+            row = rows[("ppo", statistic, estimator)]
+            assert row["seeds"] == "2" and float(row["value"]) == pytest.approx(sum(per_seed.values()) / 2), (statistic, estimator)
+    low, high = float(rows[("ppo", "final", "iqm")]["ci_low"]), float(rows[("ppo", "final", "iqm")]["ci_high"])
+    assert (low, high) == pytest.approx((min(finals.values()), max(finals.values())))  # resampling 2 runs: their min and max
