@@ -33,16 +33,16 @@ class OptimizerStep:
 
 
 class UpdateRecorder:
-    """Wraps an agent module's `adam` factory and its storage's sampling to record the first `limit` updates."""
+    """Wraps an agent module's `make_optimizer` factory and its storage's sampling to record the first `limit` updates."""
 
     def __init__(self, monkeypatch, module, limit: int = 12) -> None:
         self.steps: list[OptimizerStep] = []
         self.samples: list[tuple] = []  # (batch, torch RNG state right after sampling it)
         self.limit = limit
-        make_adam = module.adam
+        make_optimizer = module.make_optimizer
 
-        def recording_adam(params, *args, **kwargs):
-            optimizer = make_adam(params, *args, **kwargs)
+        def recording_optimizer(*args, **kwargs):
+            optimizer = make_optimizer(*args, **kwargs)
             index, step = self.num_optimizers, optimizer.step
             self.num_optimizers += 1
 
@@ -59,7 +59,7 @@ class UpdateRecorder:
             return optimizer
 
         self.num_optimizers = 0
-        monkeypatch.setattr(module, "adam", recording_adam)
+        monkeypatch.setattr(module, "make_optimizer", recording_optimizer)
 
     def record_sample(self, batch) -> None:
         if len(self.samples) < self.limit:
