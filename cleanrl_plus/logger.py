@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
@@ -30,25 +31,38 @@ def flatten_args(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 class Logger:
     def __init__(self, run_dir: str, args: Any, purge_step: int | None = None) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint, so curves do not fold back.
-        self.writer = SummaryWriter(run_dir, purge_step=purge_step)
+        self.run_dir, self.purge_step = run_dir, purge_step
+        self._writer: SummaryWriter | None = None  # opened on first use: a refused resume leaves no events file
         self.log_every = getattr(args, "log_every", 0)  # env steps between loss logs; remedies log their counters then too
         if purge_step is None:
             self.writer.add_text("hyperparameters", hyperparameter_table(args))
         self.last_episodic_return: float | None = None
+
+    @property
+    def writer(self) -> SummaryWriter:
+        if self._writer is None:
+            self._writer = SummaryWriter(self.run_dir, purge_step=self.purge_step)
+        return self._writer
+
+    def flush(self) -> None:
+        """Hand every pending event to the OS: a checkpoint must not get ahead of the curves it continues."""
+        if self._writer is not None:
+            self._writer.flush()
 
     def scalar(self, tag: str, value: float | torch.Tensor, step: int) -> None:
         if isinstance(value, torch.Tensor):
             value = value.item()
         self.writer.add_scalar(tag, value, step)
 
-    def scalars(self, values: Mapping[str, float | torch.Tensor], step: int) -> None:
-        """Log several values with a single device sync (tensors are stacked and copied together)."""
+    def scalars(self, values: Mapping[str, float | torch.Tensor], step: int) -> dict[str, float]:
+        """Log several values with a single device sync (tensors are stacked and copied together); returns them."""
         tensors = {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}
         if tensors:
             host = torch.stack([v.detach().float().reshape(()) for v in tensors.values()]).cpu().tolist()
             values = {**values, **dict(zip(tensors, host))}
         for tag, value in values.items():
             self.writer.add_scalar(tag, value, step)
+        return dict(values)
 
     def episodes(self, stats: EpisodeStats) -> None:
         """One point per env step at which episodes ended: the mean over the episodes that ended at that step
@@ -63,4 +77,13 @@ class Logger:
             self.last_episodic_return = mean_return
 
     def close(self) -> None:
-        self.writer.close()
+        """Close the events file; one left empty (a write that failed on a full disk) is removed."""
+        if self._writer is None:
+            return
+        writer, self._writer = self._writer, None
+        events_file = Path(writer.file_writer.event_writer._file_name) if writer.file_writer else None
+        try:
+            writer.close()
+        finally:
+            if events_file is not None and events_file.is_file() and events_file.stat().st_size == 0:
+                events_file.unlink()
