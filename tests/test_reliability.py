@@ -121,33 +121,44 @@ def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
-def test_a_killed_and_resumed_run_logs_the_same_series_as_a_straight_run(tmp_path):
-    flags = ["--env-id", "Pendulum-v1", "--total-timesteps", "700", "--log-every", "25", "--checkpoint-every", "100",
-             "--eval-every", "100", "--runs-dir", str(tmp_path), *TINY]
-    assert run_script("agents/td3.py", *flags, "--run-name", "straight").returncode == 0
-    straight = tmp_path / "straight"
-
-    killed = tmp_path / "killed"
-    process = subprocess.Popen([sys.executable, "agents/td3.py", *flags, "--run-name", "killed"], cwd=REPO,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def _kill_after_a_checkpoint(command: list[str], run_dir: Path, after_step: int, delay: float) -> int:
+    """Start `command`, SIGKILL it `delay` seconds after it wrote a checkpoint past `after_step`; return that step."""
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, checkpoint_step = time.time() + 120, 0
-    while checkpoint_step < 200 and time.time() < deadline and process.poll() is None:
+    while checkpoint_step <= after_step and time.time() < deadline and process.poll() is None:
         time.sleep(0.02)
         try:
-            checkpoint_step = load_checkpoint(killed / "checkpoint.pt")["global_step"]
+            checkpoint_step = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
         except UserError:
             pass
-    time.sleep(0.05)  # let it log past the checkpoint: those points are purged and logged again
+    time.sleep(delay)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=60)
     assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed; lengthen it"
-    checkpoint_step = load_checkpoint(killed / "checkpoint.pt")["global_step"]
-    assert 200 <= checkpoint_step < 700
-    before_resume = _scalars(killed)
-    assert any(step == checkpoint_step for step, _ in before_resume["losses/qf_loss"])  # points at the checkpoint step
+    return load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
+
+
+def test_a_killed_and_resumed_run_logs_the_same_series_as_a_straight_run(tmp_path):
+    # checkpoints (and evaluations) every 100 steps, losses every 60, episodes end every 200: a checkpoint step holds an
+    # evaluation point, and an episode can end before a checkpoint but be logged after it
+    flags = ["--env-id", "Pendulum-v1", "--total-timesteps", "800", "--log-every", "60", "--checkpoint-every", "100",
+             "--eval-every", "100", "--runs-dir", str(tmp_path), *TINY]
+    killed = tmp_path / "killed"
+    command = [sys.executable, "agents/td3.py", *flags, "--run-name", "killed"]
+    checkpoint_step = 0
+    # kill at once after a checkpoint (its step's points must have reached the disk), then a while after one
+    # (points logged past it must be purged and logged again)
+    for delay in (0.0, 0.3):
+        checkpoint_step = _kill_after_a_checkpoint(command, killed, after_step=max(checkpoint_step, 100), delay=delay)
+        assert any(step == checkpoint_step for step, _ in _scalars(killed)["eval/episodic_return"])  # a point at the checkpoint step
+        command = [sys.executable, "agents/td3.py", "--resume", str(killed)]
 
     result = run_script("agents/td3.py", "--resume", str(killed))
     assert result.returncode == 0, result.stderr
+    from agents import td3
+    from cleanrl_plus.config import parse_args
+
+    straight = Path(td3.main(parse_args(td3.Args, [*flags, "--run-name", "straight"]))["run_dir"])  # in-process: same numbers
     expected, got = _scalars(straight), _scalars(killed)
     assert sorted(got) == sorted(expected)
     for tag in expected:
@@ -167,6 +178,7 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
     run_dir = tmp_path / "run"
     summary = json.loads((run_dir / "summary.json").read_text(), parse_constant=lambda name: pytest.fail(f"bare {name} in summary.json"))
     step = summary["diverged"]["step"]
+    assert summary["diverged"]["quantity"].startswith("losses/")  # the losses, read at the logging cadence, see it first
     assert f"at step {step}: {summary['diverged']['quantity']} is " in line and step < 3000
     state = load_checkpoint(run_dir / "checkpoint.pt")
     assert f"the last good checkpoint (step {state['global_step']}) is kept" in line and state["global_step"] < step
@@ -201,7 +213,7 @@ def test_a_non_finite_state_is_never_written_over_the_last_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
 def test_non_finite_flag_values_are_refused(tmp_path, value):
-    result = run_script("agents/td3.py", "--learning-rate", value, "--runs-dir", str(tmp_path))
+    result = run_script("agents/td3.py", "--learning-rate", value, "--env-id", "Pendulum-v1", "--total-timesteps", "10", "--runs-dir", str(tmp_path))
     _one_line_error(result, f"--learning-rate must be a finite number, got {float(value)}")
     assert not any(tmp_path.iterdir())
 
@@ -300,7 +312,7 @@ def test_a_second_writer_is_refused_and_a_kill_minus_9_releases_the_run(tmp_path
             time.sleep(0.05)
         assert (spec.dir / "checkpoint.pt").exists()
 
-        result = run_script("agents/td3.py", "--resume", str(spec.dir))
+        result = run_script("agents/td3.py", "--resume", str(spec.dir), timeout=60)  # a second writer would run on
         _one_line_error(result, f"{spec.dir} is being written by process {writer.pid} (another --resume or sweep?)")
 
         before = sorted(p.name for p in tmp_path.iterdir())
@@ -341,7 +353,7 @@ def test_the_lock_is_per_process_and_read_without_taking_it(tmp_path):
 @pytest.mark.parametrize("name", ["../outside", "a/b", ".."])
 def test_run_names_with_path_separators_are_refused(tmp_path, name):
     runs = tmp_path / "runs"
-    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--runs-dir", str(runs), "--run-name", name, *TINY)
+    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--runs-dir", str(runs), "--run-name", name, "--total-timesteps", "10", *TINY)
     _one_line_error(result, f"--run-name '{name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
