@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 from pathlib import Path
@@ -26,9 +27,28 @@ def write_atomically(path: Path, write: Any) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
-    except OSError as error:
+    except (OSError, RuntimeError) as error:
+        cause = _os_error_behind(error, path.parent)
         tmp.unlink(missing_ok=True)
-        raise file_system_error(path, error) from None
+        if cause is None:
+            raise
+        raise file_system_error(path, cause) from None
+
+
+def _os_error_behind(error: BaseException, folder: Path) -> OSError | None:
+    """The OSError behind a failed write: torch.save reports a full disk as a RuntimeError of its zip writer
+    ("unexpected pos"), with the OSError at most in the exception's context."""
+    while error is not None:
+        if isinstance(error, OSError):
+            return error
+        error = error.__cause__ or error.__context__
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return None
+    if stats.f_bavail * stats.f_frsize < (1 << 20):  # under 1 MiB left: that is why the write failed
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:

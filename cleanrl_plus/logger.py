@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -41,8 +42,18 @@ class Logger:
     @property
     def writer(self) -> SummaryWriter:
         if self._writer is None:
-            self._writer = SummaryWriter(self.run_dir, purge_step=self.purge_step)
+            try:
+                self._writer = SummaryWriter(self.run_dir, purge_step=self.purge_step)
+            except OSError:
+                self._remove_empty_events_files()
+                raise
         return self._writer
+
+    def _remove_empty_events_files(self) -> None:
+        """An events file this process opened on a full disk holds nothing; left behind it would only confuse readers."""
+        for path in Path(self.run_dir).glob(f"events.out.tfevents.*.{os.getpid()}.*"):
+            if path.stat().st_size == 0:
+                path.unlink(missing_ok=True)
 
     def flush(self) -> None:
         """Hand every pending event to the OS: a checkpoint must not get ahead of the curves it continues."""
@@ -81,9 +92,7 @@ class Logger:
         if self._writer is None:
             return
         writer, self._writer = self._writer, None
-        events_file = Path(writer.file_writer.event_writer._file_name) if writer.file_writer else None
         try:
             writer.close()
         finally:
-            if events_file is not None and events_file.is_file() and events_file.stat().st_size == 0:
-                events_file.unlink()
+            self._remove_empty_events_files()

@@ -236,6 +236,7 @@ def _restore_signal_handlers(run: Run) -> None:
 def cli_main(main: Callable[[ArgsT], Any], args_type: type[ArgsT]) -> None:
     """Entry point of an agent script: parse flags, run, and turn user errors (exit 2) and run failures such as a
     divergence or a full disk (exit 1) into one line."""
+    threading.excepthook = _quiet_about_full_disks
     try:
         main(parse_args(args_type))
     except UserError as error:
@@ -246,11 +247,21 @@ def cli_main(main: Callable[[ArgsT], Any], args_type: type[ArgsT]) -> None:
         _close_open_runs()
         exit_with(error)
     except OSError as error:  # a disk that fills up or fails under the TensorBoard writer or an env
-        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS):
+        if error.errno not in _DISK_ERRNOS:
             raise
         path = Path(error.filename) if error.filename else (_open_runs[0].dir if _open_runs else Path.cwd())
         _close_open_runs()
         exit_with(file_system_error(path, error))
+
+
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+
+
+def _quiet_about_full_disks(hook_args: Any) -> None:
+    """The TensorBoard writer's thread meets a full disk first; the main thread reports it in one line right after."""
+    if isinstance(hook_args.exc_value, OSError) and hook_args.exc_value.errno in _DISK_ERRNOS:
+        return
+    threading.__excepthook__(hook_args)
 
 
 def _close_open_runs() -> None:
