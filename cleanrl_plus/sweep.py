@@ -311,7 +311,8 @@ class Board:
             self.last = f"{result['run']}: eval {value:.1f}" if value is not None else result["run"]
         else:
             self.failed += 1
-            self.last = f"{result['run']}: {result['state']} (exit {result['returncode']})"
+            code = result["returncode"]
+            self.last = f"{result['run']}: {result['state']}" + (f" (exit {code})" if code is not None else "")
         self.show(force=True)
 
     def show(self, force: bool = False) -> None:
