@@ -313,6 +313,27 @@ def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint_and_no_te
     assert sorted(p.name for p in (tmp_path / "run").iterdir() if p.suffix == ".tmp") == []
 
 
+def test_a_real_full_disk_where_this_machine_can_mount_a_small_tmpfs(tmp_path):
+    """The real thing: torch.save on a full disk raises its zip writer's RuntimeError, the TensorBoard thread an
+    OSError; both must end in the same one line, with the first checkpoint intact and nothing half-written left."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root); the fault-injection test above covers the logic")
+    try:
+        run_dir = disk / "run"
+        flags = ["--env-id", "Pendulum-v1", "--total-timesteps", "1000", "--checkpoint-every", "100", "--eval-every", "0"]
+        for command in (["agents/td3.py", *flags, "--runs-dir", str(disk), "--run-name", "run", *TINY],
+                        ["agents/td3.py", "--resume", str(run_dir)]):  # the resume meets the same full disk
+            result = run_script(*command)
+            _one_line_error(result, f"cannot write {run_dir}", code=1)
+            assert "No space left on device" in result.stderr
+            assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 100
+            assert not list(run_dir.glob("*.tmp")) and all(p.stat().st_size > 0 for p in run_dir.glob("events.out.tfevents.*"))
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 # ---------------------------------------------------------------- 5. one writer per run directory
 
 
