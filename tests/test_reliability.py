@@ -313,6 +313,16 @@ def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint_and_no_te
     assert sorted(p.name for p in (tmp_path / "run").iterdir() if p.suffix == ".tmp") == []
 
 
+def _fill(path: Path) -> None:
+    """Write zeros to `path` until the disk holding it is full."""
+    with open(path, "wb", buffering=0) as file:
+        try:
+            while file.write(b"\0" * 512):
+                pass
+        except OSError:
+            pass
+
+
 def test_a_real_full_disk_where_this_machine_can_mount_a_small_tmpfs(tmp_path):
     """The real thing: torch.save on a full disk raises its zip writer's RuntimeError, the TensorBoard thread an
     OSError; both must end in the same one line, with the first checkpoint intact and nothing half-written left."""
@@ -324,7 +334,9 @@ def test_a_real_full_disk_where_this_machine_can_mount_a_small_tmpfs(tmp_path):
         run_dir = disk / "run"
         flags = ["--env-id", "Pendulum-v1", "--total-timesteps", "1000", "--checkpoint-every", "100", "--eval-every", "0"]
         for command in (["agents/td3.py", *flags, "--runs-dir", str(disk), "--run-name", "run", *TINY],
-                        ["agents/td3.py", "--resume", str(run_dir)]):  # the resume meets the same full disk
+                        ["agents/td3.py", "--resume", str(run_dir)]):  # the resume meets a disk with no byte left
+            if command[1] == "--resume":
+                _fill(disk / "filler")
             result = run_script(*command)
             _one_line_error(result, f"cannot write {run_dir}", code=1)
             assert "No space left on device" in result.stderr
