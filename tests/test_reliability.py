@@ -44,7 +44,22 @@ def _td3_run(tmp_path, *flags: str, name: str = "run") -> Path:
 # ---------------------------------------------------------------- 1. a refused resume changes nothing
 
 
-def test_refused_resumes_leave_every_file_byte_identical_and_the_run_resumable(tmp_path):
+def _cli_in_process(agent: str, argv: list[str], monkeypatch, capsys):
+    """The agent's command line run in this process (cli_main, as the script runs it): its exit code and stderr."""
+    import importlib
+    import types
+
+    from cleanrl_plus.run import cli_main
+
+    module = importlib.import_module(f"agents.{agent}")
+    capsys.readouterr()
+    with monkeypatch.context() as patch, pytest.raises(SystemExit) as exit_info:
+        patch.setattr(sys, "argv", [f"{agent}.py", *argv])
+        cli_main(module.main, module.Args)
+    return types.SimpleNamespace(returncode=exit_info.value.code, stderr=capsys.readouterr().err)
+
+
+def test_refused_resumes_leave_every_file_byte_identical_and_the_run_resumable(tmp_path, monkeypatch, capsys):
     run_dir = _td3_run(tmp_path, "--total-timesteps", "150")
     assert json.loads((run_dir / "args.json").read_text())["agent"] == "td3"
     before = _hashes(run_dir)
@@ -54,10 +69,10 @@ def test_refused_resumes_leave_every_file_byte_identical_and_the_run_resumable(t
         (["--learning-rate", "0.1"], "--learning-rate 0.1 differs from the run's 0.0003"),
         (["--swd.enabled"], "--swd.enabled True differs from the run's False"),
     ]:
-        result = run_script("agents/td3.py", "--resume", str(run_dir), *flags)
+        result = _cli_in_process("td3", ["--resume", str(run_dir), *flags], monkeypatch, capsys)
         _one_line_error(result, f"--resume {run_dir}: {expected}")
         assert _hashes(run_dir) == before, flags
-    result = run_script("agents/sac_simba.py", "--resume", str(run_dir))
+    result = _cli_in_process("sac_simba", ["--resume", str(run_dir)], monkeypatch, capsys)
     _one_line_error(result, f"--resume {run_dir}: that run was written by agents/td3.py, not agents/sac_simba.py")
     assert _hashes(run_dir) == before
 
