@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 from pathlib import Path
@@ -10,20 +11,77 @@ from typing import Any
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError
+from cleanrl_plus.errors import UserError, file_system_error
 
 CHECKPOINT_NAME = "checkpoint.pt"
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write to a temporary file, fsync, then rename: a kill mid-write leaves the previous checkpoint intact."""
+def write_atomically(path: Path, write: Any) -> None:
+    """`write(file)` into path.tmp, fsync, then rename: a kill or a full disk mid-write leaves the previous file
+    intact, and a failed write leaves no temporary file behind."""
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as file:
-        torch.save(state, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as error:
+        cause = _os_error_behind(error, path.parent)
+        tmp.unlink(missing_ok=True)
+        if cause is None:
+            raise
+        raise file_system_error(path, cause) from None
+
+
+def _os_error_behind(error: BaseException, folder: Path) -> OSError | None:
+    """The OSError behind a failed write: torch.save reports a full disk as a RuntimeError of its zip writer
+    ("unexpected pos"), with the OSError at most in the exception's context."""
+    while error is not None:
+        if isinstance(error, OSError):
+            return error
+        error = error.__cause__ or error.__context__
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return None
+    if stats.f_bavail * stats.f_frsize < (1 << 20):  # under 1 MiB left: that is why the write failed
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    write_atomically(path, lambda file: torch.save(state, file))
+
+
+def first_non_finite(state: Any, name: str = "", skip: tuple[str, ...] = ("replay", "rng", "env")) -> str | None:
+    """The name of the first floating tensor in a (nested) checkpoint state holding NaN or ±inf, or None.
+
+    One device sync for the whole state; replay, RNG and env snapshots (data, not learned values) are skipped."""
+    named: list[tuple[str, torch.Tensor]] = []
+
+    def collect(value: Any, where: str) -> None:
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() and value.numel():
+                named.append((where, value))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not (where == name and key in skip):
+                    collect(item, f"{where}.{key}" if where else str(key))
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                collect(item, f"{where}.{index}")
+
+    collect(state, name)
+    if not named:
+        return None
+    finite: dict[str, bool] = {}
+    for device in {tensor.device for _, tensor in named}:  # one stacked copy per device
+        on_device = [(where, tensor) for where, tensor in named if tensor.device == device]
+        flags = torch.stack([tensor.isfinite().all() for _, tensor in on_device]).tolist()
+        finite.update(zip((where for where, _ in on_device), flags))
+    return next((where for where, _ in named if not finite[where]), None)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

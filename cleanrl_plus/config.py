@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
+import math
 import sys
 import typing
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, Callable, Literal, TypeVar
 import tyro
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.logger import flatten_args
 from envs.continual import ContinualArgs, is_continual, parse as parse_continual_id
 
 ArgsT = TypeVar("ArgsT")
@@ -84,9 +87,22 @@ _UNIT_INTERVAL = ("gamma", "tau", "gae_lambda", "start_e", "end_e", "exploration
 _POSITIVE = ("learning_rate", "alpha_learning_rate", "initial_alpha", "adam_eps", "clip_coef")
 
 
+# Flags that may differ between a run and its --resume: budgets, cadences and where/how it runs. Every other flag
+# shapes the networks, the data or the schedule, so the checkpoint only makes sense with its saved value.
+RESUMABLE_FLAGS = ("total_timesteps", "eval_every", "eval_episodes", "log_every", "checkpoint_every", "progress",
+                   "threads", "device", "torch_deterministic", "track", "wandb_project_name", "wandb_entity",
+                   "capture_video", "resume", "runs_dir", "run_name")
+
+
 def validate_args(args: RunArgs) -> None:
     """One-line UserError for a flag outside its range, before anything is created (run directory, envs)."""
     values = dataclasses.asdict(args)
+    for name, value in flatten_args(values).items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+    run_name = values.get("run_name", "")
+    if run_name and (run_name in (".", "..") or "/" in run_name or "\\" in run_name):
+        raise UserError(f"--run-name '{run_name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir")
 
     def check(names: tuple[str, ...], ok: Callable[[float], bool], rule: str) -> None:
         for name in names:
@@ -128,14 +144,61 @@ def _field_default(args_type: type, name: str) -> Any:
     return next(field.default for field in dataclasses.fields(args_type) if field.name == name)
 
 
-def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:
+def agent_of(args_type: type) -> str:
+    """The agent a flags class belongs to: the name of the file that defines it (agents/gtr.py → 'gtr')."""
+    return Path(inspect.getfile(args_type)).stem
+
+
+def read_saved_args(run_dir: Path) -> dict[str, Any]:
+    """A run's args.json as written (flags plus the `agent` that wrote it), for --resume."""
     path = run_dir / "args.json"
     if not path.is_file():
         raise UserError(f"--resume {run_dir}: no args.json there — pass the directory of a run started by cleanrl_plus")
     try:
         saved = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise UserError(f"--resume {run_dir}: args.json is corrupt ({error}) — fix or remove that run directory")
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"--resume {run_dir}: args.json is corrupt ({error}) — fix or remove that run directory") from None
+    if not isinstance(saved, dict):
+        raise UserError(f"--resume {run_dir}: args.json is not a table of flags — fix or remove that run directory")
+    return saved
+
+
+def _recorded_agent(run_dir: Path, saved: dict[str, Any]) -> str | None:
+    """args.json names its agent; runs from before that record it in summary.json (written with each checkpoint)."""
+    if "agent" in saved:
+        return str(saved["agent"])
+    try:
+        return str(json.loads((run_dir / "summary.json").read_text())["agent"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_resume(args: RunArgs, run_dir: Path) -> None:
+    """Refuse a --resume whose agent or fixed flags differ from the run's, before anything in it is written."""
+    saved = read_saved_args(run_dir)
+    agent, recorded = agent_of(type(args)), _recorded_agent(run_dir, saved)
+    if recorded is not None and recorded != agent:
+        raise UserError(f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent}.py — "
+                        f"resume it with python agents/{recorded}.py --resume {run_dir}")
+    given = flatten_args(json.loads(json.dumps(dataclasses.asdict(args))))
+    if given.get("continual.schedule_seed", 0) < 0:  # start_run records the seed it defaults to
+        given["continual.schedule_seed"] = given["seed"]
+    for name, saved_value in flatten_args({k: v for k, v in saved.items() if k != "agent"}).items():
+        if name in RESUMABLE_FLAGS or name not in given or given[name] == saved_value:
+            continue
+        flag = "--" + name.replace("_", "-")
+        may_change = ", ".join("--" + f.replace("_", "-") for f in RESUMABLE_FLAGS if f not in ("resume", "runs_dir", "run_name"))
+        raise UserError(f"--resume {run_dir}: {flag} {given[name]} differs from the run's {saved_value} — only {may_change} "
+                        "may change on resume; start a new run for other settings")
+
+
+def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:
+    saved = read_saved_args(run_dir)
+    recorded = _recorded_agent(run_dir, saved)
+    if recorded is not None and recorded != agent_of(args_type):
+        raise UserError(f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent_of(args_type)}.py — "
+                        f"resume it with python agents/{recorded}.py --resume {run_dir}")
+    saved.pop("agent", None)
     fields = {field.name for field in dataclasses.fields(args_type)}
     unknown = sorted(set(saved) - fields)
     if unknown:

@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import sys
+from pathlib import Path
 from typing import Iterable, NoReturn
 
 
 class UserError(Exception):
     """A mistake in what the user asked for (bad id, flag, checkpoint); printed as one line, exit code 2."""
+
+    exit_code = 2
+
+
+class RunFailure(Exception):
+    """A run that cannot go on through no fault of its flags (diverged, disk full); printed as one line, exit code 1."""
+
+    exit_code = 1
+
+
+# errno values that mean the path itself is unusable (the user's to fix); anything else (ENOSPC, EIO) is a failure
+_BAD_PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENOENT}
+
+
+def file_system_error(path: Path, error: OSError) -> UserError | RunFailure:
+    """One line naming the path and the cause: a UserError (exit 2) for a path that cannot be written, a
+    RunFailure (exit 1) for a disk that failed or filled up."""
+    cause = error.strerror or str(error)
+    if error.errno in _BAD_PATH_ERRNOS:
+        return UserError(f"cannot write {path}: {cause} — pass a writable folder (--runs-dir)")
+    return RunFailure(f"cannot write {path}: {cause} — the previous checkpoint, if any, is intact; free space and --resume the run")
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
@@ -17,6 +40,6 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f" — did you mean '{close[0]}'?" if close else ""
 
 
-def exit_with(error: UserError) -> NoReturn:
+def exit_with(error: UserError | RunFailure) -> NoReturn:
     print(f"error: {error}", file=sys.stderr)
-    raise SystemExit(2)
+    raise SystemExit(error.exit_code)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
@@ -51,7 +53,8 @@ def plasticity_layout(networks: list[str]) -> dict[str, dict[str, list]]:
 class Logger:
     def __init__(self, run_dir: str, args: Any, purge_step: int | None = None) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint, so curves do not fold back.
-        self.writer = SummaryWriter(run_dir, purge_step=purge_step)
+        self.run_dir, self.purge_step = run_dir, purge_step
+        self._writer: SummaryWriter | None = None  # opened on first use: a refused resume leaves no events file
         self.log_every = getattr(args, "log_every", 0)  # env steps between loss logs; remedies log their counters then too
         if purge_step is None:
             self.writer.add_text("hyperparameters", hyperparameter_table(args))
@@ -65,13 +68,34 @@ class Logger:
             self.diagnosed_networks += new
             self.writer.add_custom_scalars(plasticity_layout(self.diagnosed_networks))
 
+    @property
+    def writer(self) -> SummaryWriter:
+        if self._writer is None:
+            try:
+                self._writer = SummaryWriter(self.run_dir, purge_step=self.purge_step)
+            except OSError:
+                self._remove_empty_events_files()
+                raise
+        return self._writer
+
+    def _remove_empty_events_files(self) -> None:
+        """An events file this process opened on a full disk holds nothing; left behind it would only confuse readers."""
+        for path in Path(self.run_dir).glob(f"events.out.tfevents.*.{os.getpid()}.*"):
+            if path.stat().st_size == 0:
+                path.unlink(missing_ok=True)
+
+    def flush(self) -> None:
+        """Hand every pending event to the OS: a checkpoint must not get ahead of the curves it continues."""
+        if self._writer is not None:
+            self._writer.flush()
+
     def scalar(self, tag: str, value: float | torch.Tensor, step: int) -> None:
         if isinstance(value, torch.Tensor):
             value = value.item()
         self.writer.add_scalar(tag, value, step)
 
-    def scalars(self, values: Mapping[str, float | torch.Tensor], step: int) -> None:
-        """Log several values with a single device sync (tensors are stacked and copied together)."""
+    def scalars(self, values: Mapping[str, float | torch.Tensor], step: int) -> dict[str, float]:
+        """Log several values with a single device sync (tensors are stacked and copied together); returns them."""
         tensors = {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}
         if tensors:
             host = torch.stack([v.detach().float().reshape(()) for v in tensors.values()]).cpu().tolist()
@@ -79,6 +103,7 @@ class Logger:
         for tag, value in values.items():
             self.writer.add_scalar(tag, value, step)
         self._extend_layout(values)
+        return dict(values)
 
     def episodes(self, stats: EpisodeStats) -> None:
         """One point per env step at which episodes ended: the mean over the episodes that ended at that step
@@ -93,4 +118,11 @@ class Logger:
             self.last_episodic_return = mean_return
 
     def close(self) -> None:
-        self.writer.close()
+        """Close the events file; one left empty (a write that failed on a full disk) is removed."""
+        if self._writer is None:
+            return
+        writer, self._writer = self._writer, None
+        try:
+            writer.close()
+        finally:
+            self._remove_empty_events_files()

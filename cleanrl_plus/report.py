@@ -149,11 +149,17 @@ def load_run(directory: Path, metric: str) -> RunRecord:
         raise SkippedRun(f"skipped {directory}: unreadable JSON ({error})") from None
     if not all(key in summary for key in ("agent", "env_id", "seed")):
         raise SkippedRun(f"skipped {directory}: summary.json lacks agent, env_id or seed")
+    if summary.get("diverged"):
+        diverged = summary["diverged"]
+        raise SkippedRun(f"skipped {directory}: it diverged ({diverged.get('quantity')} not finite at step {diverged.get('step')})")
     curves = read_scalars(directory, [METRIC_TAGS[metric], TASK_TAG])
     if METRIC_TAGS[metric] not in curves:
         what = "evaluations" if metric == "eval" else "training episodes"
         raise SkippedRun(f"skipped {directory}: no {what} ({METRIC_TAGS[metric]}) in its TensorBoard events")
     steps, returns = curves[METRIC_TAGS[metric]]
+    if not np.isfinite(returns).all():  # runs from before divergence stopped a run, or NaN written by hand
+        first = int(steps[~np.isfinite(returns)][0])
+        raise SkippedRun(f"skipped {directory}: non-finite {METRIC_TAGS[metric]} at step {first} (the run diverged)")
     tasks = list(summary.get("tasks") or [])
     if TASK_TAG in curves:
         switch_steps = [int(step) for step in curves[TASK_TAG][0] if step > 0]

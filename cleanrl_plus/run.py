@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import json
+import math
 import os
 import random
 import re
@@ -21,10 +23,11 @@ import torch
 
 import envs
 
-from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
-from cleanrl_plus.config import RunArgs, parse_args, validate_args
-from cleanrl_plus.errors import UserError, exit_with
+from cleanrl_plus.checkpoint import CHECKPOINT_NAME, first_non_finite, load_checkpoint, save_checkpoint, write_atomically
+from cleanrl_plus.config import RunArgs, agent_of, check_resume, parse_args, validate_args
+from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
 from cleanrl_plus.logger import Logger
+from cleanrl_plus.runlock import lock_run_dir
 from cleanrl_plus.tracking import require_wandb, start_wandb
 
 ArgsT = TypeVar("ArgsT", bound=RunArgs)
@@ -78,6 +81,22 @@ def run_name_for(args: RunArgs) -> str:
     return f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
 
+def finite_or_null(value: Any) -> Any:
+    """NaN and ±inf become None (JSON null), recursively: summary.json stays strict JSON whatever the run did."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(item) for item in value]
+    return value
+
+
+def write_json(path: Path, value: Any) -> None:
+    text = json.dumps(finite_or_null(value), indent=2, default=float, allow_nan=False)
+    write_atomically(path, lambda file: file.write(text.encode()))
+
+
 @dataclasses.dataclass
 class Run:
     """Everything an agent loop needs from its surroundings."""
@@ -89,28 +108,67 @@ class Run:
     resumed: dict[str, Any] | None  # the checkpoint being resumed from, or None for a fresh run
     stop_requested: bool = False  # set by SIGTERM/SIGINT: the loop checkpoints and exits at the next step
     wandb_run: Any = None  # the W&B run of a --track run
+    lock_fd: int | None = None  # the run directory's lock, held until close()
+    args_to_record: dict[str, Any] | None = None  # a resume's flags: args.json is rewritten with the first checkpoint
+    checkpoint_step: int | None = None  # the step of the last checkpoint written or resumed from
 
     @property
     def start_step(self) -> int:
         return self.resumed["global_step"] if self.resumed else 0
 
     def save(self, state: dict[str, Any], summary: dict[str, Any]) -> None:
+        """Checkpoint and summary, after every event logged so far: a kill right after keeps the curves it continues.
+        A state holding NaN/inf is never written over the last good checkpoint: the run stops instead."""
+        step = state["global_step"]
+        bad = first_non_finite(state)
+        if bad is not None:
+            self.stop_diverged(step, bad, "not finite", summary)
+        try:
+            self.logger.flush()
+        except OSError as error:
+            raise file_system_error(self.dir, error) from None
+        if self.args_to_record is not None:
+            write_json(self.dir / "args.json", self.args_to_record)
+            self.args_to_record = None
         save_checkpoint(self.dir / CHECKPOINT_NAME, state)
+        self.checkpoint_step = step
         self.write_summary(summary)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        tmp = self.dir / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2, default=float))
-        os.replace(tmp, self.dir / "summary.json")
+        write_json(self.dir / "summary.json", summary)
+
+    def stop_diverged(self, step: int, quantity: str, value: Any, summary: dict[str, Any]) -> None:
+        """Record the divergence in summary.json (the checkpoint stays the last good one) and stop with one line."""
+        kept = self.checkpoint_step
+        self.write_summary(summary | {"diverged": {"step": step, "quantity": quantity}})
+        self.logger.close()
+        where = f"the last good checkpoint (step {kept}) is kept" if kept is not None else "no checkpoint was written"
+        raise RunFailure(f"training diverged at step {step}: {quantity} is {value} — {where}; lower --learning-rate "
+                         f"or change the flags and start a new run")
 
     def close(self) -> None:
         self.logger.close()
         if self.wandb_run is not None:
             self.wandb_run.finish()
         _restore_signal_handlers(self)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # releases the lock
+            self.lock_fd = None
+        if self in _open_runs:
+            _open_runs.remove(self)
 
 
 _fresh_run_dirs: list[Path] = []  # created by this process: removed again if a user error stops it before any checkpoint
+_open_runs: list[Run] = []  # started by this process and not closed yet: closed before the process exits on an error
+
+
+def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
+    if run_dir.exists():
+        raise UserError(f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name")
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as error:
+        raise UserError(f"--runs-dir {runs_dir}: cannot create {run_dir} ({error.strerror or error}) — pass a writable folder") from None
 
 
 def start_run(args: RunArgs) -> Run:
@@ -121,27 +179,40 @@ def start_run(args: RunArgs) -> Run:
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
     if args.track:
         require_wandb()
-    resumed = None
-    if args.resume:
-        run_dir = Path(args.resume)
-        resumed = load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)
-    else:
-        run_dir = Path(args.runs_dir) / run_name_for(args)
-        if run_dir.exists():
-            raise UserError(f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name")
-        run_dir.mkdir(parents=True)
-        _fresh_run_dirs.append(run_dir)
-    seed_everything(args.seed, args.torch_deterministic)
     if args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
         args.continual.schedule_seed = args.seed
-    (run_dir / "args.json").write_text(json.dumps(dataclasses.asdict(args) | {"resume": ""}, indent=2))
+    recorded_args = dataclasses.asdict(args) | {"resume": "", "agent": agent_of(type(args))}
+    resumed = None
+    if args.resume:
+        # Everything is checked before anything in the run directory is written: a refused resume changes nothing.
+        run_dir = Path(args.resume)
+        check_resume(args, run_dir)
+        resumed = load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)
+        for abandoned in [run for run in _open_runs if run.dir == run_dir]:
+            abandoned.close()  # an earlier run of this process that an exception left open (tests run agents in-process)
+        lock_fd = lock_run_dir(run_dir)
+    else:
+        run_dir = Path(args.runs_dir) / run_name_for(args)
+        _make_run_dir(run_dir, args.runs_dir)
+        _fresh_run_dirs.append(run_dir)
+        lock_fd = lock_run_dir(run_dir)
+        write_json(run_dir / "args.json", recorded_args)
+    seed_everything(args.seed, args.torch_deterministic)
     wandb_run = start_wandb(args, run_dir, resumed is not None) if args.track else None
-    logger = Logger(str(run_dir), args, purge_step=resumed["global_step"] if resumed else None)
-    run = Run(args=args, dir=run_dir, device=device, logger=logger, resumed=resumed, wandb_run=wandb_run)
+    logger = Logger(str(run_dir), args, purge_step=_purge_step(resumed))
+    run = Run(args=args, dir=run_dir, device=device, logger=logger, resumed=resumed, wandb_run=wandb_run, lock_fd=lock_fd,
+              args_to_record=recorded_args if resumed else None, checkpoint_step=resumed["global_step"] if resumed else None)
+    _open_runs.append(run)
     action = f"resuming from step {resumed['global_step']} in" if resumed else "logging to"
     print(f"{action} {run_dir} (device {device}, {torch.get_num_threads()} threads)", flush=True)
     _install_signal_handlers(run)
     return run
+
+
+def _purge_step(resumed: dict[str, Any] | None) -> int | None:
+    """TensorBoard drops a resumed run's events at steps >= purge_step: everything a killed run logged after its
+    checkpoint step (logged again now), but not the points at the checkpoint step itself (never logged again)."""
+    return resumed["global_step"] + 1 if resumed else None
 
 
 _previous_handlers: dict[int, Any] = {}
@@ -170,12 +241,43 @@ def _restore_signal_handlers(run: Run) -> None:
 
 
 def cli_main(main: Callable[[ArgsT], Any], args_type: type[ArgsT]) -> None:
-    """Entry point of an agent script: parse flags, run, and turn user errors into one line and exit code 2."""
+    """Entry point of an agent script: parse flags, run, and turn user errors (exit 2) and run failures such as a
+    divergence or a full disk (exit 1) into one line."""
+    threading.excepthook = _quiet_about_full_disks
     try:
         main(parse_args(args_type))
     except UserError as error:
+        _close_open_runs()
         _remove_runs_without_checkpoint()
         exit_with(error)
+    except RunFailure as error:
+        _close_open_runs()
+        exit_with(error)
+    except OSError as error:  # a disk that fills up or fails under the TensorBoard writer or an env
+        if error.errno not in _DISK_ERRNOS:
+            raise
+        path = Path(error.filename) if error.filename else (_open_runs[0].dir if _open_runs else Path.cwd())
+        _close_open_runs()
+        exit_with(file_system_error(path, error))
+
+
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+
+
+def _quiet_about_full_disks(hook_args: Any) -> None:
+    """The TensorBoard writer's thread meets a full disk first; the main thread reports it in one line right after."""
+    if isinstance(hook_args.exc_value, OSError) and hook_args.exc_value.errno in _DISK_ERRNOS:
+        return
+    threading.__excepthook__(hook_args)
+
+
+def _close_open_runs() -> None:
+    """Close the TensorBoard writers (their thread would otherwise write into a directory being removed) and locks."""
+    for run in list(_open_runs):
+        try:
+            run.close()
+        except OSError:
+            pass  # the events file is on the disk that just failed; the checkpoint is what matters
 
 
 def _remove_runs_without_checkpoint() -> None:

@@ -4,6 +4,7 @@ the progress line, SPS clocks and the run summary. The agent file keeps only the
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any, Callable
 
@@ -33,6 +34,7 @@ class TrainingSession:
         self.task: int | None = getattr(env, "scheduled_task", None)
         self.task_start_step = 0
         self.task_switched = False  # True right after the step at which the schedule moved to a new task
+        self.num_updates = 0  # as of the latest after_step, for a summary written when the run stops early
         self.tasks: dict[int, dict[str, Any]] = {}
         self.recorder = None  # --capture-video: built now, so a missing renderer stops the run before training
         if self.args.capture_video:
@@ -90,6 +92,15 @@ class TrainingSession:
         if self.task is not None:
             self.tasks[self.task]["evals"].append((global_step, self.last_eval["mean"]))
         self.progress.set(eval=self.last_eval["mean"])
+        self._stop_if_not_finite({"eval/episodic_return": self.last_eval["mean"]}, global_step)
+
+    def _stop_if_not_finite(self, values: dict[str, float], global_step: int) -> None:
+        """Values already on the host (read at the logging cadence): a NaN/inf stops the run (see Run.stop_diverged)."""
+        for quantity, value in values.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                summary = self.summary(global_step, self.num_updates, False, time.perf_counter())
+                self.progress.close(global_step)
+                self.run.stop_diverged(global_step, quantity, value, summary)
 
     def _log_episodes(self) -> None:
         stats = self.env.drain_episode_stats()
@@ -123,11 +134,12 @@ class TrainingSession:
     ) -> None:
         """Log, evaluate and checkpoint when `global_step` crosses a multiple of the respective interval."""
         args, logger = self.args, self.run.logger
+        self.num_updates = num_updates
         self._follow_schedule(policy, global_step)
         if crossed(previous_step, global_step, args.log_every):
             self._log_episodes()
-            if losses:
-                logger.scalars(losses, global_step)  # one device sync for all losses
+            if losses:  # one device sync for all losses, which are checked for NaN/inf then
+                self._stop_if_not_finite(logger.scalars(losses, global_step), global_step)
             logger.scalar("charts/SPS", self.sps(time.perf_counter(), global_step), global_step)
             if getattr(self.env, "frames", None) is not None:
                 logger.scalar("charts/frames", self.env.frames, global_step)
@@ -136,6 +148,7 @@ class TrainingSession:
         if crossed(previous_step, global_step, args.eval_every) and self.last_eval.get("step") != global_step:
             self.evaluate(policy, global_step)
         if crossed(previous_step, global_step, args.checkpoint_every):
+            self._log_episodes()  # episodes that ended up to here are logged before, not after, the checkpoint
             self.run.save(checkpoint_state(), self.summary(global_step, num_updates, False, time.perf_counter()))
         self.progress.update(global_step)
 
@@ -181,6 +194,7 @@ class TrainingSession:
     ) -> dict[str, Any]:
         """Final evaluation (if the run finished), final checkpoint and summary, closing message."""
         loop_end, finished = time.perf_counter(), global_step >= self.args.total_timesteps
+        self.num_updates = num_updates
         self._log_episodes()
         if finished and self.last_eval.get("step") != global_step:
             self.evaluate(policy, global_step)

@@ -28,12 +28,14 @@ import subprocess
 import sys
 import time
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any, Callable, Literal
 
 import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.runlock import run_dir_holder
 
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
 BASELINE = "baseline"
@@ -140,10 +142,36 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
         if any(flag == reserved or flag.startswith(reserved + "=") for flag in common):
             raise UserError(f"{reserved} is set by the sweep for every run — remove it from --flags")
     configs = parse_configs(args.config)
-    return [
+    specs = [
         RunSpec(agent, env_id, config, seed, common + config_flags, args.runs_dir)
         for agent, env_id, (config, config_flags), seed in itertools.product(args.agent, args.env_id, configs.items(), args.seeds)
     ]
+    for spec in {(spec.agent, spec.env_id, spec.flags): spec for spec in specs}.values():
+        check_agent_flags(spec)
+    return specs
+
+
+def check_agent_flags(spec: RunSpec) -> None:
+    """Parse and range-check a run's flags with its agent's own parser, so that a bad configuration fails the sweep
+    (and --dry-run) at once instead of every run it would have started."""
+    import contextlib
+    import importlib
+    import io
+
+    from cleanrl_plus.config import parse_args, validate_args
+
+    args_type = importlib.import_module(f"agents.{spec.agent}").Args
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
+            validate_args(parse_args(args_type, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)]))
+    except SystemExit:  # tyro printed a box; its first message line says what is wrong
+        lines = [line.strip(" -│╭╮╰╯─") for line in printed.getvalue().splitlines()]
+        cause = next((line for line in lines[2:] if line), "unparsable flags")
+        raise UserError(f"configuration '{spec.config}' of {spec.agent}: {shlex.join(spec.flags)!r} is refused by "
+                        f"agents/{spec.agent}.py ({cause}) — fix the flags in --config / --flags") from None
+    except UserError as error:
+        raise UserError(f"configuration '{spec.config}' of {spec.agent}: {error}") from None
 
 
 def load_plan(path: str, given: list[str]) -> SweepArgs:
@@ -166,8 +194,41 @@ def load_plan(path: str, given: list[str]) -> SweepArgs:
         if key in plan:
             plan[key] = tuple(plan[key])
     if "slurm" in plan:
+        if not isinstance(plan["slurm"], dict):
+            raise UserError(f"plan file {path}: slurm must be a table ([slurm]), got {plan['slurm']!r}")
+        unknown = sorted(set(plan["slurm"]) - {f.name for f in dataclasses.fields(SlurmArgs)})
+        if unknown:
+            raise UserError(f"plan file {path}: unknown keys {unknown} in [slurm]")
+        _check_plan_types(path, plan["slurm"], SlurmArgs, "slurm.")
         plan["slurm"] = SlurmArgs(**plan["slurm"])
+    _check_plan_types(path, plan, SweepArgs)
     return tyro.cli(SweepArgs, args=given, default=SweepArgs(**plan))
+
+
+def _check_plan_types(path: str, plan: dict[str, Any], settings: type, prefix: str = "") -> None:
+    """A plan value of the wrong type (seeds = "one") is refused here, not by every run it would have started."""
+    hints = typing.get_type_hints(settings, include_extras=False)
+    for key, value in plan.items():
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            continue
+        origin = typing.get_origin(hint)
+        if origin is tuple:
+            item_type = typing.get_args(hint)[0]
+            wrong = [item for item in value if not _is_of(item, item_type)]
+            if wrong:
+                raise UserError(f"plan file {path}: {prefix}{key} must be a list of {item_type.__name__} values, got {wrong[0]!r}")
+        elif origin is typing.Literal:
+            if value not in typing.get_args(hint):
+                raise UserError(f"plan file {path}: {prefix}{key} must be one of {list(typing.get_args(hint))}, got {value!r}")
+        elif not _is_of(value, hint):
+            raise UserError(f"plan file {path}: {prefix}{key} must be {hint.__name__}, got {value!r}")
+
+
+def _is_of(value: Any, expected: type) -> bool:
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -180,7 +241,9 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def status_of(spec: RunSpec) -> Literal["finished", "resume", "fresh"]:
+def status_of(spec: RunSpec) -> Literal["finished", "resume", "fresh", "held"]:
+    if run_dir_holder(spec.dir) is not None:  # a live process (another sweep, a manual --resume) writes it
+        return "held"
     summary = read_summary(spec.dir)
     if summary is not None and summary.get("finished"):
         return "finished"
@@ -200,7 +263,8 @@ def command_for(spec: RunSpec, threads: bool = True) -> list[str]:
 
 
 def prepare(spec: RunSpec) -> None:
-    """Before a fresh start: a directory that died before its first checkpoint has nothing to resume; keep it aside."""
+    """Before a fresh start: a directory that died before its first checkpoint has nothing to resume; keep it aside
+    (never one that a live process holds: that one is starting, not dead)."""
     if status_of(spec) == "fresh" and spec.dir.exists():
         spec.dir.rename(spec.dir.with_name(f"{spec.dir.name}.abandoned-{int(time.time())}"))
     spec.log.parent.mkdir(parents=True, exist_ok=True)
@@ -210,6 +274,8 @@ def execute(spec: RunSpec, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run (or finish) one run to completion, blocking; used by the cluster executors. Returns its outcome."""
     if status_of(spec) == "finished":
         return outcome(spec, 0)
+    if status_of(spec) == "held":
+        return held_outcome(spec)
     prepare(spec)
     with open(spec.log, "a") as log:
         code = subprocess.run(command_for(spec), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
@@ -220,6 +286,10 @@ def outcome(spec: RunSpec, returncode: int) -> dict[str, Any]:
     summary = read_summary(spec.dir) or {}
     state = "finished" if summary.get("finished") else ("failed" if returncode else "stopped")
     return {"run": spec.name, "state": state, "returncode": returncode, "eval": summary.get("eval", {}).get("mean")}
+
+
+def held_outcome(spec: RunSpec) -> dict[str, Any]:
+    return {"run": spec.name, "state": f"held by process {run_dir_holder(spec.dir)}", "returncode": None, "eval": None}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -241,7 +311,8 @@ class Board:
             self.last = f"{result['run']}: eval {value:.1f}" if value is not None else result["run"]
         else:
             self.failed += 1
-            self.last = f"{result['run']}: {result['state']} (exit {result['returncode']})"
+            code = result["returncode"]
+            self.last = f"{result['run']}: {result['state']}" + (f" (exit {code})" if code is not None else "")
         self.show(force=True)
 
     def show(self, force: bool = False) -> None:
@@ -280,6 +351,10 @@ def run_local(specs: list[RunSpec], workers: int, board: Board) -> list[dict[str
         while pending or running:
             while pending and len(running) < workers and not stop["requested"]:
                 spec = pending.pop(0)
+                if status_of(spec) == "held":  # taken by another process since the sweep started
+                    results.append(held_outcome(spec))
+                    board.finished(results[-1])
+                    continue
                 prepare(spec)
                 env = dict(os.environ)
                 slot = next(slot_ids)
@@ -383,8 +458,10 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
         return []
     todo = [spec for spec in specs if states[spec.name] != "finished"]
     skipped = len(specs) - len(todo)
+    held = sum(states[s.name] == "held" for s in todo)
     print(f"sweep: {len(specs)} runs in {args.runs_dir} ({skipped} finished already, "
-          f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start)", file=sys.stderr)
+          f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start"
+          + (f", {held} held by other live processes and left alone" if held else "") + ")", file=sys.stderr)
     board = Board(len(specs), skipped)
     if args.executor == "local":
         results = run_local(todo, args.workers or os.cpu_count() or 1, board)

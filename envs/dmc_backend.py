@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 from typing import Any
 
@@ -22,6 +23,11 @@ from cleanrl_plus.errors import UserError, did_you_mean
 from envs.base import StepResult, TorchVecEnv
 
 PREFIX = "dmc:"
+
+# Without a display, dm-control's default GL backend (GLFW) warns "DISPLAY missing" at every import; EGL renders
+# headless (video capture) and is what dm-control recommends there. A MUJOCO_GL the user set is kept.
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def parse_dmc_id(env_id: str) -> tuple[str, str]:
