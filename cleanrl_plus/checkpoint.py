@@ -55,10 +55,11 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     write_atomically(path, lambda file: torch.save(state, file))
 
 
-def first_non_finite(state: Any, name: str = "", skip: tuple[str, ...] = ("replay", "rng", "env")) -> str | None:
+def first_non_finite(state: Any, name: str = "", skip: tuple[str, ...] = ("replay", "rng", "env", "stopper")) -> str | None:
     """The name of the first floating tensor in a (nested) checkpoint state holding NaN or ±inf, or None.
 
-    One device sync for the whole state; replay, RNG and env snapshots (data, not learned values) are skipped."""
+    One device sync for the whole state; replay, RNG, env snapshots and LEAST's episode histories (data, not learned
+    values; LEAST pads steps no episode reached with NaN) are skipped."""
     named: list[tuple[str, torch.Tensor]] = []
 
     def collect(value: Any, where: str) -> None:

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-import os
 import pickle
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -24,10 +24,10 @@ from envs.base import StepResult, TorchVecEnv
 
 PREFIX = "dmc:"
 
-# Without a display, dm-control's default GL backend (GLFW) warns "DISPLAY missing" at every import; EGL renders
-# headless (video capture) and is what dm-control recommends there. A MUJOCO_GL the user set is kept.
-if not os.environ.get("DISPLAY"):
-    os.environ.setdefault("MUJOCO_GL", "egl")
+# Without a display, dm-control's default GL backend (GLFW) warns "DISPLAY missing" at every import, though stepping
+# needs no GL. Silence that one warning rather than set MUJOCO_GL here: the variable is process-wide, and a backend
+# that suits dm-control (EGL on this image) fails gymnasium's MuJoCo renderer (--capture-video picks its own).
+warnings.filterwarnings("ignore", message=r".*DISPLAY environment variable is missing")
 
 
 def parse_dmc_id(env_id: str) -> tuple[str, str]:
