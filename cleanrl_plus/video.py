@@ -132,7 +132,13 @@ def write_mp4(path: Path, frames: list[np.ndarray], fps: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # even sizes for H.264; macro_block_size=1 keeps imageio from resizing and warning about it
     frames = [f[: f.shape[0] // 2 * 2, : f.shape[1] // 2 * 2] for f in frames]
-    imageio.mimwrite(path, frames, fps=fps, codec="libx264", macro_block_size=1, quality=7)
+    # encoded next to its destination, then renamed: a failure halfway leaves any earlier video as it was
+    partial = path.with_name(f".{path.stem}.partial{path.suffix}")  # the suffix tells imageio the container
+    try:
+        imageio.mimwrite(partial, frames, fps=fps, codec="libx264", macro_block_size=1, quality=7)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def log_video(writer: Any, tag: str, frames: list[np.ndarray], fps: int, step: int) -> None:

@@ -117,3 +117,24 @@ def test_with_no_rendering_backend_a_run_stops_at_start_up_with_one_line(tmp_pat
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1 and "libosmesa6" in error_lines[0] and "Traceback" not in result.stderr
     assert not list(tmp_path.iterdir())  # the run directory was removed again
+
+
+def test_a_failed_encode_leaves_the_earlier_video_and_no_partial_file(tmp_path, monkeypatch):
+    import imageio.v2 as imageio
+
+    from cleanrl_plus.video import write_mp4
+
+    path = tmp_path / "videos" / "final.mp4"
+    frames = [np.zeros((8, 8, 3), dtype=np.uint8)] * 2
+    write_mp4(path, frames, fps=4)
+    earlier = path.read_bytes()
+
+    def fail_halfway(target, *args, **kwargs):
+        Path(target).write_bytes(b"half an mp4")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(imageio, "mimwrite", fail_halfway)
+    with pytest.raises(OSError):
+        write_mp4(path, frames, fps=4)
+    assert path.read_bytes() == earlier
+    assert sorted(p.name for p in path.parent.iterdir()) == ["final.mp4"]
