@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from cleanrl_plus.errors import UserError, exit_with
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> None:
         _module(command).main(rest)
     except UserError as error:
         exit_with(error)
+    except BrokenPipeError:  # the reader went away (`cleanrl-plus sweep … --dry-run | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
 
 
 if __name__ == "__main__":

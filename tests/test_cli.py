@@ -128,3 +128,17 @@ def test_bench_env_times_the_environment_alone():
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["agent"] == "env" and report["timed_steps"] == 6400 and report["env_steps_per_second"] > 0
+
+
+def test_output_cut_short_by_the_reader_is_not_a_traceback(tmp_path):
+    """`cleanrl-plus sweep … --dry-run | head -1`: the reader closes the pipe early; the command stops quietly (141)."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "cleanrl_plus.cli", "sweep", "--seeds", *map(str, range(1, 400)), "--dry-run",
+               "--runs-dir", str(tmp_path)]
+    reader = subprocess.Popen(["head", "-c", "10"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    result = subprocess.run(command, stdout=reader.stdin, stderr=subprocess.PIPE, text=True, timeout=120)
+    reader.stdin.close()
+    reader.wait()
+    assert result.returncode == 141 and "Traceback" not in result.stderr, result.stderr
