@@ -6,7 +6,8 @@
 - The manifest: one run per (agent, env, configuration, seed), named `{env}__{exp_name}__{seed}` where exp_name is
   the agent for the configuration called `baseline` and `{agent}-{name}` otherwise (the report groups by it).
 - Idempotent: a rerun skips finished runs, resumes interrupted ones from their checkpoint (`--resume`), and moves
-  a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted).
+  a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted). A run that
+  diverged is kept as it stopped and not rerun (it would diverge again from the same checkpoint and flags).
 - Executors: `local` (default; a pool of subprocesses, one torch thread each on CPU, `--workers` at a time, GPUs
   shared round-robin), `submitit` (Slurm job arrays, requeued on preemption or timeout; `--slurm.cluster local`
   runs the same path on this machine) and `ray` (an existing cluster, `--address`). The cluster executors are
@@ -241,12 +242,14 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def status_of(spec: RunSpec) -> Literal["finished", "resume", "fresh", "held"]:
+def status_of(spec: RunSpec) -> Literal["finished", "diverged", "resume", "fresh", "held"]:
     if run_dir_holder(spec.dir) is not None:  # a live process (another sweep, a manual --resume) writes it
         return "held"
     summary = read_summary(spec.dir)
     if summary is not None and summary.get("finished"):
         return "finished"
+    if summary is not None and summary.get("diverged"):
+        return "diverged"
     return "resume" if (spec.dir / "checkpoint.pt").is_file() else "fresh"
 
 
@@ -272,7 +275,7 @@ def prepare(spec: RunSpec) -> None:
 
 def execute(spec: RunSpec, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run (or finish) one run to completion, blocking; used by the cluster executors. Returns its outcome."""
-    if status_of(spec) == "finished":
+    if status_of(spec) in ("finished", "diverged"):
         return outcome(spec, 0)
     if status_of(spec) == "held":
         return held_outcome(spec)
@@ -285,6 +288,8 @@ def execute(spec: RunSpec, env: dict[str, str] | None = None) -> dict[str, Any]:
 def outcome(spec: RunSpec, returncode: int) -> dict[str, Any]:
     summary = read_summary(spec.dir) or {}
     state = "finished" if summary.get("finished") else ("failed" if returncode else "stopped")
+    if not summary.get("finished") and summary.get("diverged"):
+        state = "diverged at step {step} ({quantity} not finite)".format(**summary["diverged"])
     return {"run": spec.name, "state": state, "returncode": returncode, "eval": summary.get("eval", {}).get("mean")}
 
 
@@ -298,8 +303,8 @@ def held_outcome(spec: RunSpec) -> dict[str, Any]:
 class Board:
     """done / running / failed / pending counts and the latest evaluation return, on one refreshing line."""
 
-    def __init__(self, total: int, skipped: int) -> None:
-        self.total, self.done, self.failed, self.running = total, skipped, 0, 0
+    def __init__(self, total: int, finished: int, failed: int = 0) -> None:
+        self.total, self.done, self.failed, self.running = total, finished, failed, 0
         self.last = ""
         self.tty = sys.stderr.isatty()
         self._shown = ""
@@ -456,13 +461,16 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
         for spec in specs:
             print(f"{states[spec.name]:>8}  {shlex.join(command_for(spec)) if states[spec.name] != 'finished' else spec.name}")
         return []
-    todo = [spec for spec in specs if states[spec.name] != "finished"]
+    done = ("finished", "diverged")
+    todo = [spec for spec in specs if states[spec.name] not in done]
     skipped = len(specs) - len(todo)
     held = sum(states[s.name] == "held" for s in todo)
-    print(f"sweep: {len(specs)} runs in {args.runs_dir} ({skipped} finished already, "
+    diverged = sum(state == "diverged" for state in states.values())
+    print(f"sweep: {len(specs)} runs in {args.runs_dir} ({skipped - diverged} finished already, "
           f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start"
+          + (f", {diverged} diverged and not rerun" if diverged else "")
           + (f", {held} held by other live processes and left alone" if held else "") + ")", file=sys.stderr)
-    board = Board(len(specs), skipped)
+    board = Board(len(specs), skipped - diverged, failed=diverged)
     if args.executor == "local":
         results = run_local(todo, args.workers or os.cpu_count() or 1, board)
     elif args.executor == "submitit":
@@ -470,7 +478,7 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     else:
         results = run_ray(todo, args, board)
     board.close()
-    results += [outcome(spec, 0) for spec in specs if states[spec.name] == "finished"]
+    results += [outcome(spec, 0) for spec in specs if states[spec.name] in done]
     failed = [r for r in results if r["state"] != "finished"]
     for result in failed:
         print(f"  {result['run']}: {result['state']} — see {Path(args.runs_dir) / 'logs' / (result['run'] + '.log')}", file=sys.stderr)
@@ -519,5 +527,6 @@ def parse(argv: list[str]) -> SweepArgs:
 def main(argv: list[str]) -> list[dict[str, Any]]:
     results = run_sweep(parse(argv))
     if any(r["state"] != "finished" for r in results):
-        raise UserError("some runs did not finish (listed above) — fix the cause and rerun the same command; finished runs are skipped")
+        raise UserError("some runs did not finish (listed above) — fix the cause and rerun the same command; finished runs "
+                        "are skipped, and so are diverged ones (move a diverged run's directory aside to start it afresh)")
     return results

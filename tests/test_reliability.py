@@ -207,6 +207,26 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
     assert f"skipped {run_dir}: it diverged ({summary['diverged']['quantity']} not finite at step {step})" in report_md
 
 
+def test_a_sweep_keeps_a_diverged_run_and_does_not_rerun_it(tmp_path):
+    """Rerunning a sweep resumed a diverged run from its last good checkpoint, which diverged again (same flags)."""
+    runs_dir = tmp_path / "runs"
+    flags = " ".join(TINY) + " --learning-rate 1e6 --total-timesteps 3000 --log-every 100 --checkpoint-every 100 --eval-every 500"
+    command = [sys.executable, "-m", "cleanrl_plus.cli", "sweep", "--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1",
+               "--flags", flags, "--runs-dir", str(runs_dir), "--workers", "1"]
+    first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    name = "Pendulum-v1__td3__1"
+    summary = json.loads((runs_dir / name / "summary.json").read_text())
+    assert first.returncode == 2 and f"{name}: diverged at step {summary['diverged']['step']}" in first.stderr, first.stderr
+    files = {p.name: p.read_bytes() for p in (runs_dir / name).iterdir() if p.is_file()}
+    log = (runs_dir / "logs" / f"{name}.log").read_text()
+
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "0 finished already, 0 to resume, 0 to start, 1 diverged and not rerun" in again.stderr
+    assert f"{name}: diverged at step" in again.stderr and "move a diverged run's directory aside" in again.stderr
+    assert {p.name: p.read_bytes() for p in (runs_dir / name).iterdir() if p.is_file()} == files
+    assert (runs_dir / "logs" / f"{name}.log").read_text() == log  # no agent process ran
+
+
 def test_a_non_finite_state_is_never_written_over_the_last_checkpoint(tmp_path):
     from cleanrl_plus.checkpoint import first_non_finite, save_checkpoint
     from cleanrl_plus.logger import Logger
