@@ -565,8 +565,10 @@ def nan_padded(columns: list) -> np.ndarray:
 def _palette(count: int) -> list:
     from matplotlib import colormaps
 
-    cmap = colormaps["tab10" if count <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(count)]
+    if count <= 10:
+        return [colormaps["tab10"](i) for i in range(count)]
+    colors = [colormaps[name](i) for name in ("tab20", "tab20b", "tab20c") for i in range(20)]  # 60 before one repeats
+    return [colors[i % len(colors)] for i in range(count)]
 
 
 def _subplots(count: int, columns: int = 3):
@@ -587,7 +589,12 @@ def _figure_legend(figure, axes) -> None:
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    figure.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=min(5, len(entries)), fontsize="small")
+    # as many columns as fit the figure's width, and the figure grown by the legend's rows, so that a comparison of
+    # many remedies keeps every label and its curves their height
+    column_inches = 0.7 + 0.075 * max((len(label) for label in entries), default=0)
+    columns = max(1, min(5, len(entries), int(figure.get_figwidth() // column_inches)))
+    figure.set_figheight(figure.get_figheight() + 0.22 * math.ceil(len(entries) / columns))
+    figure.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=columns, fontsize="small")
 
 
 def _step_axis(ax) -> None:

@@ -209,3 +209,19 @@ def test_errors_are_one_line_user_errors(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert [line for line in result.stderr.splitlines() if line.strip()] == [
         f"error: no runs with evaluations found in {tmp_path / 'empty'} — pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"]
+
+
+def test_a_legend_of_many_long_remedy_names_fits_inside_the_figure_and_no_colour_repeats():
+    """22 remedies (the remedy benchmark): the legend below the curves must show every label inside the saved image."""
+    labels = [f"ppo-layernorm-l2init-redo-{i}" for i in range(22)]
+    colors = report._palette(len(labels))
+    assert len(set(colors)) == len(labels)
+    figure, (ax,) = report._subplots(1)
+    height = figure.get_figheight()
+    for label, color in zip(labels, colors):
+        ax.plot([0, 1], [0, 1], color=color, label=label)
+    report._figure_legend(figure, [ax])
+    figure.canvas.draw()  # the Agg canvas of a bare Figure
+    legend, whole = figure.legends[0].get_window_extent(), figure.bbox
+    assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1 and whole.y0 <= legend.y0, (legend, whole)
+    assert ax.get_window_extent().height >= 0.5 * height * figure.dpi  # the curves keep their height
