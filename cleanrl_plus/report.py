@@ -10,8 +10,9 @@ remedy configuration its own exp_name. Writes into --out (default: `<first runs 
   aggregate over envs (per-env min–max normalised) when there are several; P(group > baseline) with CI; and for
   continual runs the per-task table of ../shared/spec/continual-and-evaluation.md §3.3 (end-of-task return and
   per-task AUC, and their ratios to an oracle group averaged over tasks 2..K);
-- `curves.png` (IQM return vs steps with 95% CI bands, task switches dashed), `profiles.png` (performance
-  profiles of normalised final returns) and, for continual runs, `tasks.png` (per-task bars).
+- `curves.png` (IQM return vs steps with 95% CI bands, task switches dashed), `groups.png` (one panel per group
+  beside its baseline and the oracle), `profiles.png` (performance profiles of normalised final returns) and, for
+  continual runs, `tasks.png` (per-task bars).
 
 Definitions (also written at the end of report.md): final = the last evaluation (train metric: the mean of the
 last 10% of the training-return points); AUC = the trapezoidal area under the return curve between its first and
@@ -418,26 +419,54 @@ class Report:
 
     # --- figures
 
+    def draw_curve(self, ax, env_id: str, method: tuple[str, str], color=None, linestyle: str = "-", band: float = 0.2) -> None:
+        """The IQM curve of one group in one env over a common step grid, with its 95% bootstrap band."""
+        runs = self.runs_of(env_id, method)
+        start, end = max(r.steps[0] for r in runs), min(r.steps[-1] for r in runs)
+        grid = np.linspace(start, end, CURVE_POINTS) if end > start else np.array([end], dtype=float)
+        curves = np.stack([np.interp(grid, r.steps, r.returns) for r in runs])
+        middle, low, high = stats.bootstrap_iqm_curve(curves, reps=self.reps, seed=BOOTSTRAP_SEED)
+        color = self.colors[method] if color is None else color
+        ax.plot(grid, middle, color=color, linestyle=linestyle, label=self.labels[method], marker="o" if len(grid) == 1 else None)
+        ax.fill_between(grid, low, high, color=color, alpha=band, linewidth=0)
+
+    def decorate(self, ax, env_id: str, title: str) -> None:
+        for k, step in enumerate(_median_switch_steps([r for r in self.runs if r.env_id == env_id])):
+            ax.axvline(step, color="0.4", linestyle="--", linewidth=0.8, label="task switch" if k == 0 else None)
+        ax.set_title(title)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("evaluation return" if self.metric == "eval" else "training episodic return")
+        _step_axis(ax)
+
     def plot_curves(self, path: Path) -> None:
         figure, axes = _subplots(len(self.envs))
         for ax, env_id in zip(axes, self.envs):
             for method in self.methods_in(env_id):
-                runs = self.runs_of(env_id, method)
-                start, end = max(r.steps[0] for r in runs), min(r.steps[-1] for r in runs)
-                grid = np.linspace(start, end, CURVE_POINTS) if end > start else np.array([end], dtype=float)
-                curves = np.stack([np.interp(grid, r.steps, r.returns) for r in runs])
-                middle, low, high = stats.bootstrap_iqm_curve(curves, reps=self.reps, seed=BOOTSTRAP_SEED)
-                color = self.colors[method]
-                ax.plot(grid, middle, color=color, label=self.labels[method], marker="o" if len(grid) == 1 else None)
-                ax.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
-            for k, step in enumerate(_median_switch_steps([r for r in self.runs if r.env_id == env_id])):
-                ax.axvline(step, color="0.4", linestyle="--", linewidth=0.8, label="task switch" if k == 0 else None)
-            ax.set_title(f"{env_id} ({self.seed_range(env_id)} per group)")
-            ax.set_xlabel("environment steps")
-            ax.set_ylabel("evaluation return" if self.metric == "eval" else "training episodic return")
-            _step_axis(ax)
+                self.draw_curve(ax, env_id, method)
+            self.decorate(ax, env_id, f"{env_id} ({self.seed_range(env_id)} per group)")
         figure.suptitle(f"{'Evaluation' if self.metric == 'eval' else 'Training'} return: IQM over seeds, 95% bootstrap CI")
         _figure_legend(figure, axes)
+        _save(figure, path)
+
+    def compared_groups(self) -> list[tuple[str, tuple[str, str]]]:
+        """(env, group) of every group that has a baseline (and is neither a baseline nor the oracle) in that env."""
+        references = set(self.baselines.values()) | {self.oracle}
+        return [(env_id, method) for env_id in self.envs for method in self.methods_in(env_id)
+                if method not in references and self.runs_of(env_id, self.baselines[method[0]])]
+
+    def plot_groups(self, path: Path) -> None:
+        """One panel per group (blue) beside its baseline (grey) and the oracle (black, dashed; its band left out):
+        with many groups, the one figure in which each curve can be told from the others."""
+        pairs = self.compared_groups()
+        figure, axes = _subplots(len(pairs), columns=4, panel=(4.0, 3.0))
+        for ax, (env_id, method) in zip(axes, pairs):
+            self.draw_curve(ax, env_id, self.baselines[method[0]], color="0.5", band=0.15)
+            if self.oracle is not None and self.runs_of(env_id, self.oracle):
+                self.draw_curve(ax, env_id, self.oracle, color="black", linestyle="--", band=0.0)
+            self.draw_curve(ax, env_id, method, color="tab:blue", band=0.25)  # one colour that stands out in every panel
+            self.decorate(ax, env_id, self.labels[method] + (f" — {env_id}" if len(self.envs) > 1 else ""))
+            ax.legend(fontsize="x-small", loc="lower left")
+        figure.suptitle(f"Each group against its baseline{' and the oracle' if self.oracle else ''}: IQM over seeds, 95% bootstrap CI")
         _save(figure, path)
 
     def seed_range(self, env_id: str) -> str:
@@ -539,7 +568,9 @@ class Report:
             "(eval metric) or from the curve points inside the task (start_step < step ≤ end_step). Oracle ratios: per run, the "
             "mean over tasks 2..K of value_k / oracle_k, with oracle_k the oracle group's IQM over seeds on task k.",
             "- Figures: `curves.png` (IQM curve over a common step grid, each run's curve linearly interpolated; dashed lines "
-            "= task switches, median step over runs), `profiles.png`" + (", `tasks.png` (per-task bars)." if self.continual_envs() else "."),
+            "= task switches, median step over runs)" + (", `groups.png` (each group's curve beside its baseline's"
+            + (" and the oracle's" if self.oracle else "") + ")" if self.compared_groups() else "") + ", `profiles.png`"
+            + (", `tasks.png` (per-task bars)." if self.continual_envs() else "."),
         ]
         if notes:
             methods += ["", "Notes:", *[f"- {note}" for note in notes]]
@@ -571,12 +602,12 @@ def _palette(count: int) -> list:
     return [colors[i % len(colors)] for i in range(count)]
 
 
-def _subplots(count: int, columns: int = 3):
+def _subplots(count: int, columns: int = 3, panel: tuple[float, float] = (5.2, 3.9)):
     from matplotlib.figure import Figure
 
     columns = min(columns, count)
     rows = math.ceil(count / columns)
-    figure = Figure(figsize=(5.2 * columns, 3.9 * rows), layout="constrained")
+    figure = Figure(figsize=(panel[0] * columns, panel[1] * rows), layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for ax in axes[count:]:
         ax.set_visible(False)
@@ -664,6 +695,9 @@ def write_report(
     report.write_csv(written[1])
     report.plot_curves(written[2])
     report.plot_profiles(written[3])
+    if report.compared_groups():
+        written.append(out / "groups.png")
+        report.plot_groups(written[-1])
     if report.continual_envs():
         written.append(out / "tasks.png")
         report.plot_tasks(written[-1])

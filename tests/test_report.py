@@ -99,9 +99,18 @@ def test_one_env_two_groups_match_hand_computation(tmp_path, capsys):
     assert "no evaluations" in markdown and "scratch: not a run directory" in markdown
     assert "other__1__1700000000 did not finish (last point at step 500); it is included" in markdown
     assert "divided by that interval" in markdown  # the AUC definition is stated
-    for figure in ("curves.png", "profiles.png"):
+    for figure in ("curves.png", "profiles.png", "groups.png"):
         assert (out / figure).stat().st_size > 10_000
     assert not (out / "tasks.png").exists()
+    runs = []
+    for directory in sorted(runs_dir.glob("*__*__*")):
+        try:
+            runs.append(report.load_run(directory, "eval"))
+        except report.SkippedRun:
+            pass
+    compared = report.Report(runs, "eval", 10, None, None).compared_groups()
+    assert compared == [("Pendulum-v1", ("td3", "other")), ("Pendulum-v1", ("td3", "td3-shrink-perturb"))]  # not td3 itself
+    assert "`groups.png` (each group's curve beside its baseline's)" in markdown
     printed = capsys.readouterr()
     assert "| Pendulum-v1 | td3-shrink-perturb | 4 |" in printed.out and "report.csv" in printed.out
     assert "note: skipped" in printed.err
@@ -166,6 +175,7 @@ def test_continual_runs_get_per_task_tables_and_oracle_ratios(tmp_path):
     markdown = (out / "report.md").read_text()
     assert "| torch:CartPole-v1 | ppo | 2 (1) | 3 |" in markdown and "relative to the oracle `ppo-oracle`" in markdown
     assert (out / "tasks.png").stat().st_size > 10_000
+    assert not (out / "groups.png").exists()  # the baseline and the oracle only: nothing to compare panel by panel
     run = report.load_run(next(runs_dir.glob("*ppo-oracle__1__*")), "eval")
     assert run.switch_steps == [1000, 2000]  # the step-0 entry is the first task, not a switch
 
