@@ -2,7 +2,7 @@
 observation offsets. One persistent agent collapses after switches; a fresh agent per level (the oracle) does not.
 
 The full-size claim (5 levels × 60k steps, 3 seeds) is slow: 6 runs of 300k steps, two at a time through
-`cleanrl-plus sweep` (6 min on 2 cores). The default suite runs the same claim small (about a minute on one core):
+`cleanrl-plus sweep` (6 min on 2 cores). The default suite runs the same claim small (about a minute of one core):
 see `test_persistent_relu_ppo_collapses_and_the_oracle_does_not_in_the_default_suite`; its margins are in
 docs/testing.md."""
 
@@ -38,13 +38,13 @@ def test_persistent_ppo_collapses_after_switches_and_the_oracle_does_not(tmp_pat
 
 
 # The small setting: the recipe with ReLU units at lr 3e-3 on torch-native CartPole, 6 tasks × 10,240 steps. A
-# persistent agent ends about half its post-switch tasks collapsed (ReLU logits grow with the offset; tanh units at
-# this size collapse in about a fifth), the oracle none, though it ends as low as ≈ 20 on rare tasks, hence the slack.
+# persistent agent ends about 2 of its 5 post-switch tasks collapsed, though 0 to 5 by seed (tanh units at this size:
+# about 1); the oracle none in 100 measured, though it can end as low as ≈ 20, hence the slack. docs/testing.md.
 SMALL_ENV, SMALL_TASKS = "continual:obs-offset:torch:CartPole-v1", 6
 SMALL_FLAGS = PPO_CONTINUAL_CARTPOLE_RECIPE + (" --activation relu --learning-rate 3e-3 --eval-every 0 --checkpoint-every 0"
                                                f" --continual.steps-per-task 10240 --continual.num-tasks {SMALL_TASKS} --no-progress")
 PERSISTENT_COLLAPSES = 4  # seeds are run until the persistent agent has ended this many post-switch tasks collapsed …
-MAX_SEEDS = 6  # … within this many seeds (a seed gives ≈ 2: one or two seeds usually suffice)
+MAX_SEEDS = 8  # … within this many seeds (a seed gives ≈ 2: one or two seeds usually suffice)
 ORACLE_COLLAPSES = 2  # and the oracle at most this many on the same seeds (an oracle that keeps its agent has ≥ 4)
 
 
