@@ -24,8 +24,9 @@ from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
 from cleanrl_plus.nn import adam
-from plasticity.cchain import CChainArgs
+from envs.continual import ContinualArgs
 from plasticity.architecture import NaPArgs
+from plasticity.cchain import CChainArgs
 from plasticity.optimizers import OptimArgs
 from plasticity.regularizers import RegArgs, WeightClipArgs
 from plasticity.resets import ResetArgs
@@ -236,6 +237,20 @@ def test_a_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypa
     _assert_states_close(_state(straight), _state(resumed))
 
 
+ORACLE = dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=600, learning_starts=100,
+              continual=ContinualArgs(steps_per_task=200, num_tasks=3, oracle=True))
+
+
+def test_compiled_td3_follows_the_oracle_through_task_switches(runs_dir, monkeypatch):
+    """The oracle re-initialises every network and drops the optimiser state at each switch (a full reset)."""
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    common = dict(runs_dir=runs_dir, **(TINY | ORACLE))
+    eager = td3.main(td3.Args(exp_name="eager", **common))
+    compiled = td3.main(td3.Args(exp_name="compiled", compile=True, **common))
+    assert [task["task"] for task in compiled["tasks"]] == [0, 1, 2]
+    _assert_states_close(_state(eager), _state(compiled))
+
+
 # ---- refusals at start-up -------------------------------------------------------------------------------------------
 def test_cudagraphs_without_cuda_is_one_line_before_anything_is_created(runs_dir):
     if torch.cuda.is_available():
@@ -335,6 +350,15 @@ def test_td3_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_op
     assert not captures
     captured = td3.main(td3.Args(exp_name="graphs", cudagraphs=True, **common))
     assert len(captures) > 3  # critic update, actor update, acting step, and again after each event
+    _assert_cuda_close(_cuda_state(eager), _cuda_state(captured))
+
+
+@pytest.mark.cuda
+def test_td3_cudagraphs_follows_the_oracle_through_task_switches(runs_dir):
+    common = dict(runs_dir=runs_dir, **(CUDA | ORACLE))
+    eager = td3.main(td3.Args(exp_name="eager", **common))
+    captured = td3.main(td3.Args(exp_name="graphs", cudagraphs=True, **common))
+    assert [task["task"] for task in captured["tasks"]] == [0, 1, 2]
     _assert_cuda_close(_cuda_state(eager), _cuda_state(captured))
 
 
