@@ -9,7 +9,7 @@ Exact O(1) sampling, never an O(N) weight vector: write w(a) = w_min + (a* − a
 (and w_min beyond). For integer ages this is a mixture of uniform pieces and one discrete triangle
 ∝ (L − 1 − a), each drawn in closed form; the piece is picked with probability ∝ its mass. The augment
 variant is the mirror image, w(a) = w_min + min(a, a*)/T: a uniform floor, a rising triangle ∝ a on a < a* and a
-uniform plateau beyond [ours: the official code draws it by rejection, whose loop would wait on the device].
+uniform plateau beyond, drawn as the same kind of mixture [ours: a rejection sampler's loop would wait on the device].
 Ages count vector-env steps, as in the official code: with n envs all transitions of one step share an age,
 so a step is drawn first and then an env slot. Sampling never waits on the device (no host sync): the pieces are
 chosen on the host, and each piece's draws go to their rows with one scatter.
