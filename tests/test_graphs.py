@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 
 import cleanrl_plus.graphs as graphs
-from agents import td3
+from agents import ddqn, sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
@@ -27,9 +27,12 @@ from cleanrl_plus.nn import adam
 from envs.continual import ContinualArgs
 from plasticity.architecture import NaPArgs
 from plasticity.cchain import CChainArgs
+from plasticity.cir import CIRArgs
+from plasticity.least import LEASTArgs
 from plasticity.optimizers import OptimArgs
 from plasticity.regularizers import RegArgs, WeightClipArgs
 from plasticity.resets import ResetArgs
+from plasticity.swd import SWDArgs
 
 TINY = dict(env_id="Pendulum-v1", batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False,
             buffer_size=5_000)
@@ -196,10 +199,10 @@ def _state(result: dict) -> dict:
     return {name: state[name] for name in (*NETWORKS, "critic_optimizer")} | {"obs": state["obs"]}
 
 
-def _assert_states_close(a: dict, b: dict) -> None:
+def _assert_states_close(a: dict, b: dict, rtol: float = 1e-6, atol: float = 1e-7) -> None:
     for (name, x), y in zip(torch.utils._pytree.tree_flatten_with_path(a)[0], torch.utils._pytree.tree_leaves(b)):
         if isinstance(x, torch.Tensor):
-            torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-7, msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
 
 
 def test_td3_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
@@ -251,6 +254,140 @@ def test_compiled_td3_follows_the_oracle_through_task_switches(runs_dir, monkeyp
     _assert_states_close(_state(eager), _state(compiled))
 
 
+# ---- SAC+SimBa and Double DQN under --compile ---------------------------------------------------------------------
+SAC_TINY = dict(env_id="Pendulum-v1", batch_size=32, actor_width=16, critic_width=16, critic_blocks=1, mlp_hidden_sizes=(16, 16),
+                eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
+SAC_STATE = ("actor", "critic", "critic_target", "normalizer", "log_alpha")
+DDQN_TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
+DDQN_STATE = ("q_network", "q_target")
+# CartPole's recipe (gradient norm clipped at 10) with a learning phase every 2 steps and a target copy every 50
+CARTPOLE = dict(env_id="CartPole-v1", total_timesteps=500, learning_starts=200, train_frequency=2, gradient_steps=2,
+                target_network_frequency=50)
+# Atari frame stacks through FrameStackReplay (Nature CNN): a random evaluation, so that the final game ends fast
+BREAKOUT = dict(env_id="ALE/Breakout-v5", total_timesteps=260, learning_starts=200, train_frequency=2, gradient_steps=1,
+                target_network_frequency=20, batch_size=16, buffer_size=1_000, eval_epsilon=1.0)
+
+
+def _checkpoint(result: dict, names: tuple[str, ...], optimizers: tuple[str, ...] = ()) -> dict:
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    return {name: state[name] for name in (*names, *optimizers)} | {"obs": state["obs"], "actions": state["replay"]["actions"]}
+
+
+def _ddqn_args(recipe: dict, **flags):
+    recipe = recipe | flags
+    return ddqn.Args.defaults_for(recipe.pop("env_id"), **(DDQN_TINY | recipe))
+
+
+def test_sac_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
+    """As TD3's: SimBa's actor, temperature and critic losses (remedy penalties included) and its acting step (the MLP
+    variant traces with fullgraph in the next test)."""
+    graphs_seen = []
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward)
+    result = sac_simba.main(sac_simba.Args(total_timesteps=230, learning_starts=200, clipped_double_q="on", compile=True,
+                                           runs_dir=runs_dir, **SAC_TINY, **LOSS_REMEDIES))
+    assert result["num_updates"] == 60
+    # actor, temperature and critic losses, acting step; C-CHAIN's first update is one more graph per network's loss
+    assert len(graphs_seen) == 6
+
+
+def test_ddqn_compiles_its_loss_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
+    """ε reaches the acting step as a tensor: a Python float would be a constant of the graph, compiled again at every step."""
+    graphs_seen = []
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward)
+    result = ddqn.main(_ddqn_args(CARTPOLE, total_timesteps=260, compile=True, runs_dir=runs_dir, **LOSS_REMEDIES))
+    assert result["num_updates"] == 60
+    assert len(graphs_seen) == 3  # TD loss, acting step, and the TD loss again at C-CHAIN's first update
+
+
+@pytest.mark.parametrize("flags", [
+    dict(clipped_double_q="on", least=LEASTArgs(enabled=True, start=0.0, min_history=1)),
+    dict(network="mlp", clipped_double_q="on", reuse_batch=True, actor_q="mean", cir=CIRArgs(critic=True, width=16, convex_lambda=0.3),
+         reset=ResetArgs(method="redo", every=100, networks="actor", redo_batch=32)),
+], ids=["simba-cdq-least", "mlp-cir-reuse-redo"])
+def test_compiled_sac_equals_eager_sac_on_pendulum(flags, runs_dir, monkeypatch):
+    """Updates-per-step 2, the normaliser, the temperature's own Adam; the loss remedies' tracing is TD3's test's."""
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    common = dict(total_timesteps=300, learning_starts=200, runs_dir=runs_dir, **SAC_TINY, **flags)
+    eager = sac_simba.main(sac_simba.Args(exp_name="eager", **common))
+    compiled = sac_simba.main(sac_simba.Args(exp_name="compiled", compile=True, **common))
+    assert compiled["num_updates"] == 200
+    optimizers = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
+    _assert_states_close(_checkpoint(eager, SAC_STATE, optimizers), _checkpoint(compiled, SAC_STATE, optimizers))
+
+
+@pytest.mark.parametrize("recipe, flags", [
+    (CARTPOLE, dict()),
+    (CARTPOLE, dict(loss="mse", reset=ResetArgs(method="redo", every=100, redo_batch=32), swd=SWDArgs(enabled=True, decay_steps=100))),
+    (BREAKOUT, dict()),
+], ids=["cartpole-huber-clipped", "cartpole-mse-redo-swd", "breakout-frame-stacks"])
+def test_compiled_ddqn_equals_eager_ddqn(recipe, flags, runs_dir, monkeypatch):
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    eager = ddqn.main(_ddqn_args(recipe, exp_name="eager", runs_dir=runs_dir, **flags))
+    compiled = ddqn.main(_ddqn_args(recipe, exp_name="compiled", compile=True, runs_dir=runs_dir, **flags))
+    assert compiled["num_updates"] == (300 if recipe is CARTPOLE else 30)
+    _assert_states_close(_checkpoint(eager, DDQN_STATE, ("optimizer",)), _checkpoint(compiled, DDQN_STATE, ("optimizer",)))
+
+
+# ---- SAC+SimBa and Double DQN under --cudagraphs, the capture simulated on CPU ---------------------------------------
+class ReplayedOnCPU(GraphStep):
+    """GraphStep with CUDA's timing of side effects: capturing runs nothing, each replay runs the step once on the static
+    input buffers and writes into the outputs of the first replay (SimulatedGraphStep runs the step when recording)."""
+
+    def _run_eagerly(self, inputs):
+        self.eager_calls = getattr(self, "eager_calls", 0) + 1
+        return self.fn(*inputs)
+
+    @staticmethod
+    def _record(call):
+        return call, None
+
+    def _replay(self) -> None:
+        outputs = self.graph()
+        if self.static_outputs is None:
+            self.static_outputs = outputs
+        for static, fresh in zip(torch.utils._pytree.tree_leaves(self.static_outputs), torch.utils._pytree.tree_leaves(outputs)):
+            static.copy_(fresh)
+
+
+def _simulated_cudagraphs(monkeypatch, module) -> list[ReplayedOnCPU]:
+    """Let `module` run with --cudagraphs on CPU, its steps replayed by ReplayedOnCPU; returns its steps."""
+    import cleanrl_plus.run
+
+    steps = []
+
+    class RecordedStep(ReplayedOnCPU):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            steps.append(self)
+
+    monkeypatch.setattr(module, "GraphStep", RecordedStep)
+    monkeypatch.setattr(cleanrl_plus.run, "check_flags", lambda args, device: None)
+    return steps
+
+
+@pytest.mark.parametrize("agent", ["sac_simba", "ddqn"])
+def test_each_step_is_captured_once_and_replayed_with_every_input_copied_in(agent, runs_dir, monkeypatch):
+    """A step whose signature changes from call to call (a Python number among its inputs, a batch of another shape)
+    would be captured again and again on a GPU; a replay that read anything but its inputs' static copies, or an
+    output kept past the next replay, would drift from the eager run."""
+    cchain = dict(cchain=CChainArgs(enabled=True, warmup_updates=50))  # a reference batch among the update's inputs
+    if agent == "sac_simba":
+        common = dict(total_timesteps=300, learning_starts=200, runs_dir=runs_dir, **SAC_TINY, **cchain)
+        eager = sac_simba.main(sac_simba.Args(exp_name="eager", **common))
+        steps = _simulated_cudagraphs(monkeypatch, sac_simba)
+        replayed = sac_simba.main(sac_simba.Args(exp_name="graphs", cudagraphs=True, **common))
+        names = SAC_STATE
+    else:
+        eager = ddqn.main(_ddqn_args(CARTPOLE, exp_name="eager", runs_dir=runs_dir, **cchain))
+        steps = _simulated_cudagraphs(monkeypatch, ddqn)
+        replayed = ddqn.main(_ddqn_args(CARTPOLE, exp_name="graphs", cudagraphs=True, runs_dir=runs_dir, **cchain))
+        names = DDQN_STATE
+    # the update and the acting step, once each: the update warms up again only after its first call creates Adam's state
+    assert [step.captures for step in steps] == [1, 1]
+    assert [step.eager_calls for step in steps] == [1 + steps[0].warmup, steps[1].warmup]
+    _assert_states_close(_checkpoint(eager, names), _checkpoint(replayed, names))
+
+
 # ---- refusals at start-up -------------------------------------------------------------------------------------------
 def test_cudagraphs_without_cuda_is_one_line_before_anything_is_created(runs_dir):
     if torch.cuda.is_available():
@@ -279,12 +416,14 @@ def test_the_catalogue_refuses_what_cannot_run_under_the_speed_flags(flags, mess
     catalogue.check("td3", td3.Args(**{key: value for key, value in flags.items() if key in ("compile", "cudagraphs")}))
 
 
-def test_agents_without_the_speed_machinery_refuse_the_flags():
-    from agents import sac_simba
+def test_agents_without_the_speed_machinery_refuse_the_flags(monkeypatch):
     from plasticity import catalogue
 
-    with pytest.raises(UserError, match="--compile is not wired into agents/sac_simba.py yet"):
+    with monkeypatch.context() as patch, pytest.raises(UserError, match="--compile is not wired into agents/sac_simba.py yet"):
+        patch.setattr(catalogue, "SPEED_READY", ("td3",))  # as before SAC was converted
         catalogue.check("sac_simba", sac_simba.Args(compile=True))
+    for agent, args in (("td3", td3.Args), ("sac_simba", sac_simba.Args), ("ddqn", ddqn.Args)):
+        catalogue.check(agent, args(compile=True, cudagraphs=True))
 
 
 # ---- on a CUDA device ---------------------------------------------------------------------------------------------
@@ -374,29 +513,28 @@ def test_td3_cudagraphs_resumes_exactly(runs_dir):
     _assert_cuda_close(_cuda_state(straight), _cuda_state(resumed))
 
 
+def _strict(method, checked: list, ready=lambda *args: True):
+    """`method` with torch's sync debug mode set to error (once `ready(self)`); its name goes to `checked` each time."""
+    def wrapped(self, *args):
+        if not ready(self):
+            return method(self, *args)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return method(self, *args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+            checked.append(method.__name__)
+    return wrapped
+
+
 @pytest.mark.cuda
 def test_td3_learning_steps_never_wait_for_the_gpu_once_captured(runs_dir, monkeypatch):
     """torch's sync debug mode turns a host sync into an error: sampling (uniform and SWD) and every replayed step."""
     from cleanrl_plus.replay import ReplayBuffer
-    from plasticity.swd import SWDArgs
 
-    call, sample = GraphStep.__call__, ReplayBuffer.sample
     checked = []
-
-    def strict(function, ready=lambda *args: True):
-        def wrapped(self, *args):
-            if not ready(self):
-                return function(self, *args)
-            torch.cuda.set_sync_debug_mode("error")
-            try:
-                return function(self, *args)
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
-                checked.append(function.__name__)
-        return wrapped
-
-    monkeypatch.setattr(GraphStep, "__call__", strict(call, ready=lambda step: step.graph is not None))
-    monkeypatch.setattr(ReplayBuffer, "sample", strict(sample))
+    monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
+    monkeypatch.setattr(ReplayBuffer, "sample", _strict(ReplayBuffer.sample, checked))
     for swd in (SWDArgs(), SWDArgs(enabled=True, decay_steps=100), SWDArgs(enabled=True, decay_steps=100, mode="augment")):
         td3.main(td3.Args(total_timesteps=300, learning_starts=200, cudagraphs=True, runs_dir=runs_dir, swd=swd,
                           exp_name=f"sync-{swd.enabled}-{swd.mode}", **CUDA))
@@ -410,6 +548,109 @@ def test_td3_compile_and_cudagraphs_together_follow_eager(runs_dir):
     eager = td3.main(td3.Args(exp_name="eager", **common))
     fast = td3.main(td3.Args(exp_name="fast", compile=True, cudagraphs=True, **common))
     _assert_cuda_close(_cuda_state(eager), _cuda_state(fast), rtol=1e-2, atol=1e-3)
+
+
+# ---- SAC+SimBa and Double DQN on a CUDA device ---------------------------------------------------------------------
+SAC_CUDA = dict(device="cuda", **SAC_TINY)
+CUDA_TOLERANCE = dict(rtol=1e-3, atol=1e-4)  # _assert_cuda_close's: cuBLAS rounding inside a capture, not a stale input
+
+
+def _networks(result: dict, names: tuple[str, ...]) -> dict:
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    return {name: state[name] for name in names}
+
+
+def _run_sac_or_ddqn(agent: str, runs_dir: str, **flags) -> tuple[dict, tuple[str, ...]]:
+    """A short CUDA run of SAC (Pendulum, 200 updates) or DDQN (CartPole, 300 updates) and the names of its networks."""
+    if agent == "sac_simba":
+        return sac_simba.main(sac_simba.Args(**(dict(total_timesteps=300, learning_starts=200, runs_dir=runs_dir, **SAC_CUDA) | flags))), SAC_STATE
+    return ddqn.main(_ddqn_args(CARTPOLE, device="cuda", runs_dir=runs_dir, **flags)), DDQN_STATE
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("flags", [
+    dict(),
+    dict(network="mlp", clipped_double_q="on", reset=ResetArgs(method="redo", every=100, redo_batch=32)),
+    dict(clipped_double_q="on", **LOSS_REMEDIES),
+    dict(least=LEASTArgs(enabled=True, start=0.0, min_history=1), swd=SWDArgs(enabled=True, decay_steps=100)),
+], ids=["simba", "mlp-cdq-redo", "loss-and-step-remedies", "least-swd"])
+def test_sac_cudagraphs_follows_eager_sac(flags, runs_dir):
+    eager, names = _run_sac_or_ddqn("sac_simba", runs_dir, exp_name="eager", **flags)
+    captured, _ = _run_sac_or_ddqn("sac_simba", runs_dir, exp_name="graphs", cudagraphs=True, **flags)
+    _assert_states_close(_networks(eager, names), _networks(captured, names), **CUDA_TOLERANCE)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("recipe, flags", [
+    (CARTPOLE, dict()),
+    (CARTPOLE, dict(reset=ResetArgs(method="redo", every=100, redo_batch=32))),
+    (CARTPOLE, LOSS_REMEDIES),
+    (BREAKOUT, dict(swd=SWDArgs(enabled=True, decay_steps=50))),
+], ids=["cartpole", "redo", "loss-and-step-remedies", "breakout-frame-stacks-swd"])
+def test_ddqn_cudagraphs_follows_eager_ddqn(recipe, flags, runs_dir):
+    """The hard target copy every 50 (CartPole) or 20 (Breakout) steps lands in the tensors the captured update reads."""
+    eager = ddqn.main(_ddqn_args(recipe, exp_name="eager", device="cuda", runs_dir=runs_dir, **flags))
+    captured = ddqn.main(_ddqn_args(recipe, exp_name="graphs", cudagraphs=True, device="cuda", runs_dir=runs_dir, **flags))
+    _assert_states_close(_networks(eager, DDQN_STATE), _networks(captured, DDQN_STATE), **CUDA_TOLERANCE)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("agent", ["sac_simba", "ddqn"])
+@pytest.mark.parametrize("method", ["inject", "full"])
+def test_sac_and_ddqn_cudagraphs_capture_again_after_a_structural_change_or_a_dropped_optimiser_state(agent, method, runs_dir, monkeypatch):
+    captures = []
+    record = GraphStep._record
+
+    def counting_record(call):
+        captures.append(call)
+        return record(call)
+
+    monkeypatch.setattr(GraphStep, "_record", staticmethod(counting_record))
+    # SAC's actor has two output layers (mean and log σ): injection goes into its critic
+    reset = ResetArgs(method=method, every=120, networks="critic" if (agent, method) == ("sac_simba", "inject") else "both")
+    eager, names = _run_sac_or_ddqn(agent, runs_dir, exp_name="eager", reset=reset)
+    assert not captures
+    captured, _ = _run_sac_or_ddqn(agent, runs_dir, exp_name="graphs", cudagraphs=True, reset=reset)
+    assert len(captures) > 2  # the update and the acting step, and the update again after each event
+    _assert_states_close(_networks(eager, names), _networks(captured, names), **CUDA_TOLERANCE)
+
+
+@pytest.mark.cuda
+def test_sac_resumed_with_cudagraphs_switched_on_follows_the_straight_run(runs_dir):
+    """The temperature's Adam keeps this run's `capturable` and finds its step count on the GPU after the resume."""
+    common = dict(learning_starts=200, runs_dir=runs_dir, **SAC_CUDA)
+    straight = sac_simba.main(sac_simba.Args(total_timesteps=400, exp_name="straight", **common))
+    half = sac_simba.main(sac_simba.Args(total_timesteps=300, exp_name="split", **common))
+    resumed = sac_simba.main(sac_simba.Args(total_timesteps=400, exp_name="split", cudagraphs=True, resume=half["run_dir"], **common))
+    assert resumed["global_step"] == 400
+    _assert_states_close(_networks(straight, SAC_STATE), _networks(resumed, SAC_STATE), **CUDA_TOLERANCE)
+
+
+@pytest.mark.cuda
+def test_sac_and_ddqn_learning_steps_never_wait_for_the_gpu_once_captured(runs_dir, monkeypatch):
+    """As TD3's, with SAC's observation statistics (updated at every acting step) and DDQN's frame-stack replay."""
+    from cleanrl_plus.normalization import RunningMeanStd
+    from cleanrl_plus.replay import ReplayBuffer
+
+    checked = []
+    monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
+    monkeypatch.setattr(ReplayBuffer, "sample", _strict(ReplayBuffer.sample, checked))
+    monkeypatch.setattr(RunningMeanStd, "update", _strict(RunningMeanStd.update, checked))
+    _run_sac_or_ddqn("sac_simba", runs_dir, cudagraphs=True, swd=SWDArgs(enabled=True, decay_steps=100))
+    assert checked.count("update") == 300 and checked.count("sample") == 200 and checked.count("__call__") > 250
+    for recipe in (CARTPOLE, BREAKOUT):
+        checked.clear()
+        ddqn.main(_ddqn_args(recipe, exp_name=f"sync-{recipe['env_id']}", device="cuda", cudagraphs=True, runs_dir=runs_dir))
+        assert checked.count("sample") > 25 and checked.count("__call__") > 80
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("agent", ["sac_simba", "ddqn"])
+def test_sac_and_ddqn_compile_and_cudagraphs_together_follow_eager(agent, runs_dir):
+    """As TD3's: inductor's kernels round differently from eager ones, hence the looser tolerance."""
+    eager, names = _run_sac_or_ddqn(agent, runs_dir, exp_name="eager")
+    fast, _ = _run_sac_or_ddqn(agent, runs_dir, exp_name="fast", compile=True, cudagraphs=True)
+    _assert_states_close(_networks(eager, names), _networks(fast, names), rtol=1e-2, atol=1e-3)
 
 
 def test_runs_are_eager_unless_asked_and_the_cuda_marker_is_registered():
