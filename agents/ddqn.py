@@ -22,6 +22,7 @@ Defaults depend on the env family (`Args.defaults_for`, applied from `--env-id`;
   [256, 256] MLP, gradient norm clipped at 10 as in SB3).
 
 Run: python agents/ddqn.py --env-id ALE/Breakout-v5 --seed 1     (python agents/ddqn.py --help lists every flag)
+On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -43,14 +44,15 @@ from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.frame_replay import FrameStackReplay
+from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, mlp_torso, polyak_update, units_for
-from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession, crossed
 from plasticity import catalogue
 from plasticity.architecture import torso_settings
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
-from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
+from plasticity.hooks import RemedyArgs, RemedyHooks, Trained, reference_batch
 from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, ResetArgs, Resetter
 from plasticity.swd import SWDArgs, make_sampler
@@ -223,12 +225,18 @@ def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
     return end if duration <= 0 else start + (end - start) * min(t / duration, 1.0)
 
 
-def epsilon_greedy(q_values: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """A uniformly random action with probability ε, else the greedy one; (batch, actions) → (batch,), on device."""
+def exploration_draws(batch: int, num_actions: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The random numbers of ε-greedy, in the order it has always drawn them: a uniform action, then u ~ U(0, 1), per row."""
+    random_actions = torch.randint(0, num_actions, (batch,), device=device)
+    return random_actions, torch.rand((batch,), device=device)
+
+
+def epsilon_greedy(q_values: torch.Tensor, epsilon: float | torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """A uniformly random action with probability ε, else the greedy one; (batch, actions) → (batch,), on device.
+    `draws` = exploration_draws(…) made by the caller (a compiled or captured acting step), else drawn here."""
     greedy = q_values.argmax(dim=1)
-    random_actions = torch.randint(0, q_values.shape[1], greedy.shape, device=q_values.device)
-    explore = torch.rand(greedy.shape, device=q_values.device) < epsilon
-    return torch.where(explore, random_actions, greedy)
+    random_actions, uniform = exploration_draws(greedy.shape[0], q_values.shape[1], q_values.device) if draws is None else draws
+    return torch.where(uniform < epsilon, random_actions, greedy)
 
 
 def double_dqn_target(
@@ -254,7 +262,7 @@ def main(args: Args) -> dict:
 
     q_network = make_q_network()
     q_target = copy.deepcopy(q_network)
-    optimizer = make_optimizer(args.optim, q_network.parameters(), args.learning_rate, device)
+    optimizer = make_optimizer(args.optim, q_network.parameters(), args.learning_rate, device, capturable=args.cudagraphs)
     obs = env.reset(seed=args.seed)
     sampler = make_sampler(args.swd, env.num_envs)
     if getattr(env, "frame_stack", 0) > 1:
@@ -286,18 +294,48 @@ def main(args: Args) -> dict:
     def eval_policy(observation: torch.Tensor) -> torch.Tensor:
         return epsilon_greedy(q_network(observation), args.eval_epsilon)
 
+    td_loss = F.smooth_l1_loss if args.loss == "huber" else F.mse_loss
+
+    # ---- the update and the acting step as functions of tensors: --compile compiles the loss and the acting step,
+    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
+    def td_objective(batch: Batch, reference: Batch | None):
+        with torch.no_grad():
+            target = double_dqn_target(batch.rewards, batch.terminated, q_network(batch.next_obs), q_target(batch.next_obs), args.gamma)
+        q_taken = q_network(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
+        loss = td_loss(q_taken, target)
+        return remedies.loss("critic", loss, reference), {"losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean()}
+
+    def act(obs: torch.Tensor, epsilon: torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return epsilon_greedy(q_network(obs), epsilon, draws)
+
+    td_objective, act = compiled(td_objective, args.compile), compiled(act, args.compile)
+
+    def update(batch: Batch, reference: Batch | None) -> dict[str, torch.Tensor]:
+        loss, logged = td_objective(batch, reference)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
+        remedies.step("critic")
+        return logged
+
+    # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
+    update = GraphStep(update, args.cudagraphs, watch=(q_network, q_target, optimizer))
+    act = GraphStep(act, args.cudagraphs, watch=(q_network,))
+
     session = TrainingSession(run, "ddqn", env, evaluator, start_step=global_step)
     losses: dict[str, Any] = {}
     exploration_steps = args.exploration_fraction * args.total_timesteps
-    td_loss = F.smooth_l1_loss if args.loss == "huber" else F.mse_loss
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: ε-greedy on the whole batch of envs ----------------------------------------------------------
         schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))  # continual: per task if asked
         task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
         epsilon = 1.0 if task_warmup else linear_schedule(args.start_e, args.end_e, exploration_steps, schedule_step)
-        with torch.no_grad():
-            actions = epsilon_greedy(q_network(obs), epsilon)
+        # ε as a device tensor filled from the host (a kernel argument, no copy to wait for), so one graph serves every ε
+        draws = exploration_draws(env.num_envs, num_actions, device)
+        actions = act(obs, torch.full((), epsilon, device=device), draws)
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) -----------------
         step = env.step(actions)
         replay.add(obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
@@ -310,24 +348,13 @@ def main(args: Args) -> dict:
             if crossed(previous_step, global_step, args.train_frequency):
                 for _ in range(args.gradient_steps):
                     batch = replay.sample(args.batch_size)
-                    with torch.no_grad():
-                        target = double_dqn_target(batch.rewards, batch.terminated, q_network(batch.next_obs), q_target(batch.next_obs), args.gamma)
-                    q_taken = q_network(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
-                    loss = td_loss(q_taken, target)
-                    optimizer.zero_grad(set_to_none=True)
-                    remedies.loss("critic", loss, reference=lambda: replay.sample(args.batch_size)).backward()
-                    if args.max_grad_norm > 0:
-                        nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
-                    remedies.step("critic")
+                    losses = update(batch, reference_batch(args, replay, args.batch_size))
                     num_updates += 1
                     monitor.after_update(num_updates, replay, run.logger, global_step)
                     resetter.after_update(num_updates, replay, run.logger, global_step)
-                losses = {
-                    "losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean(),
-                    "replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon,
-                } | remedies.report()
+                losses = losses | {"replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon} | remedies.report()
             if crossed(previous_step, global_step, args.target_network_frequency):
-                polyak_update(q_target, q_network, args.tau)
+                polyak_update(q_target, q_network, args.tau)  # in place (τ = 1: an exact copy), so a captured update keeps reading it
 
         session.after_step(previous_step, global_step, num_updates, losses, eval_policy, checkpoint_state)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)

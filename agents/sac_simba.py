@@ -18,6 +18,7 @@ tasks that never terminate (dm-control) but clipped double-Q where episodes can 
 
 `--network mlp` swaps both encoders for plain ReLU MLPs (256-256) to compare "SAC" with "SAC+SimBa".
 Run: python agents/sac_simba.py --env-id dmc:cheetah-run       (python agents/sac_simba.py --help lists every flag)
+On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -38,16 +39,17 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
-from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update
+from cleanrl_plus.graphs import GraphStep, compiled
+from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, catalogue
 from plasticity.architecture import torso_settings
 from plasticity.cir import CIREncoder, cir_activation_probe, convex_min_max
 from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
-from plasticity.hooks import RemedyHooks, Trained
+from plasticity.hooks import RemedyHooks, Trained, reference_batch
 from plasticity.least import EpisodeStopper
 from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, Resetter
@@ -137,10 +139,11 @@ class Actor(nn.Module):
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1)
         return self.mean(h).squeeze(0), log_std.squeeze(0)
 
-    def sample(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action in the env's bounds and its log-probability (with the tanh correction)."""
+    def sample(self, x: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in the env's bounds, u = μ + σ·noise with noise ~ N(0, I) drawn by the caller
+        (batch, |A|), and its log-probability (with the tanh correction)."""
         mean, log_std = self._distribution(x)
-        u = mean + log_std.exp() * torch.randn_like(mean)
+        u = mean + log_std.exp() * noise
         gaussian_log_prob = (-0.5 * ((u - mean) / log_std.exp()).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         # log(1 − tanh(u)²) = 2·(log 2 − u − softplus(−2u)), stable for large |u|
         squash_correction = (2 * (math.log(2) - u - F.softplus(-2 * u)) + torch.log(self.action_scale)).sum(-1)
@@ -220,9 +223,12 @@ def main(args: Args) -> dict:
     log_alpha = torch.tensor(math.log(args.initial_alpha), device=device, requires_grad=True)
     target_entropy = -args.target_entropy_scale * action_dim
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
-    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, **adamw)
-    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, **adamw)
-    alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
+    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
+    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
+    # the temperature's Adam: torch's default kernel on CPU, fused and capturable on CUDA; ElementStepAdam keeps this
+    # run's `capturable` when a checkpoint is loaded
+    alpha_optimizer = ElementStepAdam([log_alpha], lr=args.alpha_learning_rate, fused=True if device.type == "cuda" else None,
+                                      capturable=args.cudagraphs and device.type == "cuda")
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
@@ -271,6 +277,69 @@ def main(args: Args) -> dict:
         counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "log_alpha": log_alpha.detach().clone()}
         return counters | {"rng": capture_rng_state()} | state_dicts(**stateful)
 
+    # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
+    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
+    def actor_objective(batch: Batch, noise: torch.Tensor, reference: Batch | None):
+        x = normalize(batch.obs)
+        alpha = log_alpha.exp().detach()
+        new_actions, log_prob = actor.sample(x, noise)  # ã ~ π(·|x)
+        q_all = critic(x, new_actions)
+        q_new = q_all.min(dim=0).values if args.actor_q == "min" else q_all.mean(dim=0)
+        actor_loss = (alpha * log_prob - q_new).mean()
+        return remedies.loss("actor", actor_loss, reference), actor_loss.detach(), log_prob.detach()
+
+    def temperature_objective(log_prob: torch.Tensor) -> torch.Tensor:
+        return (-log_alpha.exp() * (log_prob + target_entropy)).mean()
+
+    def critic_objective(batch: Batch, next_noise: torch.Tensor, reference: Batch | None):
+        x, next_x = normalize(batch.obs), normalize(batch.next_obs)
+        with torch.no_grad():  # a' ~ π(·|x') of the actor just updated, α just updated
+            next_actions, next_log_prob = actor.sample(next_x, next_noise)
+            target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), args.gamma,
+                                   args.cir.convex_lambda)
+        q_values = critic(x, batch.actions)
+        qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
+        return remedies.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
+
+    def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():  # a ~ π(·|norm(s))
+            return actor.sample(normalize(obs), noise)[0]
+
+    actor_objective, temperature_objective, critic_objective, explore = (
+        compiled(f, args.compile) for f in (actor_objective, temperature_objective, critic_objective, explore))
+
+    def update(batch: Batch, actor_noise: torch.Tensor, actor_reference: Batch | None, next_noise: torch.Tensor,
+               critic_reference: Batch | None) -> dict[str, torch.Tensor]:
+        with frozen(critic):  # the gradient flows through Q to the action, not into the critic's weights
+            loss, actor_loss, log_prob = actor_objective(batch, actor_noise, actor_reference)
+        actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        remedies.step("actor")
+
+        alpha_loss = temperature_objective(log_prob)
+        alpha_optimizer.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        alpha_optimizer.step()
+
+        loss, q_values, qf_losses = critic_objective(batch, next_noise, critic_reference)
+        critic_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        remedies.step("critic")
+        polyak_update(critic_target, critic, args.tau)
+        logged = {
+            "losses/qf1_values": q_values[0].mean(), "losses/qf1_loss": qf_losses[0], "losses/qf_loss": qf_losses.mean(),
+            "losses/actor_loss": actor_loss, "losses/alpha": log_alpha.detach().exp(), "losses/alpha_loss": alpha_loss.detach(),
+            "losses/entropy": -log_prob.mean(),
+        }
+        if use_cdq:
+            logged |= {"losses/qf2_values": q_values[1].mean(), "losses/qf2_loss": qf_losses[1]}
+        return logged
+
+    # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
+    update = GraphStep(update, args.cudagraphs, watch=(actor, critic, critic_target, normalizer, log_alpha, actor_optimizer,
+                                                       critic_optimizer, alpha_optimizer))
+    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer))
+
     session = TrainingSession(run, "sac_simba", env, evaluator, start_step=global_step)
     losses: dict[str, torch.Tensor] = {}
 
@@ -280,11 +349,10 @@ def main(args: Args) -> dict:
             normalizer.update(obs)
         schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
         task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
-        with torch.no_grad():
-            if schedule_step < args.learning_starts or task_warmup:
-                actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
-            else:
-                actions, _ = actor.sample(normalize(obs))
+        if schedule_step < args.learning_starts or task_warmup:
+            actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
+        else:
+            actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
         # ---- step and store raw observations (normalised with the current statistics when sampled) ----
         step = env.step(actions)
         replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
@@ -292,7 +360,7 @@ def main(args: Args) -> dict:
             with torch.no_grad():
                 q_taken = critic(normalize(obs), actions).min(dim=0).values
                 next_x = normalize(step.next_obs)
-                next_actions, next_log_prob = actor.sample(next_x)
+                next_actions, next_log_prob = actor.sample(next_x, torch.randn((env.num_envs, action_dim), device=device))
                 next_value = critic_target(next_x, next_actions).min(dim=0).values - log_alpha.exp() * next_log_prob
             obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
         else:
@@ -303,49 +371,20 @@ def main(args: Args) -> dict:
         if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
             session.learning_started(global_step, num_updates)
             batch = replay.sample(args.batch_size)
-            for update in range(args.updates_per_step):
-                if update > 0 and not args.reuse_batch:
+            for update_index in range(args.updates_per_step):
+                if update_index > 0 and not args.reuse_batch:
                     batch = replay.sample(args.batch_size)
-                x, next_x = normalize(batch.obs), normalize(batch.next_obs)
-                alpha = log_alpha.exp().detach()
-
-                new_actions, log_prob = actor.sample(x)
-                with frozen(critic):
-                    q_all = critic(x, new_actions)
-                    q_new = q_all.min(dim=0).values if args.actor_q == "min" else q_all.mean(dim=0)
-                actor_loss = (alpha * log_prob - q_new).mean()
-                actor_optimizer.zero_grad(set_to_none=True)
-                remedies.loss("actor", actor_loss, reference=lambda: replay.sample(args.batch_size)).backward()
-                remedies.step("actor")
-
-                alpha_loss = (-log_alpha.exp() * (log_prob.detach() + target_entropy)).mean()
-                alpha_optimizer.zero_grad(set_to_none=True)
-                alpha_loss.backward()
-                alpha_optimizer.step()
-
-                with torch.no_grad():
-                    next_actions, next_log_prob = actor.sample(next_x)
-                    target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), args.gamma,
-                                           args.cir.convex_lambda)
-                q_values = critic(x, batch.actions)
-                qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
-                critic_optimizer.zero_grad(set_to_none=True)
-                remedies.loss("critic", qf_losses.sum(), reference=lambda: replay.sample(args.batch_size)).backward()
-                remedies.step("critic")
-                polyak_update(critic_target, critic, args.tau)
+                # drawn in the order the update uses them: ã's noise, the actor's C-CHAIN batch, a′'s noise, the critic's
+                actor_noise = torch.randn((args.batch_size, action_dim), device=device)
+                actor_reference = reference_batch(args, replay, args.batch_size)
+                next_noise = torch.randn((args.batch_size, action_dim), device=device)
+                losses = update(batch, actor_noise, actor_reference, next_noise, reference_batch(args, replay, args.batch_size))
                 num_updates += 1
                 monitor.after_update(num_updates, replay, run.logger, global_step)
                 resetter.after_update(num_updates, replay, run.logger, global_step)
-            losses = {
-                "losses/qf1_values": q_values[0].detach().mean(), "losses/qf1_loss": qf_losses[0].detach(),
-                "losses/qf_loss": qf_losses.detach().mean(), "losses/actor_loss": actor_loss.detach(),
-                "losses/alpha": log_alpha.detach().exp(), "losses/alpha_loss": alpha_loss.detach(),
-                "losses/entropy": -log_prob.detach().mean(), "replay/sample_age": replay.age(batch).float().mean(),
-            } | remedies.report()
+            losses = losses | {"replay/sample_age": replay.age(batch).float().mean()} | remedies.report()
             if stopper is not None:
                 losses |= stopper.report()
-            if use_cdq:
-                losses |= {"losses/qf2_values": q_values[1].detach().mean(), "losses/qf2_loss": qf_losses[1].detach()}
 
         session.after_step(previous_step, global_step, num_updates, losses, policy, checkpoint_state)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)

@@ -12,6 +12,7 @@ policy noise 0.2, noise clip 0.5, exploration noise 0.1, 25k random steps, polic
         every `policy_frequency` critic updates: maximise Q₁(s, μ(s)); θ̄ ← (1 − τ)θ̄ + τθ for μ̄, Q̄₁, Q̄₂
 
 Run: python agents/td3.py --env-id Hopper-v5 --seed 1      (python agents/td3.py --help lists every flag)
+On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
@@ -38,7 +40,7 @@ from plasticity import ActorCriticRemedies, catalogue
 from plasticity.architecture import torso_settings
 from plasticity.cir import CIRCritic, convex_min_max
 from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
-from plasticity.hooks import RemedyHooks, Trained
+from plasticity.hooks import RemedyHooks, Trained, reference_batch
 from plasticity.least import EpisodeStopper
 from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, Resetter
@@ -169,8 +171,8 @@ def main(args: Args) -> dict:
     actor = make_actor(obs_dim, env.single_action_space, args).to(device)
     critic = make_critic(obs_dim, action_dim, args).to(device)
     actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
-    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device)
-    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device)
+    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs)
+    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs)
     replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
@@ -208,6 +210,47 @@ def main(args: Args) -> dict:
         counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
         return counters | state_dicts(**stateful)
 
+    # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
+    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
+    def critic_objective(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None):
+        target = td3_target(batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip, args.cir.convex_lambda)
+        q_values = critic(batch.obs, batch.actions)
+        qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
+        return remedies.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
+
+    def actor_objective(batch: Batch, reference: Batch | None):
+        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean()
+        return remedies.loss("actor", actor_loss, reference), actor_loss.detach()
+
+    def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():  # a = clip(μ(s) + ε, A), ε = noise·scale·σ
+            return (actor(obs) + noise * actor.action_scale * args.exploration_noise).clamp(action_low, action_high)
+
+    critic_objective, actor_objective, explore = (compiled(f, args.compile) for f in (critic_objective, actor_objective, explore))
+
+    def update_critic(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None) -> dict[str, torch.Tensor]:
+        loss, q_values, qf_losses = critic_objective(batch, smoothing_noise, reference)
+        critic_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        remedies.step("critic")
+        return {"losses/qf1_values": q_values[0].mean(), "losses/qf2_values": q_values[1].mean(),
+                "losses/qf1_loss": qf_losses[0], "losses/qf2_loss": qf_losses[1], "losses/qf_loss": qf_losses.sum() / 2}
+
+    def update_actor(batch: Batch, reference: Batch | None) -> dict[str, torch.Tensor]:
+        with frozen(critic):  # the gradient flows through Q₁ to the action, not into the critic's weights
+            loss, actor_loss = actor_objective(batch, reference)
+        actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        remedies.step("actor")
+        polyak_update(actor_target, actor, args.tau)
+        polyak_update(critic_target, critic, args.tau)
+        return {"losses/actor_loss": actor_loss}
+
+    # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
+    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(critic, critic_target, actor_target, critic_optimizer))
+    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(actor, critic, actor_target, critic_target, actor_optimizer))
+    explore = GraphStep(explore, args.cudagraphs, watch=(actor,))
+
     session = TrainingSession(run, "td3", env, evaluator, start_step=global_step)
     losses: dict[str, torch.Tensor] = {}
 
@@ -215,12 +258,10 @@ def main(args: Args) -> dict:
         # ---- act (random warm-up steps count from the task's start with --continual.reset-exploration) --------
         schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
         task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
-        with torch.no_grad():
-            if schedule_step < args.learning_starts or task_warmup:
-                actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
-            else:
-                noise = torch.randn((env.num_envs, action_dim), device=device) * actor.action_scale * args.exploration_noise
-                actions = (actor(obs) + noise).clamp(action_low, action_high)
+        if schedule_step < args.learning_starts or task_warmup:
+            actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
+        else:
+            actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) ---------
         step = env.step(actions)
         replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
@@ -240,32 +281,15 @@ def main(args: Args) -> dict:
                 if gradient_step == 0 or not args.reuse_batch:
                     batch = replay.sample(args.batch_size)
                 smoothing_noise = torch.randn_like(batch.actions) * args.policy_noise
-                target = td3_target(batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip, args.cir.convex_lambda)
-                q_values = critic(batch.obs, batch.actions)
-                qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
-                critic_loss = remedies.loss("critic", qf_losses.sum(), reference=lambda: replay.sample(args.batch_size))
-                critic_optimizer.zero_grad(set_to_none=True)
-                critic_loss.backward()
-                remedies.step("critic")
+                losses |= update_critic(batch, smoothing_noise, reference_batch(args, replay, args.batch_size))
                 num_updates += 1
                 if num_updates % args.policy_frequency == 0:
-                    with frozen(critic):
-                        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean()
-                    actor_optimizer.zero_grad(set_to_none=True)
-                    remedies.loss("actor", actor_loss, reference=lambda: replay.sample(args.batch_size)).backward()
-                    remedies.step("actor")
-                    polyak_update(actor_target, actor, args.tau)
-                    polyak_update(critic_target, critic, args.tau)
-                    losses["losses/actor_loss"] = actor_loss.detach()
+                    losses |= update_actor(batch, reference_batch(args, replay, args.batch_size))
                 monitor.after_update(num_updates, replay, run.logger, global_step)
                 resetter.after_update(num_updates, replay, run.logger, global_step)
             if stopper is not None:
                 losses |= stopper.report()
-            losses.update({
-                "losses/qf1_values": q_values[0].detach().mean(), "losses/qf2_values": q_values[1].detach().mean(),
-                "losses/qf1_loss": qf_losses[0].detach(), "losses/qf2_loss": qf_losses[1].detach(),
-                "losses/qf_loss": qf_losses.detach().sum() / 2, "replay/sample_age": replay.age(batch).float().mean(),
-            } | remedies.report())
+            losses |= {"replay/sample_age": replay.age(batch).float().mean()} | remedies.report()
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, checkpoint_state)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)

@@ -5,6 +5,7 @@ the env's device (the throughput ceiling an agent on that backend can reach)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -32,6 +33,9 @@ class BenchArgs:
     """timed environment steps after warm-up (learning is on for all of them)"""
     warmup: int = 1_000
     """off-policy agents: untimed random-action steps that fill the replay before learning starts (on-policy: unused)"""
+    burnin: int = 0
+    """untimed learning steps before the timed ones (LeanRL's measure_burnin): where --compile compiles and
+    --cudagraphs captures; 0 times every learning step"""
     num_envs: int = 1
     """parallel environments"""
     threads: int = 0
@@ -94,9 +98,9 @@ def bench(args: BenchArgs) -> dict:
     module = importlib.import_module(AGENTS[args.agent])
     off_policy = any(field.name == "learning_starts" for field in dataclasses.fields(module.Args))
     warmup = args.warmup if off_policy else 0  # on-policy agents learn from the first rollout: all steps are timed
-    with tempfile.TemporaryDirectory() as runs_dir:
+    with tempfile.TemporaryDirectory() as runs_dir, _burnin(args.burnin):
         settings = dict(
-            total_timesteps=warmup + args.steps, num_envs=args.num_envs, threads=args.threads, device=args.device,
+            total_timesteps=warmup + args.burnin + args.steps, num_envs=args.num_envs, threads=args.threads, device=args.device,
             seed=args.seed, eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000, runs_dir=runs_dir,
             progress=False, **({"learning_starts": warmup} if off_policy else {}),
         )
@@ -112,7 +116,7 @@ def bench(args: BenchArgs) -> dict:
         result = module.main(agent_args)
     report = {
         "agent": args.agent, "env_id": args.env_id, "num_envs": args.num_envs, "device": result["device"],
-        "threads": result["threads"], "timed_steps": args.steps, "warmup_steps": warmup,
+        "threads": result["threads"], "timed_steps": args.steps, "warmup_steps": warmup, "burnin_steps": args.burnin,
         "env_steps_per_second": round(result["sps_learning"], 1),
         "updates_per_second": round(result["updates_per_second"], 1), "agent_flags": args.agent_flags,
     }
@@ -120,6 +124,18 @@ def bench(args: BenchArgs) -> dict:
         report["env_frames_per_second"] = round(result["sps_learning"] * result["frames"] / result["global_step"], 1)
         report["env_backend"] = args.env_backend
     return report
+
+
+@contextlib.contextmanager
+def _burnin(steps: int):
+    """The training loop's learning clock starts over `steps` env steps after learning begins (cleanrl_plus/session.py)."""
+    from cleanrl_plus.session import TrainingSession
+
+    TrainingSession.burnin_steps = steps
+    try:
+        yield
+    finally:
+        TrainingSession.burnin_steps = 0
 
 
 def parse(argv: list[str] | None = None) -> BenchArgs:
@@ -141,5 +157,6 @@ def main(argv: list[str] | None = None) -> dict:
         )
         if "env_frames_per_second" in result:
             line += f", {result['env_frames_per_second']:.1f} env frames/s ({args.env_backend} backend)"
-        print(f"{line} over {result['timed_steps']} steps after {result['warmup_steps']} warm-up steps {args.agent_flags}".rstrip())
+        burnin = f" and {result['burnin_steps']} burn-in steps" if result["burnin_steps"] else ""
+        print(f"{line} over {result['timed_steps']} steps after {result['warmup_steps']} warm-up steps{burnin} {args.agent_flags}".rstrip())
     return result

@@ -67,6 +67,11 @@ class RunArgs:
     """the W&B entity (team or user) of a --track run (empty = your default entity)"""
     capture_video: bool = False
     """record the final evaluation's episode to runs/<run>/videos/ and TensorBoard (MuJoCo/dm-control need MUJOCO_GL)"""
+    compile: bool = False
+    """torch.compile the update's losses and the acting step (fullgraph); pays off on a GPU, not on CPU (docs/speed.md)"""
+    cudagraphs: bool = False
+    """capture each update step and the acting step as CUDA graphs and replay them (CUDA only; the big GPU win,
+    docs/speed.md)"""
     continual: ContinualArgs = dataclasses.field(default_factory=ContinualArgs)
     """continual settings (`--env-id continual:<preset>`): the task schedule and what the agent keeps at a switch"""
 
@@ -87,11 +92,12 @@ _UNIT_INTERVAL = ("gamma", "tau", "gae_lambda", "start_e", "end_e", "exploration
 _POSITIVE = ("learning_rate", "alpha_learning_rate", "initial_alpha", "adam_eps", "clip_coef")
 
 
-# Flags that may differ between a run and its --resume: budgets, cadences and where/how it runs. Every other flag
-# shapes the networks, the data or the schedule, so the checkpoint only makes sense with its saved value.
+# Flags that may differ between a run and its --resume: budgets, cadences and where/how it runs (--compile and
+# --cudagraphs run the same math). Every other flag shapes the networks, the data or the schedule, so the checkpoint
+# only makes sense with its saved value.
 RESUMABLE_FLAGS = ("total_timesteps", "eval_every", "eval_episodes", "log_every", "checkpoint_every", "progress",
-                   "threads", "device", "torch_deterministic", "track", "wandb_project_name", "wandb_entity",
-                   "capture_video", "resume", "runs_dir", "run_name")
+                   "threads", "device", "torch_deterministic", "compile", "cudagraphs", "track", "wandb_project_name",
+                   "wandb_entity", "capture_video", "resume", "runs_dir", "run_name")
 
 
 def validate_args(args: RunArgs) -> None:

@@ -184,12 +184,20 @@ class ElementStepAdam(torch.optim.Adam):
     Adam's, and the other entries follow ordinary Adam. Parameters never restarted take the parent's fused/foreach
     step and cost nothing extra. The counts are kept as optimiser state `beta1_power` = β₁^tᵢ and `beta2_power` =
     β₂^tᵢ (a multiply per step; recomputing exp(tᵢ·log β) made the step ≈ 2× slower on CPU), hence checkpointed.
+    With `capturable=True` (CUDA graphs) every count lives on the device and the per-element step is device-only too.
     """
 
     def __init__(self, params, **kwargs) -> None:
         if kwargs.get("amsgrad"):
             raise ValueError("ElementStepAdam does not support amsgrad")
         super().__init__(params, **kwargs)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """As Adam's, but `capturable` stays this run's choice: torch takes it from the saved groups, and a run resumed
+        with --cudagraphs switched on or off would otherwise keep the saved run's setting."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            group["capturable"] = self.defaults["capturable"]
 
     @torch.no_grad()
     def restart(self, parameter: torch.Tensor, mask: torch.Tensor) -> None:
@@ -247,7 +255,8 @@ class ElementStepAdam(torch.optim.Adam):
         p.addcdiv_(exp_avg.div(1 - beta1_power), denominator, value=-lr)
 
 
-def adam(parameters, lr: float, device: torch.device, **kwargs) -> ElementStepAdam:
+def adam(parameters, lr: float, device: torch.device, capturable: bool = False, **kwargs) -> ElementStepAdam:
     """Adam (AdamW with decoupled_weight_decay=True) with the fused kernel where the device supports it (one kernel for
-    all parameters), and entries that resets can restart (ElementStepAdam)."""
-    return ElementStepAdam(parameters, lr=lr, fused=device.type in ("cpu", "cuda"), **kwargs)
+    all parameters), and entries that resets can restart (ElementStepAdam). `capturable` (CUDA graphs, --cudagraphs)
+    keeps its step counts on the device; on CPU it stays off, so eager runs keep today's numerics."""
+    return ElementStepAdam(parameters, lr=lr, fused=device.type in ("cpu", "cuda"), capturable=capturable and device.type == "cuda", **kwargs)

@@ -26,6 +26,7 @@ import envs
 from cleanrl_plus.checkpoint import CHECKPOINT_NAME, first_non_finite, load_checkpoint, save_checkpoint, write_atomically
 from cleanrl_plus.config import RunArgs, agent_of, check_resume, parse_args, validate_args
 from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
+from cleanrl_plus.graphs import check_flags
 from cleanrl_plus.logger import Logger
 from cleanrl_plus.runlock import lock_run_dir
 from cleanrl_plus.tracking import require_wandb, start_wandb
@@ -176,6 +177,7 @@ def start_run(args: RunArgs) -> Run:
     device = resolve_device(args.device)
     torch.set_num_threads(resolve_threads(args.threads))
     validate_args(args)
+    check_flags(args, device)  # --cudagraphs needs CUDA, --compile a working inductor
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
     if args.track:
         require_wandb()

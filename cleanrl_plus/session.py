@@ -23,11 +23,14 @@ def crossed(previous_step: int, global_step: int, every: int) -> bool:
 
 
 class TrainingSession:
+    burnin_steps = 0  # `cleanrl-plus bench --burnin`: env steps of learning before the learning clock starts over
+
     def __init__(self, run: Run, agent: str, env: TorchVecEnv, evaluator: Evaluator, start_step: int) -> None:
         self.run, self.agent, self.env, self.evaluator, self.args = run, agent, env, evaluator, run.args
         self.progress = Progress(self.args.total_timesteps, start_step, f"{agent} {self.args.env_id}", self.args.progress)
         self.start_time, self.start_step = time.perf_counter(), start_step
         self.learning_clock: tuple[float, int, int] | None = None  # (time, step, updates) when updates began
+        self.burnt_in = self.burnin_steps == 0  # the clock restarted after the burn-in (compilation, graph capture)
         self.last_eval: dict[str, Any] = {}
         self.eval_history: list[tuple[int, float]] = []
         # continual envs: the scheduled task, where it began, and per-task records (None: a stationary env)
@@ -135,6 +138,8 @@ class TrainingSession:
         """Log, evaluate and checkpoint when `global_step` crosses a multiple of the respective interval."""
         args, logger = self.args, self.run.logger
         self.num_updates = num_updates
+        if not self.burnt_in and self.learning_clock is not None and global_step >= self.learning_clock[1] + self.burnin_steps:
+            self.learning_clock, self.burnt_in = (time.perf_counter(), global_step, num_updates), True
         self._follow_schedule(policy, global_step)
         if crossed(previous_step, global_step, args.log_every):
             self._log_episodes()

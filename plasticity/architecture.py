@@ -70,7 +70,7 @@ class NormProjector:
     def __init__(self, module: nn.Module) -> None:
         self.layers = weight_layers(module)  # fixed at construction: resets write into these tensors
         self.targets = [_matrix_norms(layer.weight.detach(), ensemble).clone() for layer, ensemble in self.layers]
-        self.projections = 0
+        self.projections = torch.zeros((), dtype=torch.int64, device=next(module.parameters()).device)  # in place: graphs.py
 
     @torch.no_grad()
     def project(self) -> None:
@@ -82,5 +82,6 @@ class NormProjector:
         return {"targets": self.targets, "projections": self.projections}
 
     def load_state_dict(self, state: dict) -> None:
-        self.targets = [t.to(old.device) for t, old in zip(state["targets"], self.targets)]
-        self.projections = state["projections"]
+        for target, saved in zip(self.targets, state["targets"]):
+            target.copy_(saved)
+        self.projections.copy_(torch.as_tensor(state["projections"]))  # a host int in checkpoints from before --cudagraphs

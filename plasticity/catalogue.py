@@ -14,6 +14,8 @@ from cleanrl_plus.errors import UserError
 
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
 ON_POLICY = ("ppo", "gtr")
+SPEED_FLAGS = ("compile", "cudagraphs")  # cleanrl_plus/graphs.py
+SPEED_READY = ("td3", "sac_simba", "ddqn")  # agents whose update and acting steps are written for --compile/--cudagraphs (issue #16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Remedy:
     flags: str  # how to switch it on
     is_on: Callable[[Any], bool]
     not_for: dict[str, str] = dataclasses.field(default_factory=dict)  # agent → why it does not apply
+    not_with: dict[str, str] = dataclasses.field(default_factory=dict)  # speed flag (compile, cudagraphs) → why it cannot run with it
 
     def applies_to(self, agent: str) -> bool:
         return agent not in self.not_for
@@ -60,7 +63,9 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("plasticity injection", "resets", "Nikishin et al. 2023, Deep RL with plasticity injection", "--reset.method inject",
            _reset("inject"), {"gtr": "GTR's anchor snapshots cannot follow the policy's change of structure"}),
     Remedy("continual backprop (CBP)", "resets", "Dohare et al. 2024, Loss of plasticity in deep continual learning",
-           "--reset.method cbp", _reset("cbp")),
+           "--reset.method cbp", _reset("cbp"),
+           not_with={"cudagraphs": "CBP's unit statistics are summed by forward hooks that count samples on the host, "
+                                   "and a replayed graph runs no Python"}),
     Remedy("LayerNorm", "architecture", "Lyle et al. 2024, Disentangling the causes of plasticity loss", "--net.norm layer",
            lambda args: _get(args, "net.norm") == "layer"),
     Remedy("Normalize-and-Project (NaP)", "architecture", "Lyle et al. 2024, Normalization and effective learning rates in RL",
@@ -81,7 +86,9 @@ REMEDIES: tuple[Remedy, ...] = (
            "--cchain.enabled", _flag("cchain.enabled")),
     Remedy("TRAC", "optimisers", "Muppidi, Zhang, Yang 2024, Fast TRAC", "--optim.trac", _flag("optim.trac")),
     Remedy("Kron (PSGD)", "optimisers", "Li 2018, Preconditioned SGD (heavyball.PSGDKron)", "--optim.name kron",
-           lambda args: _get(args, "optim.name") == "kron"),
+           lambda args: _get(args, "optim.name") == "kron",
+           not_with={flag: "heavyball's PSGD-Kron step keeps Python-side state and compiles itself its own way"
+                     for flag in SPEED_FLAGS}),
     Remedy("SWD", "replay/other", "Sample Weight Decay (plasticity/swd.py)", "--swd.enabled", _flag("swd.enabled"), _NO_REPLAY),
     Remedy("LEAST", "replay/other", "early stopping of unpromising episodes (plasticity/least.py)", "--least.enabled",
            _flag("least.enabled"), {"ddqn": "not wired: LEAST's stopping rule is implemented for the actor-critics only",
@@ -112,12 +119,19 @@ def active(args: Any) -> set[str]:
 
 
 def check(agent: str, args: Any) -> None:
-    """One-line UserError for a remedy that does not apply to `agent`, or for a conflicting pair."""
+    """One-line UserError for a remedy that does not apply to `agent`, for a conflicting pair, or for a speed flag the
+    agent or a remedy cannot run with."""
     for remedy in REMEDIES:
         if remedy.is_on(args) and not remedy.applies_to(agent):
             raise UserError(f"{remedy.name} ({remedy.flags}) does not apply to {agent}: {remedy.not_for[agent]}")
     for problem in conflicts(active(args)):
         raise UserError(problem)
+    for flag in (flag for flag in SPEED_FLAGS if _get(args, flag, False)):
+        if agent not in SPEED_READY:
+            raise UserError(f"--{flag} is not wired into agents/{agent}.py yet (only {', '.join(SPEED_READY)}; issue #16) — drop --{flag}")
+        for remedy in REMEDIES:
+            if remedy.is_on(args) and flag in remedy.not_with:
+                raise UserError(f"{remedy.name} ({remedy.flags}) cannot run with --{flag}: {remedy.not_with[flag]} — drop one of them")
 
 
 def matrix() -> str:
@@ -127,7 +141,9 @@ def matrix() -> str:
         marks = " | ".join("✓" if remedy.applies_to(agent) else "–" for agent in AGENTS)
         lines.append(f"| {remedy.name} | {remedy.family} | `{remedy.flags}` | {marks} | {remedy.paper} |")
     notes = [f"- {remedy.name} × {agent}: {why}" for remedy in REMEDIES for agent, why in remedy.not_for.items()]
-    return "\n".join(lines) + "\n\nNot applicable:\n" + "\n".join(notes) + "\n"
+    speed = [f"- {remedy.name} × --{flag}: {why}" for remedy in REMEDIES for flag, why in remedy.not_with.items()]
+    return ("\n".join(lines) + "\n\nNot applicable:\n" + "\n".join(notes) + "\n\nNot with the speed flags (docs/speed.md):\n"
+            + "\n".join(speed) + "\n")
 
 
 def parse(argv: list[str]) -> bool:

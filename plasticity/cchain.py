@@ -13,7 +13,9 @@ with ρ the target relative loss scale: 0.01 for DDQN on MinAtar [code], 0.02–
 default is 0.01. The official means run over the last 50,000 updates; we keep exponential moving averages with time
 constant 50,000 updates (bias-corrected), which needs no list and no host sync [ours]. No loss at the first update
 (no θₜ₋₁ yet), as the official code. θₜ₋₁ is a parameter snapshot taken when the loss is built (just before the
-step); f_θₜ₋₁ runs through `torch.func.functional_call` on the live module, so there is no network copy.
+step); f_θₜ₋₁ runs through `torch.func.functional_call` on the live module, so there is no network copy. The snapshot,
+the means, the coefficient and the update count change in place and the warm-up switch is a `torch.where`, so a
+captured update (--cudagraphs) keeps C-CHAIN's schedule [ours].
 Outputs f: Q(s_ref, a_ref) for TD3/SAC critics, all Q(s_ref, ·) for DDQN, μ(s_ref) for actors, and the policy's
 logits/mean with the value for PPO/GTR's joint network.
 """
@@ -60,8 +62,8 @@ class ChurnReducer:
         self.args, self.module, self.outputs = args, module, outputs
         self.wrapper = _Outputs(module, outputs)
         self.previous: dict[str, torch.Tensor] | None = None
-        self.updates = 0
         device = next(module.parameters()).device
+        self.updates = torch.zeros((), dtype=torch.int64, device=device)  # updates with a churn loss
         self.main_mean = torch.zeros((), device=device)  # EMA of |L_main|
         self.churn_mean = torch.zeros((), device=device)  # EMA of L_churn
         self.coef = torch.full((), args.initial_coef, device=device)
@@ -71,15 +73,16 @@ class ChurnReducer:
         self.previous = {f"net.{name}": p.detach().clone() for name, p in self.module.named_parameters()}
 
     def loss(self, main_loss: torch.Tensor, batch) -> torch.Tensor:
-        current = {f"net.{name}" for name, _ in self.module.named_parameters()}
-        if self.previous is None or self.previous.keys() != current:  # first update, or the structure changed (injection)
-            self._snapshot()
+        current = [f"net.{name}" for name, _ in self.module.named_parameters()]
+        if self.previous is None or list(self.previous) != current:  # first update, or the structure changed (injection)
+            self._snapshot()  # new tensors: a captured step is captured again after either (graphs.py)
             return torch.zeros((), device=main_loss.device)
         with torch.no_grad():  # f_θₜ₋₁: the snapshot swapped in for one call (attributes, not in-place writes)
             previous_outputs = functional_call(self.wrapper, self.previous, (batch,))
         churn = (self.outputs(batch) - previous_outputs).square().mean()
         self._track(main_loss.detach(), churn.detach())
-        self._snapshot()
+        with torch.no_grad():  # θₜ₋₁ of the next update, in place
+            torch._foreach_copy_(list(self.previous.values()), [p.detach() for p in self.module.parameters()])
         return self.coef * churn
 
     def _track(self, main: torch.Tensor, churn: torch.Tensor) -> None:
@@ -87,15 +90,19 @@ class ChurnReducer:
         decay = 1.0 - 1.0 / WINDOW
         self.main_mean.mul_(decay).add_(main.abs(), alpha=1 - decay)
         self.churn_mean.mul_(decay).add_(churn, alpha=1 - decay)
-        self.last_churn = churn
-        if self.updates > self.args.warmup_updates:
-            # both EMAs carry the same bias correction 1 − decay^t, which cancels in the ratio (except against the 1e-8)
-            self.coef = self.args.relative_scale * self.main_mean / (self.churn_mean + 1e-8 * (1.0 - decay**self.updates))
+        self.last_churn.copy_(churn)
+        # both EMAs carry the same bias correction 1 − decay^t, which cancels in the ratio (except against the 1e-8)
+        bias = (1e-8 * (1.0 - decay ** self.updates.double())).float()
+        relative = self.args.relative_scale * self.main_mean / (self.churn_mean + bias)
+        self.coef.copy_(torch.where(self.updates > self.args.warmup_updates, relative, self.coef))
 
     def state_dict(self) -> dict:
         return {"previous": self.previous, "updates": self.updates, "main_mean": self.main_mean, "churn_mean": self.churn_mean,
                 "coef": self.coef}
 
     def load_state_dict(self, state: dict) -> None:
-        self.previous, self.updates = state["previous"], state["updates"]
-        self.main_mean, self.churn_mean, self.coef = state["main_mean"], state["churn_mean"], state["coef"]
+        device = self.coef.device
+        self.previous = None if state["previous"] is None else {name: value.to(device) for name, value in state["previous"].items()}
+        self.updates.copy_(torch.as_tensor(state["updates"]))  # a host int in checkpoints from before --cudagraphs
+        for key in ("main_mean", "churn_mean", "coef"):
+            getattr(self, key).copy_(state[key])

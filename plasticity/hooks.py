@@ -1,23 +1,27 @@
 """The two hooks through which an agent applies the loss, optimiser and architecture remedies to each network.
 
-    loss = hooks.loss("critic", td_loss, reference=lambda: replay.sample(batch_size))   # + L2, L2-init, Parseval, C-CHAIN
-    optimizer.zero_grad(); loss.backward(); hooks.step("critic")                         # TRAC or the base step, NaP, clipping
+    loss = hooks.loss("critic", td_loss, reference)      # + L2, L2-init, Parseval, C-CHAIN (reference: a replay batch, or None)
+    optimizer.zero_grad(); loss.backward(); hooks.step("critic")   # TRAC or the base step, NaP, clipping
 
 `RemedyArgs` holds the settings (nested flags --net.*, --nap.*, --reg.*, --clip.*, --cchain.*, --optim.*); the
 methods themselves live in architecture.py, regularizers.py, cchain.py and optimizers.py. With every remedy off,
 `loss` returns the main loss unchanged and `step` is the optimiser's step. Everything the hooks keep (θ₀, NaP
 targets, clip bounds, C-CHAIN's snapshot and means, TRAC's tuner) is checkpointed through `state_dict`.
+
+Both hooks are capture-ready (cleanrl_plus/graphs.py): which remedies act is fixed by the flags, state changes in
+place, and the event counts (`remedies/<remedy>_events`) are device tensors, so a compiled or replayed step keeps
+them right without a host sync. C-CHAIN's reference batch is drawn by the agent (`reference_batch`), only when it is on.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import Callable
 
 import torch
 import torch.nn as nn
 
+from cleanrl_plus.replay import Batch
 from plasticity.architecture import NaPArgs, NetArgs, NormProjector
 from plasticity.cchain import CChainArgs, ChurnReducer
 from plasticity.optimizers import TRAC, OptimArgs
@@ -63,46 +67,44 @@ class _NetworkHooks:
         self.churn = ChurnReducer(args.cchain, net.module, net.outputs) if args.cchain.enabled else None
         self.trac = TRAC(net.optimizer, args.optim.trac_s_init) if args.optim.trac else None
         self.logged: dict[str, torch.Tensor] = {}
+        # the remedies each hook applies: fixed by the flags, so a captured step counts them right
+        reg = args.reg
+        self.loss_remedies = [name for name, on in (("l2", reg.l2), ("l2_init", reg.l2_init), ("parseval", reg.parseval and self.hidden_layers),
+                                                     ("cchain", self.churn is not None)) if on]
+        self.step_remedies = [name for name, part in (("trac", self.trac), ("nap", self.projector), ("clip", self.clipper)) if part is not None]
 
-    def loss(self, main_loss: torch.Tensor, reference: Callable | None) -> tuple[torch.Tensor, list[str]]:
-        reg, acted = self.args.reg, []
+    def loss(self, main_loss: torch.Tensor, reference) -> torch.Tensor:
+        reg = self.args.reg
         total = main_loss
         if reg.l2:
             penalty = l2_penalty(trainable(self.net.module.parameters()))
             total, self.logged["l2"] = total + reg.l2 * penalty, penalty.detach()
-            acted.append("l2")
         if reg.l2_init:
             pairs = [(p, p0) for p, p0 in zip(self.parameters, self.initial) if p.requires_grad]
             penalty = l2_init_penalty([p for p, _ in pairs], [p0 for _, p0 in pairs])
             total, self.logged["l2_init"] = total + reg.l2_init * penalty, penalty.detach()
-            acted.append("l2_init")
         if reg.parseval and self.hidden_layers:
             penalty = parseval_penalty([rows_as_units(layer, ensemble) for layer, ensemble in self.hidden_layers], reg.parseval_scale)
             total, self.logged["parseval"] = total + reg.parseval * penalty, penalty.detach()
-            acted.append("parseval")
         if self.churn is not None:
             if reference is None:
                 raise ValueError("C-CHAIN needs a reference batch: pass reference= to hooks.loss")
-            total = total + self.churn.loss(main_loss, reference())
+            if callable(reference):  # the agents that still pass a sampling function (eager only)
+                reference = reference()
+            total = total + self.churn.loss(main_loss, reference)
             self.logged["cchain_loss"], self.logged["cchain_coef"] = self.churn.last_churn, self.churn.coef
-            acted.append("cchain")
-        return total, acted
+        return total
 
-    def step(self) -> list[str]:
-        acted = []
+    def step(self) -> None:
         if self.trac is not None:
             self.trac.step()
             self.logged["trac_scale"] = self.trac.scale
-            acted.append("trac")
         else:
             self.net.optimizer.step()
         if self.projector is not None:
             self.projector.project()
-            acted.append("nap")
         if self.clipper is not None:
             self.clipper.clip()
-            acted.append("clip")
-        return acted
 
     def state_dict(self) -> dict:
         parts = {"projector": self.projector, "clipper": self.clipper, "churn": self.churn, "trac": self.trac}
@@ -117,11 +119,15 @@ class _NetworkHooks:
 
 
 class RemedyHooks:
-    """The loss/step hooks for the named networks of one agent; `acted` counts what each remedy did (host ints)."""
+    """The loss/step hooks for the named networks of one agent; `acted` counts what each remedy did (device tensors)."""
 
     def __init__(self, args: RemedyArgs, **networks: Trained) -> None:
         self.networks = {name: _NetworkHooks(args, net) for name, net in networks.items()}
-        self.acted: collections.Counter[str] = collections.Counter()
+        self.acted: dict[str, torch.Tensor] = {}
+        for hooks in self.networks.values():
+            device = next(hooks.net.module.parameters()).device
+            for remedy in hooks.loss_remedies + hooks.step_remedies:
+                self.acted.setdefault(remedy, torch.zeros((), dtype=torch.int64, device=device))
         reg = args.reg
         self.any_on = bool(reg.l2 or reg.l2_init or reg.parseval or args.clip.kappa or args.nap.enabled or args.cchain.enabled or args.optim.trac)
 
@@ -130,21 +136,27 @@ class RemedyHooks:
         of runs without them keep the keys they had before these remedies existed (and still resume)."""
         return {"remedies": self} if self.any_on else {}
 
-    def loss(self, name: str, main_loss: torch.Tensor, reference: Callable | None = None) -> torch.Tensor:
-        """main_loss + this network's regularisers (reference() draws C-CHAIN's reference batch, only when it is on)."""
-        total, acted = self.networks[name].loss(main_loss, reference)
-        self.acted.update(acted)
+    def loss(self, name: str, main_loss: torch.Tensor, reference: Batch | Callable | None = None) -> torch.Tensor:
+        """main_loss + this network's regularisers; `reference` is C-CHAIN's reference batch (None when it is off)."""
+        hooks = self.networks[name]
+        total = hooks.loss(main_loss, reference)
+        self._count(hooks.loss_remedies)
         return total
 
     def step(self, name: str) -> None:
         """The optimiser step of this network (through TRAC when on), then NaP's projection and weight clipping."""
-        self.acted.update(self.networks[name].step())
+        hooks = self.networks[name]
+        hooks.step()
+        self._count(hooks.step_remedies)
 
-    def report(self) -> dict[str, torch.Tensor | float]:
-        """remedies/<network>_<quantity> of the last update (device tensors, no sync) and remedies/<remedy>_events."""
-        report: dict[str, torch.Tensor | float] = {f"remedies/{name}_{key}": value for name, hooks in self.networks.items()
-                                                   for key, value in hooks.logged.items()}
-        return report | {f"remedies/{remedy}_events": float(count) for remedy, count in self.acted.items()}
+    def _count(self, remedies: list[str]) -> None:
+        for remedy in remedies:
+            self.acted[remedy] += 1
+
+    def report(self) -> dict[str, torch.Tensor]:
+        """remedies/<network>_<quantity> of the last update and remedies/<remedy>_events (device tensors, no sync)."""
+        report = {f"remedies/{name}_{key}": value for name, hooks in self.networks.items() for key, value in hooks.logged.items()}
+        return report | {f"remedies/{remedy}_events": count for remedy, count in self.acted.items()}
 
     def state_dict(self) -> dict:
         return {"networks": {name: hooks.state_dict() for name, hooks in self.networks.items()}, "acted": dict(self.acted)}
@@ -152,4 +164,11 @@ class RemedyHooks:
     def load_state_dict(self, state: dict) -> None:
         for name, hooks in self.networks.items():
             hooks.load_state_dict(state["networks"][name])
-        self.acted = collections.Counter(state["acted"])
+        for remedy, count in state["acted"].items():  # host ints in checkpoints from before --cudagraphs
+            if remedy in self.acted:
+                self.acted[remedy].copy_(torch.as_tensor(count))
+
+
+def reference_batch(args: RemedyArgs, replay, batch_size: int) -> Batch | None:
+    """C-CHAIN's reference batch, drawn from the replay apart from the training batch; None when C-CHAIN is off."""
+    return replay.sample(batch_size) if args.cchain.enabled else None

@@ -49,18 +49,26 @@ class OptimArgs:
 
 _SERIES_TERMS = torch.arange(400, dtype=torch.float64)
 _LOG_SERIES_DENOMINATOR = torch.lgamma(_SERIES_TERMS + 1) + torch.log(2 * _SERIES_TERMS + 1)
+_SERIES_ON: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # per device: a captured step copies nothing from the host
+
+
+def _series(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    if device not in _SERIES_ON:
+        _SERIES_ON[device] = (_SERIES_TERMS.to(device), _LOG_SERIES_DENOMINATOR.to(device))
+    return _SERIES_ON[device]
 
 
 def erfi(x: torch.Tensor) -> torch.Tensor:
     """Imaginary error function erfi(x) = 2/√π·Σₙ x^(2n+1)/(n!(2n+1)), in float64, for |x| ≤ 10 (clamped beyond)."""
     x = x.to(torch.float64).clamp(-10.0, 10.0)
-    n = _SERIES_TERMS.to(x.device)
-    log_terms = (2 * n + 1) * torch.log(x.abs().unsqueeze(-1)) - _LOG_SERIES_DENOMINATOR.to(x.device)
+    n, log_denominator = _series(x.device)
+    log_terms = (2 * n + 1) * torch.log(x.abs().unsqueeze(-1)) - log_denominator
     return torch.sign(x) * 2 / math.sqrt(math.pi) * torch.exp(log_terms).sum(-1)
 
 
 class TRAC:
-    """Wraps `optimizer` (its step, zero_grad, param_groups and state stay the base optimiser's)."""
+    """Wraps `optimizer` (its step, zero_grad, param_groups and state stay the base optimiser's). Its state changes in
+    place, so a captured step (--cudagraphs) keeps tuning; a parameter's reference is taken at its first (eager) step."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, s_init: float = 1e-8, betas: tuple[float, ...] = TRAC_BETAS,
                  eps: float = 1e-8) -> None:
@@ -71,7 +79,7 @@ class TRAC:
         self.sigma = torch.full((len(betas),), 1e-8, dtype=torch.float64, device=device)
         self.s = torch.zeros(len(betas), dtype=torch.float64, device=device)
         self.reference: dict[torch.Tensor, torch.Tensor] = {}
-        self.steps = 0
+        self.steps = torch.zeros((), dtype=torch.int64, device=device)
         self.normaliser = s_init / erfi(torch.tensor(1 / math.sqrt(2), dtype=torch.float64)).item()  # once, at construction
 
     @property
@@ -100,7 +108,7 @@ class TRAC:
             offsets.append(offset.add_(p - theta))  # Δₜ₊₁ = Δₜ + base update
         self.variance.mul_(self.betas.square()).add_(h.square())
         self.sigma.mul_(self.betas).sub_(h)
-        self.s = self.normaliser * erfi(self.sigma / (math.sqrt(2.0) * self.variance.sqrt() + self.eps))
+        self.s.copy_(self.normaliser * erfi(self.sigma / (math.sqrt(2.0) * self.variance.sqrt() + self.eps)))
         scale = self.scale
         for p, offset in zip(params, offsets):
             p.copy_(self.reference[p] + scale.to(p.dtype) * offset)
@@ -117,15 +125,18 @@ class TRAC:
     def load_state_dict(self, state: dict) -> None:
         order = [p for group in self.optimizer.param_groups for p in group["params"]]
         self.reference = {p: ref.to(p.device) for p, ref in zip(order, state["reference"]) if ref is not None}
-        self.variance, self.sigma, self.s = (state[k].to(self.s.device) for k in ("variance", "sigma", "s"))
-        self.steps = state["steps"]
+        for key in ("variance", "sigma", "s"):
+            getattr(self, key).copy_(state[key])
+        self.steps.copy_(torch.as_tensor(state["steps"]))  # a host int in checkpoints from before --cudagraphs
 
 
-def make_optimizer(args: OptimArgs, parameters, lr: float, device: torch.device, **adam_kwargs) -> torch.optim.Optimizer:
-    """The agent's base optimiser: `cleanrl_plus.nn.adam` with the agent's settings, or PSGD-Kron with the same lr and
-    weight decay (Adam's betas/eps do not carry over). TRAC wraps it later, in the remedy hooks."""
+def make_optimizer(args: OptimArgs, parameters, lr: float, device: torch.device, capturable: bool = False,
+                   **adam_kwargs) -> torch.optim.Optimizer:
+    """The agent's base optimiser: `cleanrl_plus.nn.adam` with the agent's settings (`capturable` for --cudagraphs), or
+    PSGD-Kron with the same lr and weight decay (Adam's betas/eps do not carry over; the remedy catalogue refuses it
+    with --compile/--cudagraphs). TRAC wraps it later, in the remedy hooks."""
     if args.name == "adam":
-        return adam(parameters, lr, device, **adam_kwargs)
+        return adam(parameters, lr, device, capturable=capturable, **adam_kwargs)
     import heavyball  # optional dependency path: only Kron runs need it
 
     heavyball.utils.compile_mode = None  # module docstring: inductor fails on CPU here

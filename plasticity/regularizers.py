@@ -98,7 +98,7 @@ class WeightClipper:
     def __init__(self, module: nn.Module, kappa: float) -> None:
         self.layers = [layer for layer, _ in weight_layers(module)]
         self.bounds = [kappa * float(layer.weight.detach().abs().max()) for layer in self.layers]  # host floats, once
-        self.clips = 0
+        self.clips = torch.zeros((), dtype=torch.int64, device=next(module.parameters()).device)  # in place: graphs.py
 
     @torch.no_grad()
     def clip(self) -> None:
@@ -112,4 +112,5 @@ class WeightClipper:
         return {"bounds": list(self.bounds), "clips": self.clips}
 
     def load_state_dict(self, state: dict) -> None:
-        self.bounds, self.clips = list(state["bounds"]), state["clips"]
+        self.bounds = list(state["bounds"])  # host floats: read before any step is captured
+        self.clips.copy_(torch.as_tensor(state["clips"]))  # a host int in checkpoints from before --cudagraphs

@@ -8,9 +8,11 @@ i.i.d. with replacement with p ∝ w; the loss stays an unweighted mean. Default
 Exact O(1) sampling, never an O(N) weight vector: write w(a) = w_min + (a* − a)/T on a < a* = T(1 − w_min)
 (and w_min beyond). For integer ages this is a mixture of uniform pieces and one discrete triangle
 ∝ (L − 1 − a), each drawn in closed form; the piece is picked with probability ∝ its mass. The augment
-variant is drawn by rejection from the uniform proposal (acceptance ≥ w_min, so ≤ 1/w_min tries on average).
+variant is the mirror image, w(a) = w_min + min(a, a*)/T: a uniform floor, a rising triangle ∝ a on a < a* and a
+uniform plateau beyond, drawn as the same kind of mixture [ours: a rejection sampler's loop would wait on the device].
 Ages count vector-env steps, as in the official code: with n envs all transitions of one step share an age,
-so a step is drawn first and then an env slot.
+so a step is drawn first and then an env slot. Sampling never waits on the device (no host sync): the pieces are
+chosen on the host, and each piece's draws go to their rows with one scatter.
 """
 
 from __future__ import annotations
@@ -68,45 +70,38 @@ class SWDSampler:
         args, g = self.args, self.generator
         if args.decay_steps == 0:
             return torch.randint(0, num_steps, (batch_size,), device=device, generator=g)
-        if args.mode == "augment":
-            return self._sample_by_rejection(num_steps, batch_size, device)
-        ramp_end = args.decay_steps * (1.0 - args.min_weight)  # a*: the weight is w_min from here on
+        ramp_end = args.decay_steps * (1.0 - args.min_weight)  # a*: the weight stops changing here
+
+        def uniform(high: int, offset: int = 0):
+            return lambda count: offset + torch.randint(0, high, (count,), device=device, generator=g)
+
+        floor = (args.min_weight * args.decay_steps * num_steps, uniform(num_steps))  # (mass × T, draw)
+        if args.mode == "augment":  # w·T = w_min·T + min(a, a*): floor, rising triangle ∝ a below a*, plateau a* beyond
+            rise_len = min(num_steps, math.ceil(ramp_end))  # ages 0 … rise_len − 1 lie below a*
+            plateau_len = num_steps - rise_len
+            rising = (rise_len * (rise_len - 1) / 2, lambda count: rise_len - 1 - _triangle(count, rise_len, g, device))
+            return self._draw_mixture([floor, rising, (ramp_end * plateau_len, uniform(plateau_len, rise_len))], batch_size, device)
         ramp_len = min(num_steps, math.ceil(ramp_end))  # ages with extra weight: 0 … ramp_len − 1
         top = ramp_end - (math.ceil(ramp_end) - 1)  # c ∈ (0, 1]: a* − a = c + (ceil(a*) − 1 − a)
         full_len = math.ceil(ramp_end)
         # mixture pieces (unnormalised masses, times T): floor, offset c, the part of the triangle cut by N, triangle
-        masses = torch.tensor(
-            [
-                args.min_weight * args.decay_steps * num_steps,
-                top * ramp_len,
-                (full_len - ramp_len) * ramp_len,
-                ramp_len * (ramp_len - 1) / 2,
-            ],
-            dtype=torch.float64,
-        )
-        # the 4-way piece choice is made on the host, so counting the pieces needs no device sync
-        piece_on_host = torch.multinomial(masses / masses.sum(), batch_size, replacement=True, generator=_cpu(g))
-        counts = torch.bincount(piece_on_host, minlength=4).tolist()
-        piece = piece_on_host.to(device)
-        ages = torch.empty(batch_size, dtype=torch.int64, device=device)
-        uniform_over = (num_steps, ramp_len, ramp_len)
-        for i in range(3):
-            if counts[i]:
-                ages[piece == i] = torch.randint(0, uniform_over[i], (counts[i],), device=device, generator=g)
-        if counts[3]:
-            ages[piece == 3] = _triangle(counts[3], ramp_len, g, device)
-        return ages
+        return self._draw_mixture([
+            floor,
+            (top * ramp_len, uniform(ramp_len)),
+            ((full_len - ramp_len) * ramp_len, uniform(ramp_len)),
+            (ramp_len * (ramp_len - 1) / 2, lambda count: _triangle(count, ramp_len, g, device)),
+        ], batch_size, device)
 
-    def _sample_by_rejection(self, num_steps: int, batch_size: int, device: torch.device) -> torch.Tensor:
+    def _draw_mixture(self, pieces: list, batch_size: int, device: torch.device) -> torch.Tensor:
+        """Each row's piece drawn on the host with probability ∝ its mass (so counting them needs no device sync),
+        then every piece's draws written to its rows at once (a boolean-mask write per piece would sync a GPU)."""
+        masses = torch.tensor([mass for mass, _ in pieces], dtype=torch.float64)
+        piece = torch.multinomial(masses / masses.sum(), batch_size, replacement=True, generator=_cpu(self.generator))
+        counts = torch.bincount(piece, minlength=len(pieces)).tolist()
+        draws = [draw(count) for (_, draw), count in zip(pieces, counts) if count]
+        rows = torch.argsort(piece, stable=True)  # the rows of piece 0 in order, then those of piece 1, …
         ages = torch.empty(batch_size, dtype=torch.int64, device=device)
-        missing = torch.ones(batch_size, dtype=torch.bool, device=device)
-        while bool(missing.any()):
-            count = int(missing.sum())
-            proposal = torch.randint(0, num_steps, (count,), device=device, generator=self.generator)
-            accept = torch.rand(count, device=device, generator=self.generator, dtype=torch.float64) < age_weights(proposal, self.args)
-            slots = missing.nonzero().squeeze(1)[accept]
-            ages[slots] = proposal[accept]
-            missing[slots] = False
+        ages[_to_device(rows, device)] = torch.cat(draws)
         return ages
 
     def sample_indices(self, buffer: Any, batch_size: int) -> torch.Tensor:
@@ -122,6 +117,14 @@ class SWDSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+
+def _to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device` without waiting for the device: a plain copy to a GPU synchronises its stream, a
+    copy from pinned memory does not."""
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def _cpu(generator: torch.Generator | None) -> torch.Generator | None:

@@ -7,6 +7,16 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` are skipped, with the reason, where torch sees no CUDA device."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (marked cuda)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _one_thread(monkeypatch):
     # Tests run two at a time on CI's 2 cores at most; one torch thread each keeps them from fighting

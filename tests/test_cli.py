@@ -94,7 +94,7 @@ def test_resume_of_a_directory_that_is_not_a_run(tmp_path):
 
 @pytest.mark.parametrize(
     "agent, extra",
-    [("td3", []), ("sac_simba", ["--agent-flags=--critic-width 32 --critic-blocks 1"]),
+    [("td3", []), ("td3", ["--burnin", "100"]), ("sac_simba", ["--agent-flags=--critic-width 32 --critic-blocks 1"]),
      ("ppo", ["--agent-flags=--num-steps 100 --num-minibatches 2 --update-epochs 1"])],
 )
 def test_bench_reports_steps_and_updates_per_second(agent, extra):
@@ -104,6 +104,7 @@ def test_bench_reports_steps_and_updates_per_second(agent, extra):
     assert report["env_steps_per_second"] > 0 and report["updates_per_second"] > 0
     assert report["threads"] == 1 and report["device"] == "cpu" and report["timed_steps"] == 200
     assert report["warmup_steps"] == (0 if agent == "ppo" else 100)
+    assert report["burnin_steps"] == (100 if "--burnin" in extra else 0)  # untimed learning steps (compilation, capture)
     # both rates come from the same clock, so their ratio is the agent's updates per env step: TD3 1, SAC+SimBa 2
     # (its default), PPO 2 minibatches per 100-step rollout
     updates_per_step = {"td3": 1.0, "sac_simba": 2.0, "ppo": 0.02}[agent]

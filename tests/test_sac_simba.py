@@ -60,7 +60,7 @@ def test_actor_log_prob_matches_torch_distributions():
     actor = Actor(Args(actor_width=8), obs_dim=4, action_space=space)
     x = torch.randn(5, 4)
     torch.manual_seed(1)
-    actions, log_prob = actor.sample(x)
+    actions, log_prob = actor.sample(x, torch.randn(5, 3))
     mean, log_std = actor._distribution(x)
     reference = TransformedDistribution(Normal(mean, log_std.exp()), [TanhTransform(), AffineTransform(0.0, 2.0)])
     torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1), atol=1e-3, rtol=1e-4)
@@ -125,3 +125,26 @@ def test_plain_mlp_variant_and_same_batch_reuse_run_and_log_the_kl_churn_of_the_
     assert result["num_updates"] == 100 and "encoder.layers.0.weight" in _checkpoint(result)["critic"]
     kl_churn = EventAccumulator(result["run_dir"]).Reload().Scalars("plasticity/actor_kl_churn")
     assert len(kl_churn) == 4 and all(event.value > 0 for event in kl_churn)
+
+
+def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_statistics_that_include_it(runs_dir, monkeypatch):
+    """x = (s − μ)/√(σ² + ε) with μ, σ² over every observation acted on so far, this one included (SimBa's RSNorm), and
+    a = tanh(m(x) + σ(x)·noise) with noise ~ N(0, I) drawn for this step."""
+    acted = []
+    sample = Actor.sample
+
+    def recording_sample(self, x, noise):
+        if x.shape[0] == 1:  # one env: the acting step (updates sample batches of 32)
+            acted.append((x.clone(), noise.clone()))
+        return sample(self, x, noise)
+
+    monkeypatch.setattr(Actor, "sample", recording_sample)
+    result = main(Args(env_id="Pendulum-v1", total_timesteps=260, learning_starts=200, eval_every=0, runs_dir=runs_dir, **TINY))
+    obs = _checkpoint(result)["replay"]["obs"]  # raw, in acting order
+    assert len(acted) == 60
+    for t, (x, noise) in zip(range(200, 260), acted):
+        seen = obs[: t + 1]
+        expected = (obs[t] - seen.mean(0)) / torch.sqrt(seen.var(0, unbiased=False) + 1e-8)
+        torch.testing.assert_close(x[0], expected, atol=1e-4, rtol=1e-4)
+    noise = torch.cat([noise for _, noise in acted])
+    assert abs(noise.mean().item()) < 0.4 and noise.std().item() == pytest.approx(1.0, abs=0.3)  # 3 standard errors at 60 draws

@@ -108,3 +108,20 @@ def test_rejects_discrete_action_envs(runs_dir):
 
     with pytest.raises(UserError, match="TD3 needs continuous"):
         main(Args(env_id="CartPole-v1", total_timesteps=10, runs_dir=runs_dir, **TINY))
+
+
+def test_exploration_adds_gaussian_noise_of_the_documented_scale(runs_dir):
+    """a = clip(μ(s) + ε, A), ε ~ N(0, (σ·scale)²): with the actor never updated (policy delay beyond the run), the
+    stored actions minus μ(s) of the checkpoint's actor are that noise."""
+    result = main(Args(env_id="Pendulum-v1", total_timesteps=700, learning_starts=100, policy_frequency=10**6, runs_dir=runs_dir,
+                       eval_every=0, exploration_noise=0.1, **TINY))
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"])
+    actor.load_state_dict(state["actor"])
+    replay = state["replay"]
+    obs, actions = replay["obs"][100:], replay["actions"][100:, 0]
+    with torch.no_grad():
+        noise = (actions - actor(obs)[:, 0]) / (2.0 * 0.1)  # Pendulum's action scale is 2
+    inside = actions.abs() < 2.0  # clipped actions do not show the noise
+    assert inside.sum() > 400
+    assert noise[inside].std().item() == pytest.approx(1.0, abs=0.12) and abs(noise[inside].mean().item()) < 0.15

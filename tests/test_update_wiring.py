@@ -175,7 +175,7 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
         critic_target = with_parameters(sac_simba.Critic(args, 4, 1, 2), critic_target_values)
         torch.set_rng_state(rng)  # after building the networks: their initialisation draws random numbers too
         alpha = log_alpha.detach().exp()
-        actions, log_prob = actor.sample(batch.obs)
+        actions, log_prob = actor.sample(batch.obs, torch.randn_like(batch.actions))  # the agent's draws, in its order
         q = critic(batch.obs, actions)
         # the actor maximises the *smaller* twin (clipped double-Q), minus the entropy term
         assert_gradients_equal((alpha * log_prob - torch.minimum(q[0], q[1])).mean(), actor, actor_steps[k])
@@ -185,7 +185,7 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
         alpha_optimizer.step()
 
         with torch.no_grad():
-            next_actions, next_log_prob = actor_after.sample(batch.next_obs)  # the updated actor proposes a'
+            next_actions, next_log_prob = actor_after.sample(batch.next_obs, torch.randn_like(batch.actions))  # the updated actor proposes a'
             next_q = critic_target(batch.next_obs, next_actions)
             soft_value = torch.minimum(next_q[0], next_q[1]) - log_alpha.exp() * next_log_prob  # the updated α
             y = batch.rewards + args.gamma * (1 - batch.terminated) * soft_value
