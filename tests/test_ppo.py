@@ -83,6 +83,32 @@ def test_observation_normalizer_standardises_and_clips():
     assert torch.equal(ObservationNormalizer((2,), enabled=False)(batch), batch)
 
 
+def test_running_statistics_start_over_after_a_reset_and_carry_on_after_a_load():
+    """The sample count is mirrored on the host (the merge's scalar arithmetic runs in Python): a reset and a loaded
+    state must reach the mirror too."""
+    from cleanrl_plus.normalization import RunningMeanStd
+
+    torch.manual_seed(0)
+    batches = [torch.randn(3, 2) * 4 + 1 for _ in range(6)]
+    used = RunningMeanStd((2,))
+    for batch in batches[:3]:
+        used.update(batch)
+    loaded = RunningMeanStd((2,))
+    loaded.load_state_dict(used.state_dict())
+    used.reset()
+    fresh = RunningMeanStd((2,))
+    for batch in batches[3:]:
+        used.update(batch)
+        fresh.update(batch)
+    assert torch.equal(used.mean, fresh.mean) and torch.equal(used.var, fresh.var) and float(used.count) == 9
+    straight = RunningMeanStd((2,))
+    for batch in batches:
+        straight.update(batch)
+    for batch in batches[3:]:
+        loaded.update(batch)
+    assert torch.equal(loaded.mean, straight.mean) and torch.equal(loaded.var, straight.var)
+
+
 def test_reward_scaler_divides_by_the_std_of_the_discounted_return_and_restarts_at_episode_ends():
     scaler = RewardScaler(1, gamma=0.5, enabled=True)
     done, not_done = torch.tensor([True]), torch.tensor([False])
