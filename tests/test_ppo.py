@@ -51,7 +51,7 @@ def test_rollout_storage_values_the_stored_final_observation():
     storage.compute_advantages(lambda obs: obs.sum(-1), gamma=0.5, gae_lambda=1.0)
     # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
     torch.testing.assert_close(storage.advantages[:, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
-    batches = list(storage.minibatches(2))
+    batches = [storage.gather(indices) for indices in storage.minibatch_indices(2)]
     assert [b.obs.shape[0] for b in batches] == [1, 1]
     assert sorted(float(b.advantages[0]) for b in batches) == [1.0, 5.0]
 
@@ -153,7 +153,7 @@ def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
                 p.add_(torch.randn_like(p))
         anchor.push(policy)
         logps.append(policy.log_prob(obs, actions)[0].detach())
-    assert len(anchor.snapshots) == 2
+    assert len(anchor.members) == 2
     torch.testing.assert_close(anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[2], logps[1]]), 0.5))
 
 
