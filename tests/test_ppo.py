@@ -260,6 +260,33 @@ def test_ppo_redo_needs_relu_units(runs_dir):
     assert not Path(runs_dir).exists()  # refused before anything was written
 
 
+def test_ppo_after_plasticity_injection_clips_the_trained_gradients_and_anneals_the_new_heads(runs_dir, monkeypatch):
+    """The frozen old heads keep the gradient of the last update before the injection: the gradient-norm clip must leave
+    them out (else a stale gradient shrinks every later step), and the fresh heads' parameter groups follow the lr anneal."""
+    from plasticity.resets import ResetArgs
+
+    clipped = []
+    clip_grad_norm = torch.nn.utils.clip_grad_norm_
+
+    def recording_clip(parameters, *args, **kwargs):
+        clipped.append(list(parameters))
+        return clip_grad_norm(clipped[-1], *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    # 3 iterations of 4 updates; the injection after the 10th update, in the last iteration
+    args = ppo.Args(env_id="CartPole-v1", num_envs=2, total_timesteps=384, reset=ResetArgs(method="inject", every=10), runs_dir=runs_dir,
+                    **TINY)
+    ppo.main(args)
+    assert len(clipped) == 12
+    frozen = [p for p in clipped[0] if not p.requires_grad]  # the old heads, frozen by the injection
+    assert len(frozen) == 4 and all(p.grad is not None for p in frozen)
+    assert all(p.requires_grad for parameters in clipped[10:] for p in parameters)
+    state = load_checkpoint(next(Path(runs_dir).rglob("checkpoint.pt")))
+    final_lr = args.learning_rate * (1 - 2 / 3)  # the 3rd of 3 iterations
+    groups = state["optimizer"]["param_groups"]
+    assert len(groups) == 3 and all(float(group["lr"]) == pytest.approx(final_lr, rel=1e-12) for group in groups)
+
+
 @pytest.mark.parametrize("method", ["redo", "shrink-perturb", "full"])
 def test_ppo_runs_each_reset_method_and_logs_it(runs_dir, method):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
