@@ -27,18 +27,19 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
-        batch = batch.reshape(-1, *self.mean.shape).float()
+        mean, var = self.mean, self.var
+        batch = batch.reshape(-1, *mean.shape).float()
         batch_count = batch.shape[0]
         count, total = self.host_count, self.host_count + batch_count
+        # σ² ← (M2 + M2_batch + δ²·n·n_batch/n_total)/n_total with M2 = σ²·n, in place
         if batch_count == 1:  # one env: the batch's mean is its sample and its variance 0 (the same numbers, fewer kernels)
-            delta = batch[0] - self.mean
-            m2 = self.var * count
+            delta = batch[0] - mean
+            var.mul_(count)
         else:
-            delta = batch.mean(dim=0) - self.mean
-            m2 = self.var * count + batch.var(dim=0, unbiased=False) * batch_count
-        m2 = m2 + delta.square() * (count * batch_count / total)
-        self.mean += delta * (batch_count / total)
-        self.var.copy_(m2 / total)
+            delta = batch.mean(dim=0) - mean
+            var.mul_(count).add_(batch.var(dim=0, unbiased=False) * batch_count)
+        var.add_(delta.square().mul_(count * batch_count / total)).div_(total)
+        mean.add_(delta * (batch_count / total))
         self.count.fill_(total)
         self.host_count = total
 
