@@ -144,17 +144,17 @@ def test_mixture_anchor_log_prob_is_the_log_of_the_weighted_snapshot_mixture():
 
 def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
     policy = ppo.Policy(3, gym.spaces.Discrete(2), (8,), "tanh")
-    anchor = gtr.MixtureAnchor(policy, size=2, decay=0.5)
+    anchor = gtr.MixtureAnchor(policy, size=3, decay=0.5)
     obs, actions = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
     logps = []
-    for _ in range(3):
+    for _ in range(4):  # the 4th push shifts every kept policy along and drops the oldest
         with torch.no_grad():
             for p in policy.parameters():
                 p.add_(torch.randn_like(p))
         anchor.push(policy)
         logps.append(policy.log_prob(obs, actions)[0].detach())
-    assert len(anchor.members) == 2
-    torch.testing.assert_close(anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[2], logps[1]]), 0.5))
+    assert len(anchor.members) == 3
+    torch.testing.assert_close(anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[3], logps[2], logps[1]]), 0.5))
 
 
 def _final_state(run_dir: str) -> dict:
