@@ -421,6 +421,19 @@ def _assert_cuda_close(a: dict, b: dict, rtol: float = 1e-3, atol: float = 1e-4)
             torch.testing.assert_close(a[name][key], b[name][key], rtol=rtol, atol=atol, msg=lambda m: f"{name}.{key}: {m}")
 
 
+@pytest.fixture
+def captures(monkeypatch) -> list:
+    """The CUDA graph captures of the test, in order (GraphStep._record wrapped)."""
+    recorded, record = [], GraphStep._record
+
+    def counting_record(call):
+        recorded.append(call)
+        return record(call)
+
+    monkeypatch.setattr(GraphStep, "_record", staticmethod(counting_record))
+    return recorded
+
+
 @pytest.mark.cuda
 def test_a_real_graph_replays_in_place_updates_and_recaptures_on_a_new_parameter():
     weight = torch.zeros(4, device="cuda")
@@ -454,15 +467,7 @@ def test_td3_cudagraphs_follows_eager_td3(flags, runs_dir):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("method", ["inject", "full"])
-def test_td3_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, monkeypatch):
-    captures = []
-    record = GraphStep._record
-
-    def counting_record(call):
-        captures.append(call)
-        return record(call)
-
-    monkeypatch.setattr(GraphStep, "_record", staticmethod(counting_record))
+def test_td3_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, captures):
     common = dict(total_timesteps=600, learning_starts=200, runs_dir=runs_dir, reset=ResetArgs(method=method, every=150), **CUDA)
     eager = td3.main(td3.Args(exp_name="eager", **common))
     assert not captures
@@ -551,15 +556,7 @@ def test_ppo_and_gtr_cudagraphs_follow_eager_ones(name, flags, runs_dir):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("method", ["inject", "full"])
-def test_ppo_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, monkeypatch):
-    captures = []
-    record = GraphStep._record
-
-    def counting_record(call):
-        captures.append(call)
-        return record(call)
-
-    monkeypatch.setattr(GraphStep, "_record", staticmethod(counting_record))
+def test_ppo_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, captures):
     common = dict(total_timesteps=1024, runs_dir=runs_dir, device="cuda", reset=ResetArgs(method=method, every=20))
     eager = _run_on_policy("ppo-continuous", exp_name="eager", **common)
     assert not captures
