@@ -18,13 +18,15 @@ constant a flag so that the published formula can replace it:
     L_π = L_clip + β·E[P(Δ)]            (--gtr.mode add, default)   or   −E[ρÂ] + β·E[P(Δ)]   (--gtr.mode replace)
 
 Defaults σ = 0.2 (the clip ε on the log-ratio scale), β = 1, J = 4, η = 0.5 [spec §4.3, our choice].
-Diagnostics: fraction of samples with |Δ| > σ ("released", gtr/released_fraction), KL to π_A (gtr/kl_anchor)
-and to π_old (PPO's losses/approx_kl) as k3 estimators on the rollout's actions, and the cosine between successive iterations' policy-parameter updates
-(the paper's "directionally inefficient" claim: PPO's successive updates point in inconsistent directions).
+Diagnostics, after each iteration's epochs: fraction of the rollout's samples with |Δ| > σ under the updated policy
+("released", gtr/released_fraction) and its KL to π_A (gtr/kl_anchor; to π_old: PPO's losses/approx_kl) as k3 estimators
+on the rollout's actions, and the cosine between successive iterations' policy-parameter updates (the paper's
+"directionally inefficient" claim: PPO's successive updates point in inconsistent directions).
 
 The training loop is PPO's (`agents/ppo.py::main`), which calls this trust region at three places: before the
-epochs (anchor log-probs of the rollout), inside every minibatch (the policy loss), and after the epochs
-(diagnostics). Everything else — rollout, GAE with truncation bootstrap, value loss, normalisation — is PPO's.
+epochs (anchor log-probs of the rollout), inside every minibatch (the policy loss: a pure function of tensors, so PPO's
+--compile/--cudagraphs cover it), and after the epochs (diagnostics). Everything else — rollout, GAE with truncation
+bootstrap, value loss, normalisation — is PPO's.
 
 Run: python agents/gtr.py --env-id CartPole-v1      (python agents/gtr.py --help lists every flag)
 """
@@ -80,59 +82,67 @@ def mixture_log_prob(snapshot_logprobs: torch.Tensor, decay: float) -> torch.Ten
 
 
 class MixtureAnchor:
-    """The last J rollout-time policies (parameter copies, most recent first) and the mixture's log-prob."""
+    """The last J rollout-time policies (copies of the policy, most recent first) and the mixture's log-prob. Once J are
+    kept, a push shifts their weights along the copies in place."""
 
     def __init__(self, policy: ppo.Policy, size: int, decay: float) -> None:
         self.size, self.decay = size, decay
-        self.scratch = copy.deepcopy(policy)  # evaluates each snapshot without touching the live policy
-        self.snapshots: list[dict[str, torch.Tensor]] = []
+        self.template = copy.deepcopy(policy).requires_grad_(False)  # made before any remedy hooks into the policy's layers
+        self.members: list[ppo.Policy] = []
 
+    @torch.no_grad()
     def push(self, policy: ppo.Policy) -> None:
-        snapshot = {name: tensor.detach().clone() for name, tensor in policy.state_dict().items()}
-        self.snapshots = [snapshot, *self.snapshots][: self.size]
+        if len(self.members) < self.size:
+            self.members.append(copy.deepcopy(self.template))
+        for newer, older in zip(self.members[-2::-1], self.members[:0:-1]):  # oldest first: each takes the next newer one's weights
+            older.load_state_dict(newer.state_dict())
+        self.members[0].load_state_dict(policy.state_dict())
 
     @torch.no_grad()
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        per_snapshot = []
-        for snapshot in self.snapshots:
-            self.scratch.load_state_dict(snapshot)
-            per_snapshot.append(self.scratch.log_prob(obs, actions)[0])
-        return mixture_log_prob(torch.stack(per_snapshot), self.decay)
+        return mixture_log_prob(torch.stack([member.log_prob(obs, actions)[0] for member in self.members]), self.decay)
+
+    def state_dict(self) -> list[dict[str, torch.Tensor]]:
+        return [member.state_dict() for member in self.members]
+
+    def load_state_dict(self, snapshots: list[dict[str, torch.Tensor]]) -> None:
+        self.members = [copy.deepcopy(self.template) for _ in snapshots]
+        for member, snapshot in zip(self.members, snapshots):
+            member.load_state_dict(snapshot)
 
 
 class GaussianTrustRegion:
     """The three hooks PPO's loop calls (see `ppo.TrustRegion`), plus the gtr/* diagnostics."""
+
+    extra_features = 1  # log π_A(a|s) of every rollout sample, in storage.extra
 
     def __init__(self, args: GTRArgs, policy: ppo.Policy) -> None:
         self.args = args
         self.anchor = MixtureAnchor(policy, args.anchor_size, args.anchor_decay)
         self.previous_direction: torch.Tensor | None = None
         self.parameters_before: torch.Tensor | None = None
-        self.stats: dict[str, list[torch.Tensor]] = {}
 
     def before_update(self, storage: RolloutStorage, policy: ppo.Policy) -> None:
         self.anchor.push(policy)  # π_old joins the mixture as its most recent member
         rollout = storage.flat()
-        storage.extra = self.anchor.log_prob(rollout.obs, rollout.actions).reshape(*storage.logprobs.shape, 1)
+        storage.extra[..., 0] = self.anchor.log_prob(rollout.obs, rollout.actions).reshape(storage.logprobs.shape)  # in place
         self.parameters_before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
-        self.stats = {"released": [], "kl_anchor": []}
 
     def policy_loss(self, ppo_loss: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
                     new_logprobs: torch.Tensor, minibatch: Minibatch) -> torch.Tensor:
         surrogate = ppo_loss if self.args.mode == "add" else -(ratio * advantages).mean()
         delta = new_logprobs - minibatch.extra[:, 0]
-        with torch.no_grad():
-            self.stats["released"].append((delta.abs() > self.args.sigma).float().mean())
-            self.stats["kl_anchor"].append((delta.exp() - 1 - delta).mean())  # k3 estimate of KL(π_A ‖ π_θ)
         return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean()
 
     @torch.no_grad()
-    def after_update(self, policy: ppo.Policy) -> dict[str, torch.Tensor | float]:
+    def after_update(self, storage: RolloutStorage, policy: ppo.Policy) -> dict[str, torch.Tensor | float]:
+        rollout = storage.flat()
+        delta = policy.log_prob(rollout.obs, rollout.actions)[0] - rollout.extra[:, 0]  # Δ of the updated policy
         direction = torch.nn.utils.parameters_to_vector(policy.parameters()) - self.parameters_before
         report = {
-            "gtr/released_fraction": torch.stack(self.stats["released"]).mean(),
-            "gtr/kl_anchor": torch.stack(self.stats["kl_anchor"]).mean(),
-            "gtr/anchor_policies": float(len(self.anchor.snapshots)),
+            "gtr/released_fraction": (delta.abs() > self.args.sigma).float().mean(),
+            "gtr/kl_anchor": (delta.exp() - 1 - delta).mean(),  # k3 estimate of KL(π_A ‖ π_θ)
+            "gtr/anchor_policies": float(len(self.anchor.members)),
         }
         if self.previous_direction is not None:
             report["gtr/update_cosine"] = torch.nn.functional.cosine_similarity(direction, self.previous_direction, dim=0)
@@ -140,10 +150,11 @@ class GaussianTrustRegion:
         return report
 
     def state_dict(self) -> dict:
-        return {"snapshots": self.anchor.snapshots, "previous_direction": self.previous_direction}
+        return {"snapshots": self.anchor.state_dict(), "previous_direction": self.previous_direction}
 
     def load_state_dict(self, state: dict) -> None:
-        self.anchor.snapshots, self.previous_direction = state["snapshots"], state["previous_direction"]
+        self.anchor.load_state_dict(state["snapshots"])
+        self.previous_direction = state["previous_direction"]
 
 
 def main(args: Args) -> dict:

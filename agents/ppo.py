@@ -20,6 +20,7 @@ recipe is in the README (8 envs, 32 steps, 20 epochs, λ 0.8, γ 0.98, lr 1e-3 a
 the epochs and replace the policy loss inside them; everything else is PPO's.
 
 Run: python agents/ppo.py --env-id CartPole-v1      (python agents/ppo.py --help lists every flag)
+On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
@@ -46,7 +48,7 @@ from cleanrl_plus.session import TrainingSession
 from plasticity import catalogue
 from plasticity.architecture import torso_settings
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
-from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
+from plasticity.hooks import RemedyArgs, RemedyHooks, Trained, reference_batch
 from plasticity.least import LEASTArgs
 from plasticity.optimizers import make_optimizer
 from plasticity.resets import Resettable, ResetArgs, Resetter
@@ -133,10 +135,10 @@ class Policy(nn.Module):
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none") -> None:
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
-        out = int(action_space.shape[0]) if self.continuous else int(action_space.n)
-        self.net = ppo_mlp(obs_dim, out, hidden, activation, out_std=0.01, norm=norm)
+        self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)  # action dimensions or actions
+        self.net = ppo_mlp(obs_dim, self.outputs, hidden, activation, out_std=0.01, norm=norm)
         if self.continuous:
-            self.log_std = nn.Parameter(torch.zeros(out))
+            self.log_std = nn.Parameter(torch.zeros(self.outputs))
 
     def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
         if self.continuous:
@@ -157,11 +159,22 @@ class Policy(nn.Module):
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
         return dist.log_prob(actions), dist.entropy()
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def noise(self, obs: torch.Tensor) -> torch.Tensor:
+        """The random numbers `sample` turns into actions for a batch of observations, drawn as torch's own samplers
+        draw them: ε ~ N(0, 1) per action dimension (Box), E ~ Exp(1) per action (Discrete)."""
+        shape = (obs.shape[0], self.outputs)
+        return torch.randn(shape, device=obs.device) if self.continuous else torch.empty(shape, device=obs.device).exponential_()
+
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a ~ π(·|s), log π(a|s)) from `noise`: a = μ + σ·ε (Box), or a = argmax p/E, the exponential race that
+        torch.multinomial runs for one draw (Discrete). The actions `dist.sample()` would give, without its host sync on
+        a GPU."""
         dist = self.distribution(obs)
-        actions = dist.sample()
-        logprob = dist.log_prob(actions)
-        return actions, logprob.sum(-1) if self.continuous else logprob
+        if self.continuous:
+            actions = dist.loc + dist.scale * noise
+            return actions, dist.log_prob(actions).sum(-1)
+        actions = (dist.probs / noise).argmax(dim=-1)
+        return actions, dist.log_prob(actions)
 
     def greedy(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs) if self.continuous else self.net(obs).argmax(dim=-1)
@@ -177,12 +190,12 @@ class ActorCritic(nn.Module):
         return self.critic(obs).squeeze(-1)
 
 
-def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float) -> torch.Tensor:
+def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float | torch.Tensor) -> torch.Tensor:
     """L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)]."""
     return torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
 
 
-def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float, clip: bool) -> torch.Tensor:
+def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float | torch.Tensor, clip: bool) -> torch.Tensor:
     """½E[(V − R)²], or with clipping ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)]."""
     unclipped = (new_values - minibatch.returns).square()
     if not clip:
@@ -194,16 +207,29 @@ def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float,
 class TrustRegion(Protocol):
     """What GTR plugs into PPO's loop (agents/gtr.py)."""
 
+    extra_features: int  # per-sample quantities it keeps with the rollout (storage.extra; GTR: the anchor's log-prob)
+
     def before_update(self, storage: RolloutStorage, policy: Policy) -> None: ...
 
     def policy_loss(self, ppo_loss: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
                     new_logprobs: torch.Tensor, minibatch: Minibatch) -> torch.Tensor: ...
 
-    def after_update(self, policy: Policy) -> dict[str, torch.Tensor | float]: ...
+    def after_update(self, storage: RolloutStorage, policy: Policy) -> dict[str, torch.Tensor | float]: ...
 
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, learning_rate: torch.Tensor, value: float) -> None:
+    """lr ← value in every parameter group and in those added later (a plasticity-injected head). Adam's groups share
+    `learning_rate`, changed in place, so a captured optimiser step reads each new value; Kron (eager only) gets the
+    float, which heavyball's own lr arithmetic expects."""
+    learning_rate.fill_(value)
+    shared = learning_rate if isinstance(optimizer, torch.optim.Adam) else value
+    optimizer.defaults["lr"] = shared
+    for group in optimizer.param_groups:
+        group["lr"] = shared
 
 
 def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
@@ -214,6 +240,10 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         raise UserError(f"{method} ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
     if args.continual.random_steps_per_task > 0:
         raise UserError(f"--continual.random-steps-per-task fills a replay buffer; {agent_name} is on-policy — drop the flag")
+    rollout_size = args.num_steps * args.num_envs
+    if args.cudagraphs and rollout_size % args.num_minibatches:
+        raise UserError(f"--cudagraphs replays one minibatch shape, but a rollout of {rollout_size} transitions does not split into "
+                        f"{args.num_minibatches} equal minibatches — pick --num-minibatches dividing {rollout_size}")
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
@@ -226,11 +256,17 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
 
     agent = ActorCritic(obs_dim, space, args.hidden_sizes, activation, norm).to(device)
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
-    optimizer = make_optimizer(args.optim, agent.parameters(), args.learning_rate, device, **adam_settings)
+    optimizer = make_optimizer(args.optim, agent.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adam_settings)
+    # the annealed lr and clip range ε are tensors changed in place, so a captured update reads each iteration's values;
+    # float64 on a CPU, where the fused Adam kernel then reads the very double it read as a Python float
+    schedule_dtype = torch.float64 if device.type == "cpu" else torch.float32  # CUDA's fused Adam reads a float32 lr
+    learning_rate = torch.tensor(args.learning_rate, dtype=schedule_dtype, device=device)
+    clip_coef = torch.tensor(args.clip_coef, dtype=schedule_dtype, device=device)
     obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
     reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
+    trust_region = make_trust_region(agent.policy) if make_trust_region else None
     storage = RolloutStorage(args.num_steps, env.num_envs, (obs_dim,), tuple(space.shape), device,
-                             torch.float32 if continuous else torch.long)
+                             torch.float32 if continuous else torch.long, extra_features=trust_region.extra_features if trust_region else 0)
     if continuous:
         action_low = torch.as_tensor(space.low, device=device, dtype=torch.float32)
         action_high = torch.as_tensor(space.high, device=device, dtype=torch.float32)
@@ -265,7 +301,6 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     remedies = RemedyHooks(args, agent=Trained(agent, optimizer, joint_outputs, (policy_linears[-1], critic_linears[-1])))
     stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
                     reward_scaler=reward_scaler, env=env, monitor=monitor) | remedies.stateful()
-    trust_region = make_trust_region(agent.policy) if make_trust_region else None
     if trust_region is not None:
         stateful["trust_region"] = trust_region
 
@@ -287,69 +322,95 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         counters = {"global_step": global_step, "iteration": iteration, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
         return counters | state_dicts(**stateful)
 
+    # ---- the acting step, GAE and the update as functions of tensors: --compile compiles the loss and the acting step,
+    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
+    def act(obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():  # a ~ π_old(·|s) and log π_old(a|s)
+            return agent.policy.sample(obs, noise)
+
+    def estimate_advantages() -> None:  # V(s) and V(s') in two batched passes, then GAE; captured, never compiled (dynamo
+        storage.compute_advantages(agent.value, args.gamma, args.gae_lambda)  # would unroll GAE's loop over num_steps)
+
+    def ppo_objective(minibatch: Minibatch, clip_coef: torch.Tensor, reference: Minibatch | None):
+        new_logprobs, entropy = agent.policy.log_prob(minibatch.obs, minibatch.actions)
+        new_values = agent.value(minibatch.obs)
+        logratio = new_logprobs - minibatch.logprobs
+        ratio = logratio.exp()
+        advantages = minibatch.advantages
+        if args.norm_adv:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        pg_loss = clipped_surrogate_loss(ratio, advantages, clip_coef)
+        if trust_region is not None:
+            pg_loss = trust_region.policy_loss(pg_loss, ratio, advantages, new_logprobs, minibatch)
+        v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
+        entropy_loss = entropy.mean()
+        loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(π_old ‖ π_θ)
+            clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        return remedies.loss("agent", loss, reference), {
+            "losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy_loss.detach(),
+            "losses/approx_kl": approx_kl, "losses/clipfrac": clip_fraction}
+
+    act, ppo_objective = compiled(act, args.compile), compiled(ppo_objective, args.compile)
+
+    def update(indices: torch.Tensor, clip_coef: torch.Tensor, reference: Minibatch | None) -> dict[str, torch.Tensor]:
+        loss, stats = ppo_objective(storage.gather(indices), clip_coef, reference)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        # the parameters the optimiser trains: a plasticity-injected network's frozen old head keeps its last gradient
+        nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], args.max_grad_norm)
+        remedies.step("agent")
+        return stats
+
+    # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
+    act = GraphStep(act, args.cudagraphs, watch=(agent.policy,))
+    estimate_advantages = GraphStep(estimate_advantages, args.cudagraphs, watch=(agent.critic,))
+    update = GraphStep(update, args.cudagraphs, watch=(agent, optimizer))
+
     session = TrainingSession(run, agent_name, env, evaluator, start_step=global_step)
     session.learning_started(global_step, num_updates)
 
     while iteration < num_iterations and not run.stop_requested:
         iteration += 1
         progress_left = 1.0 - (iteration - 1) / num_iterations
-        if args.anneal_lr:
-            optimizer.param_groups[0]["lr"] = args.learning_rate * progress_left
-        clip_coef = args.clip_coef * progress_left if args.anneal_clip else args.clip_coef
+        set_learning_rate(optimizer, learning_rate, args.learning_rate * (progress_left if args.anneal_lr else 1.0))
+        if args.anneal_clip:
+            clip_coef.fill_(args.clip_coef * progress_left)
 
         # ---- rollout with π_old (observations are stored normalised, as the policy saw them) ---------------
         with torch.no_grad():
             for t in range(args.num_steps):
-                actions, logprobs = agent.policy.sample(obs)
+                actions, logprobs = act(obs, agent.policy.noise(obs))
                 step = env.step(act_in_env(actions))
                 rewards = reward_scaler(step.reward, step.terminated | step.truncated)
                 next_obs = obs_normalizer(step.next_obs)  # the true s' (final obs at episode ends), current statistics
                 storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
                 obs = obs_normalizer(step.obs, update=True)
         previous_step, global_step = global_step, global_step + batch_size
-        storage.compute_advantages(agent.value, args.gamma, args.gae_lambda)
+        estimate_advantages()
         if trust_region is not None:
             trust_region.before_update(storage, agent.policy)
 
         # ---- K epochs of minibatch updates ---------------------------------------------------------------
-        clip_fractions = []
+        clipped, updates_done = torch.zeros((), device=device), 0
         for epoch in range(args.update_epochs):
-            for minibatch in storage.minibatches(args.num_minibatches):
-                new_logprobs, entropy = agent.policy.log_prob(minibatch.obs, minibatch.actions)
-                new_values = agent.value(minibatch.obs)
-                logratio = new_logprobs - minibatch.logprobs
-                ratio = logratio.exp()
-                advantages = minibatch.advantages
-                if args.norm_adv:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                pg_loss = clipped_surrogate_loss(ratio, advantages, clip_coef)
-                if trust_region is not None:
-                    pg_loss = trust_region.policy_loss(pg_loss, ratio, advantages, new_logprobs, minibatch)
-                v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
-                entropy_loss = entropy.mean()
-                loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
-
-                optimizer.zero_grad(set_to_none=True)
-                remedies.loss("agent", loss, reference=lambda: storage.sample(len(minibatch.obs))).backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                remedies.step("agent")
-                num_updates += 1
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(π_old ‖ π_θ)
-                    clip_fractions.append(((ratio - 1.0).abs() > clip_coef).float().mean())
+            for indices in storage.minibatch_indices(args.num_minibatches):
+                stats = update(indices, clip_coef, reference_batch(args, storage, len(indices)))
+                clipped += stats["losses/clipfrac"]  # summed at once: a replayed graph overwrites its outputs
+                num_updates, updates_done = num_updates + 1, updates_done + 1
                 monitor.after_update(num_updates, storage, run.logger, global_step)
                 resetter.after_update(num_updates, storage, run.logger, global_step)
-            if args.target_kl and float(approx_kl) > args.target_kl:
+            if args.target_kl and float(stats["losses/approx_kl"]) > args.target_kl:  # one sync per epoch, outside the graphs
                 break
 
-        losses = {
-            "losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy_loss.detach(),
-            "losses/approx_kl": approx_kl, "losses/clipfrac": torch.stack(clip_fractions).mean(),
+        losses = stats | {
+            "losses/clipfrac": clipped / updates_done,
             "losses/explained_variance": 1 - (storage.returns - storage.values).var() / storage.returns.var().clamp_min(1e-8),
-            "charts/learning_rate": optimizer.param_groups[0]["lr"],
+            "charts/learning_rate": learning_rate,
         } | remedies.report()
         if trust_region is not None:
-            losses |= trust_region.after_update(agent.policy)
+            losses |= trust_region.after_update(storage, agent.policy)
         session.after_step(previous_step, global_step, num_updates, losses, greedy_policy, checkpoint_state)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
             on_task_switch(args.continual, networks.values(), normalizers=(obs_normalizer, reward_scaler))

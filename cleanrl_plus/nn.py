@@ -252,7 +252,7 @@ class ElementStepAdam(torch.optim.Adam):
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         # θ ← θ − lr·m̂/(√v̂ + ε), m̂ = m/(1 − β₁^tᵢ), v̂ = v/(1 − β₂^tᵢ)
         denominator = exp_avg_sq.div(1 - beta2_power).sqrt_().add_(group["eps"])
-        p.addcdiv_(exp_avg.div(1 - beta1_power), denominator, value=-lr)
+        p.addcdiv_(exp_avg.div(1 - beta1_power).mul_(-lr), denominator)  # lr may be a tensor (PPO anneals it in place)
 
 
 def adam(parameters, lr: float, device: torch.device, capturable: bool = False, **kwargs) -> ElementStepAdam:

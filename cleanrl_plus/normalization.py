@@ -10,7 +10,8 @@ class RunningMeanStd(nn.Module):
     """x̃ = (x − μ) / √(σ² + ε), with μ, σ² merged batch by batch (Chan et al.'s parallel formula).
 
     Call `update` only with observations the agent acts on, never with replay batches: under non-uniform
-    sampling (e.g. SWD) replay would shift the statistics towards the sampled distribution.
+    sampling (e.g. SWD) replay would shift the statistics towards the sampled distribution. `update` keeps the
+    sample count on the host as well, so it runs eagerly, never inside a captured CUDA graph (--cudagraphs).
     """
 
     def __init__(self, shape: tuple[int, ...], epsilon: float = 1e-8) -> None:
@@ -19,20 +20,28 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("mean", torch.zeros(shape))
         self.register_buffer("var", torch.ones(shape))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        # the count again, on the host: it never depends on the data, so the merge's scalar arithmetic runs in Python
+        # (one-element kernels cost more than the update itself on a CPU) and never waits for a device
+        self.host_count = 0.0
+        self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "host_count", float(module.count)))
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
-        batch = batch.reshape(-1, *self.mean.shape).float()
+        mean, var = self.mean, self.var
+        batch = batch.reshape(-1, *mean.shape).float()
         batch_count = batch.shape[0]
-        batch_mean = batch.mean(dim=0)
-        batch_var = batch.var(dim=0, unbiased=False)
-        total = self.count + batch_count
-        delta = batch_mean - self.mean
-        weight = (batch_count / total).to(self.mean.dtype)
-        m2 = self.var * self.count.to(self.var.dtype) + batch_var * batch_count + delta.square() * (self.count * batch_count / total).to(self.var.dtype)
-        self.mean += delta * weight
-        self.var.copy_(m2 / total.to(self.var.dtype))
-        self.count.copy_(total)
+        count, total = self.host_count, self.host_count + batch_count
+        # σ² ← (M2 + M2_batch + δ²·n·n_batch/n_total)/n_total with M2 = σ²·n, in place
+        if batch_count == 1:  # one env: the batch's mean is its sample and its variance 0 (the same numbers, fewer kernels)
+            delta = batch[0] - mean
+            var.mul_(count)
+        else:
+            delta = batch.mean(dim=0) - mean
+            var.mul_(count).add_(batch.var(dim=0, unbiased=False) * batch_count)
+        var.add_(delta.square().mul_(count * batch_count / total)).div_(total)
+        mean.add_(delta * (batch_count / total))
+        self.count.fill_(total)
+        self.host_count = total
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / torch.sqrt(self.var + self.epsilon)
@@ -43,6 +52,7 @@ class RunningMeanStd(nn.Module):
         self.mean.zero_()
         self.var.fill_(1.0)
         self.count.zero_()
+        self.host_count = 0.0
 
 
 class ObservationNormalizer(nn.Module):

@@ -49,7 +49,8 @@ def generalized_advantages(
 
 
 class RolloutStorage:
-    """Preallocated (num_steps, num_envs, ...) tensors of one rollout, on the training device."""
+    """Preallocated (num_steps, num_envs, ...) tensors of one rollout, on the training device. Every tensor is written in
+    place, rollout after rollout, so a captured step (--cudagraphs) that reads them sees each new rollout."""
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class RolloutStorage:
         action_shape: tuple[int, ...],
         device: torch.device,
         action_dtype: torch.dtype = torch.float32,
+        extra_features: int = 0,
     ) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         size = (num_steps, num_envs)
@@ -69,8 +71,10 @@ class RolloutStorage:
         self.rewards = torch.zeros(size, device=device)
         self.terminated = torch.zeros(size, dtype=torch.bool, device=device)
         self.dones = torch.zeros(size, dtype=torch.bool, device=device)
-        self.extra = torch.zeros(size + (0,), device=device)
-        self.advantages = self.returns = self.values = None
+        self.values = torch.zeros(size, device=device)
+        self.advantages = torch.zeros(size, device=device)
+        self.returns = torch.zeros(size, device=device)
+        self.extra = torch.zeros(size + (extra_features,), device=device)
 
     def add(self, t: int, obs, actions, logprobs, rewards, terminated, truncated, next_obs) -> None:
         self.obs[t], self.actions[t], self.logprobs[t], self.rewards[t] = obs, actions, logprobs, rewards
@@ -82,11 +86,11 @@ class RolloutStorage:
         it, so these equal the values a per-step evaluation would have produced), then GAE."""
         flat = (self.num_steps * self.num_envs,)
         size = (self.num_steps, self.num_envs)
-        self.values = value_fn(self.obs.reshape(flat + self.obs.shape[2:])).reshape(size)
+        self.values.copy_(value_fn(self.obs.reshape(flat + self.obs.shape[2:])).reshape(size))
         next_values = value_fn(self.next_obs.reshape(flat + self.obs.shape[2:])).reshape(size)
-        self.advantages, self.returns = generalized_advantages(
-            self.rewards, self.values, next_values, self.terminated, self.dones, gamma, gae_lambda
-        )
+        advantages, returns = generalized_advantages(self.rewards, self.values, next_values, self.terminated, self.dones, gamma, gae_lambda)
+        self.advantages.copy_(advantages)
+        self.returns.copy_(returns)
 
     def flat(self) -> Minibatch:
         def flatten(x: torch.Tensor) -> torch.Tensor:
@@ -94,16 +98,15 @@ class RolloutStorage:
 
         return Minibatch(*(flatten(x) for x in (self.obs, self.actions, self.logprobs, self.advantages, self.returns, self.values, self.extra)))
 
-    def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None):
-        """One epoch: a fresh permutation of the flattened rollout cut into `num_minibatches` parts."""
-        data = self.flat()
-        batch_size = data.obs.shape[0]
-        order = torch.randperm(batch_size, device=data.obs.device, generator=generator)
-        for indices in order.chunk(num_minibatches):
-            yield Minibatch(*(x[indices] for x in data))
+    def minibatch_indices(self, num_minibatches: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
+        """One epoch: a fresh permutation of the flattened rollout cut into `num_minibatches` parts (`gather` reads them)."""
+        order = torch.randperm(self.num_steps * self.num_envs, device=self.obs.device, generator=generator)
+        return order.chunk(num_minibatches)
+
+    def gather(self, indices: torch.Tensor) -> Minibatch:
+        """The transitions at `indices` of the flattened rollout."""
+        return Minibatch(*(x[indices] for x in self.flat()))
 
     def sample(self, batch_size: int) -> Minibatch:
-        """Random transitions of the current rollout (probe batches for diagnostics and ReDo)."""
-        data = self.flat()
-        indices = torch.randint(data.obs.shape[0], (batch_size,), device=data.obs.device)
-        return Minibatch(*(x[indices] for x in data))
+        """Random transitions of the current rollout (probe batches for diagnostics and ReDo, C-CHAIN's reference batch)."""
+        return self.gather(torch.randint(self.num_steps * self.num_envs, (batch_size,), device=self.obs.device))

@@ -15,7 +15,7 @@ from cleanrl_plus.errors import UserError
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
 ON_POLICY = ("ppo", "gtr")
 SPEED_FLAGS = ("compile", "cudagraphs")  # cleanrl_plus/graphs.py
-SPEED_READY = ("td3", "sac_simba", "ddqn")  # agents whose update and acting steps are written for --compile/--cudagraphs (issue #16)
+SPEED_READY = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents whose update and acting steps are written for --compile/--cudagraphs (issue #16)
 
 
 @dataclasses.dataclass(frozen=True)

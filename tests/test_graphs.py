@@ -1,9 +1,9 @@
-"""--compile and --cudagraphs (cleanrl_plus/graphs.py) and TD3 under them.
+"""--compile and --cudagraphs (cleanrl_plus/graphs.py) and TD3, PPO and GTR under them.
 
-On CPU: GraphStep's capture/recapture rules (with the CUDA calls replaced by a stand-in), TD3's compiled steps as
-single graphs (fullgraph: no host sync, no Python branch on a tensor), compiled TD3 against eager TD3 on Pendulum,
-a resume that switches --compile on, and the start-up refusals. Tests marked `cuda` run the real capture and are
-skipped without a CUDA device (tests/conftest.py).
+On CPU: GraphStep's capture/recapture rules (with the CUDA calls replaced by a stand-in), the agents' compiled steps as
+single graphs (fullgraph: no host sync, no Python branch on a tensor), compiled agents against eager ones on real
+envs, a resume that switches --compile on, what a captured step needs to stay in place, and the start-up refusals.
+Tests marked `cuda` run the real capture and are skipped without a CUDA device (tests/conftest.py).
 
 Tolerance: with the aot_eager backend (the same ATen kernels, no inductor build) a compiled run equals the eager one
 bit for bit (measured); the tests allow 1e-6 relative, so that a decomposition that only reorders a sum still passes
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 import torch
 import torch.nn as nn
 
 import cleanrl_plus.graphs as graphs
-from agents import ddqn, sac_simba, td3
+from agents import ddqn, gtr, ppo, sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
@@ -388,6 +389,115 @@ def test_each_step_is_captured_once_and_replayed_with_every_input_copied_in(agen
     _assert_states_close(_checkpoint(eager, names), _checkpoint(replayed, names))
 
 
+# ---- PPO and GTR under --compile -----------------------------------------------------------------------------------
+# anneal_clip: the clip range, like the lr, is a tensor changed in place every iteration
+PPO_TINY = dict(num_envs=2, num_steps=64, num_minibatches=4, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=1, eval_every=0,
+                progress=False, anneal_clip=True, threads=1)  # one thread: two OpenMP threads crawl on a shared box
+ON_POLICY = {"ppo-discrete": (ppo, "CartPole-v1"), "ppo-continuous": (ppo, "Pendulum-v1"), "gtr": (gtr, "Pendulum-v1")}
+PPO_STATE = ("agent", "optimizer", "obs_normalizer", "reward_scaler", "trust_region", "remedies", "obs")
+
+
+def _run_on_policy(name: str, **flags) -> dict:
+    module, env_id = ON_POLICY[name]
+    return module.main(module.Args(env_id=env_id, **(PPO_TINY | flags)))
+
+
+def _ppo_state(result: dict) -> dict:
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    return {name: state[name] for name in PPO_STATE if name in state}
+
+
+@pytest.mark.parametrize("name", list(ON_POLICY))
+def test_ppo_and_gtr_compile_their_loss_and_acting_step_as_single_graphs(name, runs_dir, monkeypatch):
+    """fullgraph=True turns any graph break into an error: no sync or Python branch on a tensor in the clipped loss, GTR's
+    penalty, the loss remedies or the sampling from noise drawn outside. And a new lr and clip range every iteration
+    compile nothing new: they are tensors changed in place, not values a graph would bake in."""
+    graphs_seen = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs_seen.append(graph_module)
+        return graph_module.forward
+
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", counting_backend)
+    result = _run_on_policy(name, total_timesteps=640, compile=True, runs_dir=runs_dir, **LOSS_REMEDIES)
+    assert result["num_updates"] == 40  # 5 iterations
+    # the loss and the acting step; C-CHAIN's first update (no snapshot yet) is one more graph
+    assert len(graphs_seen) == 3
+
+
+@pytest.mark.parametrize("name", list(ON_POLICY))
+def test_compiled_ppo_and_gtr_equal_eager_ones(name, runs_dir, monkeypatch):
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    common = dict(total_timesteps=1536, update_epochs=4, runs_dir=runs_dir, **LOSS_REMEDIES)
+    eager = _run_on_policy(name, exp_name="eager", **common)
+    compiled = _run_on_policy(name, exp_name="compiled", compile=True, **common)
+    assert compiled["num_updates"] == 192
+    _assert_states_close(_ppo_state(eager), _ppo_state(compiled))
+
+
+def test_a_gtr_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypatch):
+    """The resumed run reloads the anchor's policies and points the loaded optimiser at the annealed lr tensor again."""
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    common = dict(runs_dir=runs_dir, reset=ResetArgs(method="shrink-perturb", every=10))
+    straight = _run_on_policy("gtr", total_timesteps=640, exp_name="straight", **common)
+    half = _run_on_policy("gtr", total_timesteps=128, exp_name="split", **common)  # one rollout: the anneals agree up to here
+    resumed = _run_on_policy("gtr", total_timesteps=640, exp_name="split", compile=True, resume=half["run_dir"], **common)
+    assert resumed["global_step"] == 640
+    _assert_states_close(_ppo_state(straight), _ppo_state(resumed))
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Discrete(5), gym.spaces.Box(-1.0, 1.0, (3,))], ids=["discrete", "continuous"])
+def test_sampling_from_noise_drawn_outside_gives_torchs_own_draws(space):
+    """The acting step takes its random numbers as an input (a captured graph draws none): they must turn into the very
+    actions torch's samplers draw from the same stream, so CPU runs keep their numbers."""
+    torch.manual_seed(0)
+    policy = ppo.Policy(4, space, (16,), "tanh")
+    with torch.no_grad():
+        for parameter in policy.parameters():  # away from the near-uniform initial policy
+            parameter.normal_(0.0, 1.0)
+    obs = torch.randn(256, 4)
+    with torch.no_grad():
+        dist = policy.distribution(obs)
+        torch.manual_seed(1)
+        expected = dist.sample()
+        stream_after = torch.get_rng_state()
+        torch.manual_seed(1)
+        actions, logprobs = policy.sample(obs, policy.noise(obs))
+    assert torch.equal(actions, expected) and torch.equal(torch.get_rng_state(), stream_after)
+    expected_logprobs = dist.log_prob(expected)
+    torch.testing.assert_close(logprobs, expected_logprobs.sum(-1) if policy.continuous else expected_logprobs, rtol=0, atol=0)
+    assert len(actions.unique(dim=0)) > 4  # a policy that samples, not one that always picks the same action
+
+
+def test_what_a_captured_ppo_step_reads_stays_the_same_tensor(runs_dir, monkeypatch):
+    """A replayed graph reads the tensors it captured: the rollout storage (values, advantages, returns, GTR's anchor
+    log-probs) and the lr must be written in place every iteration, and GTR's anchor policies too once J are kept."""
+    pointers, optimizers, trust_regions = [], [], []
+    make_optimizer = ppo.make_optimizer
+    monkeypatch.setattr(ppo, "make_optimizer", lambda *a, **k: optimizers.append(make_optimizer(*a, **k)) or optimizers[-1])
+
+    class RecordingTrustRegion(gtr.GaussianTrustRegion):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            trust_regions.append(self)
+
+    class RecordingStorage(ppo.RolloutStorage):
+        def gather(self, indices):
+            members = trust_regions[0].anchor.members
+            anchor = [p.data_ptr() for member in members for p in member.parameters()] if len(members) == 2 else []
+            lrs = [group["lr"].data_ptr() for group in optimizers[0].param_groups]
+            pointers.append((tuple(t.data_ptr() for t in self.flat()), tuple(lrs), tuple(anchor)))
+            return super().gather(indices)
+
+    monkeypatch.setattr(ppo, "RolloutStorage", RecordingStorage)
+    monkeypatch.setattr(gtr, "GaussianTrustRegion", RecordingTrustRegion)
+    _run_on_policy("gtr", total_timesteps=640, runs_dir=runs_dir, gtr=gtr.GTRArgs(anchor_size=2))
+    assert len(pointers) == 40
+    assert len({storage for storage, _, _ in pointers}) == 1, "a rollout tensor was replaced instead of written in place"
+    assert len({lr for _, lr, _ in pointers}) == 1, "the lr tensor was replaced"
+    assert len({anchor for _, _, anchor in pointers[8:]}) == 1, "an anchor policy was replaced instead of updated in place"
+
+
 # ---- refusals at start-up -------------------------------------------------------------------------------------------
 def test_cudagraphs_without_cuda_is_one_line_before_anything_is_created(runs_dir):
     if torch.cuda.is_available():
@@ -416,13 +526,19 @@ def test_the_catalogue_refuses_what_cannot_run_under_the_speed_flags(flags, mess
     catalogue.check("td3", td3.Args(**{key: value for key, value in flags.items() if key in ("compile", "cudagraphs")}))
 
 
+def test_ppo_cudagraphs_refuses_a_rollout_that_does_not_split_into_equal_minibatches(runs_dir):
+    with pytest.raises(UserError, match="does not split into 32 equal minibatches"):
+        ppo.main(ppo.Args(env_id="CartPole-v1", num_steps=100, num_minibatches=32, cudagraphs=True, runs_dir=runs_dir))
+    assert not Path(runs_dir).exists() or not any(Path(runs_dir).iterdir())
+
+
 def test_agents_without_the_speed_machinery_refuse_the_flags(monkeypatch):
     from plasticity import catalogue
 
     with monkeypatch.context() as patch, pytest.raises(UserError, match="--compile is not wired into agents/sac_simba.py yet"):
         patch.setattr(catalogue, "SPEED_READY", ("td3",))  # as before SAC was converted
         catalogue.check("sac_simba", sac_simba.Args(compile=True))
-    for agent, args in (("td3", td3.Args), ("sac_simba", sac_simba.Args), ("ddqn", ddqn.Args)):
+    for agent, args in (("td3", td3.Args), ("sac_simba", sac_simba.Args), ("ddqn", ddqn.Args), ("ppo", ppo.Args), ("gtr", gtr.Args)):
         catalogue.check(agent, args(compile=True, cudagraphs=True))
 
 
@@ -439,9 +555,22 @@ def _assert_cuda_close(a: dict, b: dict, rtol: float = 1e-3, atol: float = 1e-4)
     """Eager CUDA and replayed graphs run the same kernels (and the same fused Adam); the tolerance covers cuBLAS picking
     another algorithm inside a capture and its rounding growing over a few hundred updates. A replay on a stale batch,
     a step that was not captured again after a reset or a lost remedy state is off by far more."""
-    for name in NETWORKS:
+    for name in a:
         for key in a[name]:
             torch.testing.assert_close(a[name][key], b[name][key], rtol=rtol, atol=atol, msg=lambda m: f"{name}.{key}: {m}")
+
+
+@pytest.fixture
+def captures(monkeypatch) -> list:
+    """The CUDA graph captures of the test, in order (GraphStep._record wrapped)."""
+    recorded, record = [], GraphStep._record
+
+    def counting_record(call):
+        recorded.append(call)
+        return record(call)
+
+    monkeypatch.setattr(GraphStep, "_record", staticmethod(counting_record))
+    return recorded
 
 
 @pytest.mark.cuda
@@ -477,15 +606,7 @@ def test_td3_cudagraphs_follows_eager_td3(flags, runs_dir):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("method", ["inject", "full"])
-def test_td3_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, monkeypatch):
-    captures = []
-    record = GraphStep._record
-
-    def counting_record(call):
-        captures.append(call)
-        return record(call)
-
-    monkeypatch.setattr(GraphStep, "_record", staticmethod(counting_record))
+def test_td3_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, captures):
     common = dict(total_timesteps=600, learning_starts=200, runs_dir=runs_dir, reset=ResetArgs(method=method, every=150), **CUDA)
     eager = td3.main(td3.Args(exp_name="eager", **common))
     assert not captures
@@ -515,12 +636,12 @@ def test_td3_cudagraphs_resumes_exactly(runs_dir):
 
 def _strict(method, checked: list, ready=lambda *args: True):
     """`method` with torch's sync debug mode set to error (once `ready(self)`); its name goes to `checked` each time."""
-    def wrapped(self, *args):
+    def wrapped(self, *args, **kwargs):
         if not ready(self):
-            return method(self, *args)
+            return method(self, *args, **kwargs)
         torch.cuda.set_sync_debug_mode("error")
         try:
-            return method(self, *args)
+            return method(self, *args, **kwargs)
         finally:
             torch.cuda.set_sync_debug_mode("default")
             checked.append(method.__name__)
@@ -597,15 +718,7 @@ def test_ddqn_cudagraphs_follows_eager_ddqn(recipe, flags, runs_dir):
 @pytest.mark.cuda
 @pytest.mark.parametrize("agent", ["sac_simba", "ddqn"])
 @pytest.mark.parametrize("method", ["inject", "full"])
-def test_sac_and_ddqn_cudagraphs_capture_again_after_a_structural_change_or_a_dropped_optimiser_state(agent, method, runs_dir, monkeypatch):
-    captures = []
-    record = GraphStep._record
-
-    def counting_record(call):
-        captures.append(call)
-        return record(call)
-
-    monkeypatch.setattr(GraphStep, "_record", staticmethod(counting_record))
+def test_sac_and_ddqn_cudagraphs_capture_again_after_a_structural_change_or_a_dropped_optimiser_state(agent, method, runs_dir, captures):
     # SAC's actor has two output layers (mean and log σ): injection goes into its critic
     reset = ResetArgs(method=method, every=120, networks="critic" if (agent, method) == ("sac_simba", "inject") else "both")
     eager, names = _run_sac_or_ddqn(agent, runs_dir, exp_name="eager", reset=reset)
@@ -651,6 +764,82 @@ def test_sac_and_ddqn_compile_and_cudagraphs_together_follow_eager(agent, runs_d
     eager, names = _run_sac_or_ddqn(agent, runs_dir, exp_name="eager")
     fast, _ = _run_sac_or_ddqn(agent, runs_dir, exp_name="fast", compile=True, cudagraphs=True)
     _assert_states_close(_networks(eager, names), _networks(fast, names), rtol=1e-2, atol=1e-3)
+
+
+# PPO and GTR: the acting step, GAE and the minibatch update are captured (the update after 3 calls, the acting step
+# after 3 env steps, GAE after 3 rollouts); 6 rollouts of 128 steps replay all three. Discrete runs stay short: an
+# action sampled near a tie may flip on kernel rounding, and the trajectories then part.
+def _ppo_cuda_state(result: dict) -> dict:
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    return {"agent": state["agent"]}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name, flags", [
+    ("ppo-discrete", dict()), ("ppo-continuous", dict()), ("gtr", dict()), ("ppo-continuous", LOSS_REMEDIES),
+    ("ppo-continuous", dict(activation="relu", reset=ResetArgs(method="redo", every=20))),
+], ids=["discrete", "continuous", "gtr", "loss-and-step-remedies", "redo"])
+def test_ppo_and_gtr_cudagraphs_follow_eager_ones(name, flags, runs_dir):
+    common = dict(total_timesteps=768, runs_dir=runs_dir, device="cuda", **flags)
+    eager = _run_on_policy(name, exp_name="eager", **common)
+    captured = _run_on_policy(name, exp_name="graphs", cudagraphs=True, **common)
+    assert captured["num_updates"] == 48
+    _assert_cuda_close(_ppo_cuda_state(eager), _ppo_cuda_state(captured))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method", ["inject", "full"])
+def test_ppo_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, captures):
+    common = dict(total_timesteps=1024, runs_dir=runs_dir, device="cuda", reset=ResetArgs(method=method, every=20))
+    eager = _run_on_policy("ppo-continuous", exp_name="eager", **common)
+    assert not captures
+    captured = _run_on_policy("ppo-continuous", exp_name="graphs", cudagraphs=True, **common)
+    assert len(captures) > 3  # update, acting step, GAE, and again after the event
+    _assert_cuda_close(_ppo_cuda_state(eager), _ppo_cuda_state(captured))
+
+
+@pytest.mark.cuda
+def test_ppo_cudagraphs_follows_the_oracle_through_task_switches(runs_dir):
+    common = dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=768, runs_dir=runs_dir, device="cuda",
+                  continual=ContinualArgs(steps_per_task=256, num_tasks=3, oracle=True))
+    eager = ppo.main(ppo.Args(exp_name="eager", **(PPO_TINY | common)))
+    captured = ppo.main(ppo.Args(exp_name="graphs", cudagraphs=True, **(PPO_TINY | common)))
+    assert [task["task"] for task in captured["tasks"]] == [0, 1, 2]
+    _assert_cuda_close(_ppo_cuda_state(eager), _ppo_cuda_state(captured))
+
+
+@pytest.mark.cuda
+def test_gtr_cudagraphs_resumes_exactly(runs_dir):
+    common = dict(runs_dir=runs_dir, device="cuda", cudagraphs=True)
+    straight = _run_on_policy("gtr", total_timesteps=768, exp_name="straight", **common)
+    half = _run_on_policy("gtr", total_timesteps=128, exp_name="split", **common)  # one rollout: the anneals agree up to here
+    resumed = _run_on_policy("gtr", total_timesteps=768, exp_name="split", resume=half["run_dir"], **common)
+    # the resumed run warms up (eager) where the straight one replays: equal up to kernel rounding, not bit for bit
+    _assert_cuda_close(_ppo_cuda_state(straight), _ppo_cuda_state(resumed))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", ["ppo-discrete", "gtr"])
+def test_ppo_and_gtr_never_wait_for_the_gpu_between_env_steps_once_captured(name, runs_dir, monkeypatch):
+    """torch's sync debug mode turns a host sync into an error: the replayed steps, the noise, the normalisers, the
+    rollout storage and the minibatch permutation (the env itself copies to the host: gymnasium steps on the CPU)."""
+    from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
+
+    checked = []
+    monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
+    for cls, method in ((ppo.Policy, "noise"), (ObservationNormalizer, "forward"), (RewardScaler, "forward"),
+                        (ppo.RolloutStorage, "add"), (ppo.RolloutStorage, "minibatch_indices"), (ppo.RolloutStorage, "sample")):
+        monkeypatch.setattr(cls, method, _strict(getattr(cls, method), checked))
+    _run_on_policy(name, total_timesteps=768, runs_dir=runs_dir, device="cuda", cudagraphs=True, cchain=CChainArgs(enabled=True))
+    assert checked.count("__call__") > 300 and checked.count("minibatch_indices") == 12 and checked.count("sample") > 40
+
+
+@pytest.mark.cuda
+def test_ppo_compile_and_cudagraphs_together_follow_eager(runs_dir):
+    common = dict(total_timesteps=512, runs_dir=runs_dir, device="cuda")
+    eager = _run_on_policy("ppo-continuous", exp_name="eager", **common)
+    fast = _run_on_policy("ppo-continuous", exp_name="fast", compile=True, cudagraphs=True, **common)
+    _assert_cuda_close(_ppo_cuda_state(eager), _ppo_cuda_state(fast), rtol=1e-2, atol=1e-3)
 
 
 def test_runs_are_eager_unless_asked_and_the_cuda_marker_is_registered():

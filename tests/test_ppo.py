@@ -51,7 +51,7 @@ def test_rollout_storage_values_the_stored_final_observation():
     storage.compute_advantages(lambda obs: obs.sum(-1), gamma=0.5, gae_lambda=1.0)
     # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
     torch.testing.assert_close(storage.advantages[:, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
-    batches = list(storage.minibatches(2))
+    batches = [storage.gather(indices) for indices in storage.minibatch_indices(2)]
     assert [b.obs.shape[0] for b in batches] == [1, 1]
     assert sorted(float(b.advantages[0]) for b in batches) == [1.0, 5.0]
 
@@ -81,6 +81,32 @@ def test_observation_normalizer_standardises_and_clips():
     torch.testing.assert_close(out, torch.tensor([[-1.0, -1.0], [1.0, 1.0]]), atol=1e-4, rtol=0)
     assert float(normalizer(torch.tensor([[100.0, 20.0]]))[0, 0]) == 1.5
     assert torch.equal(ObservationNormalizer((2,), enabled=False)(batch), batch)
+
+
+def test_running_statistics_start_over_after_a_reset_and_carry_on_after_a_load():
+    """The sample count is mirrored on the host (the merge's scalar arithmetic runs in Python): a reset and a loaded
+    state must reach the mirror too."""
+    from cleanrl_plus.normalization import RunningMeanStd
+
+    torch.manual_seed(0)
+    batches = [torch.randn(3, 2) * 4 + 1 for _ in range(6)]
+    used = RunningMeanStd((2,))
+    for batch in batches[:3]:
+        used.update(batch)
+    loaded = RunningMeanStd((2,))
+    loaded.load_state_dict(used.state_dict())
+    used.reset()
+    fresh = RunningMeanStd((2,))
+    for batch in batches[3:]:
+        used.update(batch)
+        fresh.update(batch)
+    assert torch.equal(used.mean, fresh.mean) and torch.equal(used.var, fresh.var) and float(used.count) == 9
+    straight = RunningMeanStd((2,))
+    for batch in batches:
+        straight.update(batch)
+    for batch in batches[3:]:
+        loaded.update(batch)
+    assert torch.equal(loaded.mean, straight.mean) and torch.equal(loaded.var, straight.var)
 
 
 def test_reward_scaler_divides_by_the_std_of_the_discounted_return_and_restarts_at_episode_ends():
@@ -118,17 +144,17 @@ def test_mixture_anchor_log_prob_is_the_log_of_the_weighted_snapshot_mixture():
 
 def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
     policy = ppo.Policy(3, gym.spaces.Discrete(2), (8,), "tanh")
-    anchor = gtr.MixtureAnchor(policy, size=2, decay=0.5)
+    anchor = gtr.MixtureAnchor(policy, size=3, decay=0.5)
     obs, actions = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
     logps = []
-    for _ in range(3):
+    for _ in range(4):  # the 4th push shifts every kept policy along and drops the oldest
         with torch.no_grad():
             for p in policy.parameters():
                 p.add_(torch.randn_like(p))
         anchor.push(policy)
         logps.append(policy.log_prob(obs, actions)[0].detach())
-    assert len(anchor.snapshots) == 2
-    torch.testing.assert_close(anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[2], logps[1]]), 0.5))
+    assert len(anchor.members) == 3
+    torch.testing.assert_close(anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[3], logps[2], logps[1]]), 0.5))
 
 
 def _final_state(run_dir: str) -> dict:
@@ -232,6 +258,33 @@ def test_ppo_redo_needs_relu_units(runs_dir):
     with pytest.raises(UserError, match="--activation relu"):
         ppo.main(ppo.Args(env_id="CartPole-v1", total_timesteps=64, runs_dir=runs_dir, reset=ResetArgs(method="redo"), **TINY))
     assert not Path(runs_dir).exists()  # refused before anything was written
+
+
+def test_ppo_after_plasticity_injection_clips_the_trained_gradients_and_anneals_the_new_heads(runs_dir, monkeypatch):
+    """The frozen old heads keep the gradient of the last update before the injection: the gradient-norm clip must leave
+    them out (else a stale gradient shrinks every later step), and the fresh heads' parameter groups follow the lr anneal."""
+    from plasticity.resets import ResetArgs
+
+    clipped = []
+    clip_grad_norm = torch.nn.utils.clip_grad_norm_
+
+    def recording_clip(parameters, *args, **kwargs):
+        clipped.append(list(parameters))
+        return clip_grad_norm(clipped[-1], *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    # 3 iterations of 4 updates; the injection after the 10th update, in the last iteration
+    args = ppo.Args(env_id="CartPole-v1", num_envs=2, total_timesteps=384, reset=ResetArgs(method="inject", every=10), runs_dir=runs_dir,
+                    **TINY)
+    ppo.main(args)
+    assert len(clipped) == 12
+    frozen = [p for p in clipped[0] if not p.requires_grad]  # the old heads, frozen by the injection
+    assert len(frozen) == 4 and all(p.grad is not None for p in frozen)
+    assert all(p.requires_grad for parameters in clipped[10:] for p in parameters)
+    state = load_checkpoint(next(Path(runs_dir).rglob("checkpoint.pt")))
+    final_lr = args.learning_rate * (1 - 2 / 3)  # the 3rd of 3 iterations
+    groups = state["optimizer"]["param_groups"]
+    assert len(groups) == 3 and all(float(group["lr"]) == pytest.approx(final_lr, rel=1e-12) for group in groups)
 
 
 @pytest.mark.parametrize("method", ["redo", "shrink-perturb", "full"])

@@ -224,10 +224,10 @@ def run_ppo_family(module, monkeypatch, runs_dir, **overrides):
     recorder = UpdateRecorder(monkeypatch, ppo)
 
     class RecordingStorage(ppo.RolloutStorage):
-        def minibatches(self, *args, **kwargs):
-            for minibatch in super().minibatches(*args, **kwargs):
-                recorder.record_sample(minibatch)
-                yield minibatch
+        def gather(self, indices):
+            minibatch = super().gather(indices)
+            recorder.record_sample(minibatch)
+            return minibatch
 
     monkeypatch.setattr(ppo, "RolloutStorage", RecordingStorage)
     args = module.Args(env_id="CartPole-v1", num_envs=2, num_steps=32, total_timesteps=128, num_minibatches=2, update_epochs=2,
