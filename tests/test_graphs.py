@@ -21,6 +21,7 @@ import torch.nn as nn
 import cleanrl_plus.graphs as graphs
 from agents import td3
 from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.distributional import CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
 from cleanrl_plus.nn import adam
@@ -227,6 +228,37 @@ def test_compiled_td3_equals_eager_td3_on_pendulum(runs_dir, monkeypatch):
     _assert_states_close(_state(eager), _state(compiled))
 
 
+# FastTD3's many-env flags together (docs/agents/td3.md): C51 critics, 3-step returns, normalised observations, per-env
+# exploration noise, AdamW; two envs so that the n-step windows and noise scales are per env
+SCALE = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
+             exploration_noise_min=0.05, exploration_noise_max=0.4, weight_decay=0.1, gradient_steps=2)
+
+
+@pytest.mark.parametrize("remedies", [{}, LOSS_REMEDIES], ids=["scale", "scale-and-loss-remedies"])
+def test_td3_scale_flags_compile_as_single_graphs(remedies, runs_dir, monkeypatch):
+    """The categorical target (projection by scatter-adds), the n-step batch's discounts, the normaliser and the
+    per-env noise scales trace without a graph break."""
+    graphs_seen = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs_seen.append(graph_module)
+        return graph_module.forward
+
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", counting_backend)
+    result = td3.main(td3.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir, **TINY, **SCALE, **remedies))
+    assert result["num_updates"] == 60
+    assert len(graphs_seen) == (5 if remedies else 3)
+
+
+def test_compiled_td3_equals_eager_td3_with_the_scale_flags(runs_dir, monkeypatch):
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    common = dict(total_timesteps=500, learning_starts=200, runs_dir=runs_dir, **TINY, **SCALE)
+    eager = td3.main(td3.Args(exp_name="eager", **common))
+    compiled = td3.main(td3.Args(exp_name="compiled", compile=True, **common))
+    assert compiled["num_updates"] == 300
+    _assert_states_close(_state(eager), _state(compiled))
+
+
 def test_a_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypatch):
     monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
     common = dict(learning_starts=200, runs_dir=runs_dir, **TINY)
@@ -327,8 +359,8 @@ def test_a_real_graph_replays_in_place_updates_and_recaptures_on_a_new_parameter
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("flags", [dict(), dict(reset=ResetArgs(method="redo", every=100)), LOSS_REMEDIES],
-                         ids=["td3", "redo", "loss-and-step-remedies"])
+@pytest.mark.parametrize("flags", [dict(), dict(reset=ResetArgs(method="redo", every=100)), LOSS_REMEDIES, SCALE],
+                         ids=["td3", "redo", "loss-and-step-remedies", "scale-flags"])
 def test_td3_cudagraphs_follows_eager_td3(flags, runs_dir):
     common = dict(total_timesteps=500, learning_starts=200, runs_dir=runs_dir, **CUDA, **flags)
     eager = td3.main(td3.Args(exp_name="eager", **common))
@@ -377,7 +409,8 @@ def test_td3_cudagraphs_resumes_exactly(runs_dir):
 @pytest.mark.cuda
 def test_td3_learning_steps_never_wait_for_the_gpu_once_captured(runs_dir, monkeypatch):
     """torch's sync debug mode turns a host sync into an error: sampling (uniform and SWD) and every replayed step."""
-    from cleanrl_plus.replay import ReplayBuffer
+    from cleanrl_plus.normalization import RunningMeanStd
+    from cleanrl_plus.replay import NStepReplay, ReplayBuffer
     from plasticity.swd import SWDArgs
 
     call, sample = GraphStep.__call__, ReplayBuffer.sample
@@ -397,10 +430,15 @@ def test_td3_learning_steps_never_wait_for_the_gpu_once_captured(runs_dir, monke
 
     monkeypatch.setattr(GraphStep, "__call__", strict(call, ready=lambda step: step.graph is not None))
     monkeypatch.setattr(ReplayBuffer, "sample", strict(sample))
+    monkeypatch.setattr(NStepReplay, "sample", strict(NStepReplay.sample))
+    monkeypatch.setattr(RunningMeanStd, "update", strict(RunningMeanStd.update))
+    monkeypatch.setattr(td3.ExplorationScales, "redraw", strict(td3.ExplorationScales.redraw))
     for swd in (SWDArgs(), SWDArgs(enabled=True, decay_steps=100), SWDArgs(enabled=True, decay_steps=100, mode="augment")):
         td3.main(td3.Args(total_timesteps=300, learning_starts=200, cudagraphs=True, runs_dir=runs_dir, swd=swd,
                           exp_name=f"sync-{swd.enabled}-{swd.mode}", **CUDA))
     assert checked.count("__call__") > 100 and checked.count("sample") > 100
+    td3.main(td3.Args(total_timesteps=300, learning_starts=200, cudagraphs=True, runs_dir=runs_dir, exp_name="sync-scale", **CUDA, **SCALE))
+    assert checked.count("update") > 100 and checked.count("redraw") > 100
 
 
 @pytest.mark.cuda
