@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -147,6 +148,9 @@ def test_scale_flags_resume_bit_identically(runs_dir):
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
     assert torch.equal(a["replay"]["episode_end"], b["replay"]["episode_end"]) and a["replay"]["episode_end"].any()
+    for name in ("actor_optimizer", "critic_optimizer"):  # --weight-decay: AdamW's decoupled decay
+        group = a[name]["param_groups"][0]
+        assert group["weight_decay"] == 0.1 and group["decoupled_weight_decay"], name
 
 
 def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
@@ -192,3 +196,37 @@ def test_each_env_explores_with_its_own_noise_scale_drawn_again_at_episode_ends(
     for env in range(4):
         assert spread(slice(600, 750), env) == pytest.approx(sigma[env].item(), rel=0.2), env
     assert any(abs(spread(slice(400, 600), env) / sigma[env].item() - 1) > 0.3 for env in range(4))  # drawn anew at step 400
+
+
+def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
+    """A LEAST stop resets the env after the transition is stored: that row must close its n-step windows (a
+    truncation), or they would run on into the next episode. Read independently: an env's episode ended at a row
+    exactly where its next stored s is not this row's s'."""
+    from plasticity.least import LEASTArgs
+
+    result = main(Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=1_600, learning_starts=200, n_step=3, runs_dir=runs_dir,
+                       eval_every=0, least=LEASTArgs(enabled=True, start=0.0, min_history=2, window=10), **TINY))
+    replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
+    obs, next_obs, ended = (replay[name].reshape(800, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end"))
+    restarted = (next_obs[:-1] != obs[1:]).any(dim=-1)
+    assert torch.equal(ended[:-1], restarted)
+    assert ended.sum() > 2 * 4  # more episode ends than Pendulum's time limit gives (every 200 steps): LEAST stopped some
+    assert replay["terminated"].sum() == 0  # and a stop is never a termination
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(critic=dict(distributional=True, v_min=5.0, v_max=-5.0)), "--critic.v-min < --critic.v-max"),
+    (dict(critic=dict(distributional=True, num_atoms=1)), "--critic.num-atoms >= 2"),
+    (dict(exploration_noise_min=0.5, exploration_noise_max=0.2), "--exploration-noise-min 0.5 is above"),
+    (dict(n_step=3, num_envs=4, buffer_size=10, batch_size=8), "at least n-step × num-envs = 12"),
+    (dict(n_step=0), "--n-step must be at least 1"),
+])
+def test_many_env_flags_that_cannot_work_are_one_line_errors(flags, message, runs_dir):
+    from cleanrl_plus.distributional import CriticArgs
+    from cleanrl_plus.errors import UserError
+
+    if "critic" in flags:
+        flags = flags | {"critic": CriticArgs(**flags["critic"])}
+    with pytest.raises(UserError, match=re.escape(message)):
+        main(Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, **(TINY | flags)))
+    assert not Path(runs_dir).exists()

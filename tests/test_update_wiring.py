@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import envs
 
-from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.replay import NStepReplay, ReplayBuffer
 
 
 @dataclasses.dataclass
@@ -69,14 +69,14 @@ class UpdateRecorder:
         return [s for s in self.steps if s.optimizer == optimizer]
 
 
-def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder) -> None:
-    class RecordingReplay(ReplayBuffer):
+def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder, storage: type = ReplayBuffer) -> None:
+    class RecordingReplay(storage):
         def sample(self, batch_size):
             batch = super().sample(batch_size)
             recorder.record_sample(batch)
             return batch
 
-    monkeypatch.setattr(module, "ReplayBuffer", RecordingReplay)
+    monkeypatch.setattr(module, storage.__name__, RecordingReplay)
 
 
 def with_parameters(network: torch.nn.Module, values: list[torch.Tensor]) -> torch.nn.Module:
@@ -150,18 +150,6 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
     assert_gradients_equal(-critic_now(batch.obs, actor(batch.obs))[0].mean(), actor, actor_steps[0])
 
 
-def record_n_step_samples(monkeypatch, module, recorder: UpdateRecorder) -> None:
-    from cleanrl_plus.replay import NStepReplay
-
-    class RecordingNStepReplay(NStepReplay):
-        def sample(self, batch_size):
-            batch = super().sample(batch_size)
-            recorder.record_sample(batch)
-            return batch
-
-    monkeypatch.setattr(module, "NStepReplay", RecordingNStepReplay)
-
-
 def hand_projection(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     """Φ_j = Σ_i p_i·max(0, 1 − |b_i − j|), b_i = (clip(r + d·z_i) − v_min)/Δz: C51's projection written as a triangle kernel."""
     delta = (atoms[-1] - atoms[0]) / (len(atoms) - 1)
@@ -183,7 +171,7 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
     from plasticity.cir import CIRArgs
 
     recorder = UpdateRecorder(monkeypatch, td3)
-    record_n_step_samples(monkeypatch, td3, recorder)
+    record_replay_samples(monkeypatch, td3, recorder, NStepReplay)
     critic_args = CriticArgs(distributional=True, num_atoms=11, v_min=-10.0, v_max=10.0)
     args = td3.Args(env_id="InvertedPendulum-v5", num_envs=2, total_timesteps=68, learning_starts=64, batch_size=32, hidden_sizes=(16, 16),
                     learning_rate=0.01, buffer_size=100, n_step=3, critic=critic_args, normalize_obs=True,
