@@ -11,6 +11,13 @@ policy noise 0.2, noise clip 0.5, exploration noise 0.1, 25k random steps, polic
         minimise Σᵢ (Qᵢ(s, a) − y)²
         every `policy_frequency` critic updates: maximise Q₁(s, μ(s)); θ̄ ← (1 − τ)θ̄ + τθ for μ̄, Q̄₁, Q̄₂
 
+Many envs (FastTD3, Seo et al. 2025; docs/agents/td3.md has the recipe), each off by default:
+    --n-step n                  y = Σ_{k<m} γ^k r_{t+k} + γ^m(1 − terminated)·min Q̄(s_{t+m}, ã), m ≤ n cut at episode ends
+    --critic.distributional     C51 twin critics, cross-entropy to the projected target of the smaller-mean twin
+    --normalize-obs             running mean/std of the acted-on observations, for actor and critics
+    --exploration-noise-min/max env i explores with its own σᵢ ~ U[min, max], drawn again when its episode ends
+    --weight-decay              AdamW's decoupled weight decay
+
 Run: python agents/td3.py --env-id Hopper-v5 --seed 1      (python agents/td3.py --help lists every flag)
 On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
@@ -29,11 +36,13 @@ import envs
 from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
+from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, clipped_double, cross_entropy, expected_value, project
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update
-from cleanrl_plus.replay import Batch, ReplayBuffer
+from cleanrl_plus.normalization import RunningMeanStd
+from cleanrl_plus.replay import Batch, NStepReplay, ReplayBuffer, bootstrap_discount
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, catalogue
@@ -79,6 +88,20 @@ class Args(ActorCriticRemedies, RunArgs):
     """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR) instead of fresh batches"""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """hidden layer widths of the actor and of each critic"""
+    # ---- many envs (FastTD3; docs/agents/td3.md): every default keeps CleanRL's one-env TD3 -----------------------
+    n_step: int = 1
+    """n-step returns: Σ_{k<n} γ^k r_{t+k}, bootstrapped from s_{t+n}, cut at episode ends (1 = one-step TD; FastTD3 1–3)"""
+    critic: CriticArgs = dataclasses.field(default_factory=CriticArgs)
+    """the critics' output: a scalar Q (TD3) or a C51 distribution over returns (FastTD3)"""
+    normalize_obs: bool = False
+    """running mean/std normalisation of actor and critic inputs, statistics from acted-on observations only (FastTD3: on)"""
+    exploration_noise_min: float = 0.0
+    """with --exploration-noise-max > 0: each env explores with its own std drawn from U[min, max] (units of the action
+    scale), drawn again when its episode ends (FastTD3: 0.001)"""
+    exploration_noise_max: float = 0.0
+    """0: every env explores with --exploration-noise; else the upper end of the per-env stds (FastTD3: 0.4)"""
+    weight_decay: float = 0.0
+    """AdamW's decoupled weight decay of the actor and the critics (0: Adam, as CleanRL; FastTD3: 0.1)"""
 
 
 class Actor(nn.Module):
@@ -96,11 +119,13 @@ class Actor(nn.Module):
 
 
 class TwinCritic(nn.Module):
-    """Q₁ and Q₂ as one ensemble: (2, batch) values from a single batched matmul per layer."""
+    """Q₁ and Q₂ as one ensemble: (2, batch) values from a single batched matmul per layer ((2, batch, outputs) for C51
+    logits)."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu",
+                 outputs: int = 1) -> None:
         super().__init__()
-        self.layers = ensemble_stack(2, (obs_dim + action_dim, *hidden, 1), norm, activation)
+        self.layers = ensemble_stack(2, (obs_dim + action_dim, *hidden, outputs), norm, activation)
         self.activation = ACTIVATIONS[activation]()
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -127,14 +152,26 @@ class TwinCritic(nn.Module):
 
 
 def make_critic(obs_dim: int, action_dim: int, args: Args) -> nn.Module:
-    """Twin critics: MLPs (TD3; --net.* picks norm and activation), or CIR torsos with --cir.critic."""
+    """Twin critics: MLPs (TD3; --net.* picks norm and activation), or CIR torsos with --cir.critic; with
+    --critic.distributional their heads output C51 logits, and called as critics they give the expected values."""
+    outputs = args.critic.num_atoms if args.critic.distributional else 1
     if args.cir.critic:
-        return CIRCritic(obs_dim, action_dim, args.cir)
-    return TwinCritic(obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap))
+        base: nn.Module = CIRCritic(obs_dim, action_dim, args.cir, outputs)
+    else:
+        base = TwinCritic(obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap), outputs=outputs)
+    return CategoricalCritic(base, args.critic) if args.critic.distributional else base
 
 
 def make_actor(obs_dim: int, action_space: gym.spaces.Box, args: Args) -> Actor:
     return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap))
+
+
+def smoothed_target_action(next_obs: torch.Tensor, actor_target: Actor, smoothing_noise: torch.Tensor, noise_clip: float) -> torch.Tensor:
+    """ã = clip(μ̄(s') + clip(noise, ±c)·scale, bounds): target policy smoothing."""
+    noise = smoothing_noise.clamp(-noise_clip, noise_clip) * actor_target.action_scale
+    low = actor_target.action_bias - actor_target.action_scale
+    high = actor_target.action_bias + actor_target.action_scale
+    return (actor_target(next_obs) + noise).clamp(low, high)
 
 
 def td3_target(
@@ -146,19 +183,59 @@ def td3_target(
     noise_clip: float,
     convex_lambda: float = 1.0,
 ) -> torch.Tensor:
-    """y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã), ã = clip(μ̄(s') + clip(noise, ±c)·scale, bounds);
+    """y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã) (γ^m for an n-step batch, whose r is the n-step return);
     with CIR's convex target the min becomes λ·min + (1 − λ)·max."""
     with torch.no_grad():
-        noise = smoothing_noise.clamp(-noise_clip, noise_clip) * actor_target.action_scale
-        low = actor_target.action_bias - actor_target.action_scale
-        high = actor_target.action_bias + actor_target.action_scale
-        next_action = (actor_target(batch.next_obs) + noise).clamp(low, high)
+        next_action = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, noise_clip)
         next_q = convex_min_max(critic_target(batch.next_obs, next_action), convex_lambda)
-        return batch.rewards + gamma * (1.0 - batch.terminated) * next_q
+        return batch.rewards + bootstrap_discount(batch, gamma) * next_q
+
+
+def td3_categorical_target(
+    batch: Batch,
+    actor_target: Actor,
+    critic_target: CategoricalCritic,
+    gamma: float,
+    smoothing_noise: torch.Tensor,
+    noise_clip: float,
+    convex_lambda: float = 1.0,
+) -> torch.Tensor:
+    """C51's target (B, K): Φ(r + γ(1 − terminated)·z) of the target twin with the smaller mean at (s', ã) (FastTD3's
+    clipped double-Q; CIR's convex target mixes the twins), cleanrl_plus/distributional.py."""
+    with torch.no_grad():
+        next_action = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, noise_clip)
+        next_probs = clipped_double(critic_target.probabilities(batch.next_obs, next_action), critic_target.atoms, convex_lambda)
+        return project(critic_target.atoms, batch.rewards, bootstrap_discount(batch, gamma), next_probs)
+
+
+class ExplorationScales(nn.Module):
+    """FastTD3's per-env exploration: env i adds N(0, σᵢ²)·scale noise, σᵢ ~ U[low, high], drawn again when its episode
+    ends (`redraw`, with the random numbers drawn outside any captured step)."""
+
+    def __init__(self, num_envs: int, low: float, high: float, device: torch.device) -> None:
+        super().__init__()
+        self.low, self.high = low, high
+        self.register_buffer("std", low + torch.rand(num_envs, device=device) * (high - low))
+
+    @torch.no_grad()
+    def redraw(self, ended: torch.Tensor) -> None:
+        self.std.copy_(torch.where(ended, self.low + torch.rand_like(self.std) * (self.high - self.low), self.std))
+
+
+def check_scale_flags(args: Args) -> None:
+    """One-line UserError for many-env flags that cannot work together."""
+    if args.critic.distributional and (args.critic.num_atoms < 2 or not args.critic.v_min < args.critic.v_max):
+        raise UserError(f"--critic.distributional needs --critic.num-atoms >= 2 and --critic.v-min < --critic.v-max, got "
+                        f"{args.critic.num_atoms} atoms on [{args.critic.v_min}, {args.critic.v_max}]")
+    if args.exploration_noise_max > 0 and args.exploration_noise_min > args.exploration_noise_max:
+        raise UserError(f"--exploration-noise-min {args.exploration_noise_min} is above --exploration-noise-max {args.exploration_noise_max}")
+    if args.n_step > 1 and args.buffer_size < args.n_step * args.num_envs:
+        raise UserError(f"--n-step {args.n_step} needs a --buffer-size of at least n-step × num-envs = {args.n_step * args.num_envs}")
 
 
 def main(args: Args) -> dict:
     catalogue.check("td3", args)
+    check_scale_flags(args)
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
@@ -171,30 +248,45 @@ def main(args: Args) -> dict:
     actor = make_actor(obs_dim, env.single_action_space, args).to(device)
     critic = make_critic(obs_dim, action_dim, args).to(device)
     actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
-    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs)
-    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs)
-    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
+    adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
+    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
+    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
+    sampler = make_sampler(args.swd, env.num_envs)
+    if args.n_step > 1:
+        replay = NStepReplay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler, num_envs=env.num_envs,
+                             n_step=args.n_step, gamma=args.gamma)
+    else:
+        replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
+    # raw observations are stored; actor and critics see them normalised with the current statistics
+    normalizer = RunningMeanStd((obs_dim,)).to(device)
+    normalize = normalizer if args.normalize_obs else nn.Identity()
+    noise_scales = ExplorationScales(env.num_envs, args.exploration_noise_min, args.exploration_noise_max, device) \
+        if args.exploration_noise_max > 0 else None
 
     actor_linears = [m for m in actor.net if isinstance(m, nn.Linear)]
     monitor = PlasticityMonitor(
         args.diagnostics,
-        critic=(critic, critic.activation_probe(), lambda b: critic(b.obs, b.actions)),
-        actor=(actor, ActivationProbe(actor_linears[:-1], actor_linears[-1]), lambda b: actor(b.obs)),
+        critic=(critic, critic.activation_probe(), lambda b: critic(normalize(b.obs), b.actions)),
+        actor=(actor, ActivationProbe(actor_linears[:-1], actor_linears[-1]), lambda b: actor(normalize(b.obs))),
     )
     networks = dict(
         critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(obs_dim, action_dim, args).to(device),
-                          critic.unit_pairs(), lambda b: critic(b.obs, b.actions), head=critic.head),
+                          critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions), head=critic.head),
         actor=Resettable(actor, actor_optimizer, actor_target, lambda: make_actor(obs_dim, env.single_action_space, args).to(device),
-                         list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(b.obs), head=actor.net[-1]),
+                         list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(normalize(b.obs)), head=actor.net[-1]),
     )
     resetter = Resetter(args.reset, **networks)
-    remedies = RemedyHooks(args, critic=Trained(critic, critic_optimizer, lambda b: critic(b.obs, b.actions), (critic.head,)),
-                           actor=Trained(actor, actor_optimizer, lambda b: actor(b.obs), (actor.net[-1],)))
+    remedies = RemedyHooks(args, critic=Trained(critic, critic_optimizer, lambda b: critic(normalize(b.obs), b.actions), (critic.head,)),
+                           actor=Trained(actor, actor_optimizer, lambda b: actor(normalize(b.obs)), (actor.net[-1],)))
     stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
         resetter=resetter, actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
         actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
     ) | remedies.stateful()
+    if args.normalize_obs:
+        stateful["normalizer"] = normalizer
+    if noise_scales is not None:
+        stateful["exploration_scales"] = noise_scales
     stopper = None
     if args.least.enabled:
         stopper = stateful["stopper"] = EpisodeStopper(args.least, env.num_envs, env.max_episode_steps, args.total_timesteps, device)
@@ -212,19 +304,35 @@ def main(args: Args) -> dict:
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
+    def normalized(batch: Batch) -> Batch:
+        if not args.normalize_obs:
+            return batch
+        return Batch(normalize(batch.obs), batch.actions, batch.rewards, normalize(batch.next_obs), batch.terminated,
+                     batch.insertion_step, batch.discount)
+
     def critic_objective(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None):
-        target = td3_target(batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip, args.cir.convex_lambda)
-        q_values = critic(batch.obs, batch.actions)
-        qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
+        batch = normalized(batch)
+        target_args = (batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip, args.cir.convex_lambda)
+        if args.critic.distributional:  # cross-entropy to the projected target distribution
+            target = td3_categorical_target(*target_args)
+            logits = critic.logits(batch.obs, batch.actions)
+            qf_losses = cross_entropy(logits, target.expand(2, -1, -1)).mean(dim=1)
+            q_values = expected_value(logits, critic.atoms)
+        else:
+            target = td3_target(*target_args)
+            q_values = critic(batch.obs, batch.actions)
+            qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
         return remedies.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
 
     def actor_objective(batch: Batch, reference: Batch | None):
-        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean()
+        obs = normalize(batch.obs)
+        actor_loss = -critic.q1(obs, actor(obs)).mean()  # C51: the expected value of Q₁'s distribution
         return remedies.loss("actor", actor_loss, reference), actor_loss.detach()
 
     def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():  # a = clip(μ(s) + ε, A), ε = noise·scale·σ
-            return (actor(obs) + noise * actor.action_scale * args.exploration_noise).clamp(action_low, action_high)
+        with torch.no_grad():  # a = clip(μ(s) + ε, A), ε = noise·scale·σ (σ per env with --exploration-noise-max)
+            std = args.exploration_noise if noise_scales is None else noise_scales.std[:, None]
+            return (actor(normalize(obs)) + noise * actor.action_scale * std).clamp(action_low, action_high)
 
     critic_objective, actor_objective, explore = (compiled(f, args.compile) for f in (critic_objective, actor_objective, explore))
 
@@ -247,15 +355,18 @@ def main(args: Args) -> dict:
         return {"losses/actor_loss": actor_loss}
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(critic, critic_target, actor_target, critic_optimizer))
-    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(actor, critic, actor_target, critic_target, actor_optimizer))
-    explore = GraphStep(explore, args.cudagraphs, watch=(actor,))
+    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(critic, critic_target, actor_target, critic_optimizer, normalizer))
+    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(actor, critic, actor_target, critic_target, actor_optimizer, normalizer))
+    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([] if noise_scales is None else [noise_scales])))
+    policy = actor if not args.normalize_obs else lambda obs: actor(normalizer(obs))  # evaluation: statistics frozen
 
     session = TrainingSession(run, "td3", env, evaluator, start_step=global_step)
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act (random warm-up steps count from the task's start with --continual.reset-exploration) --------
+        if args.normalize_obs:  # the only place the observation statistics are updated
+            normalizer.update(obs)
         schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
         task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
         if schedule_step < args.learning_starts or task_warmup:
@@ -264,14 +375,18 @@ def main(args: Args) -> dict:
             actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) ---------
         step = env.step(actions)
-        replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
+        next_obs, truncated = step.obs, step.truncated
         if stopper is not None:  # LEAST: Q̂ = min Q(s, a), G = |TD error| of this transition; a stop is a truncation
             with torch.no_grad():
-                q_taken = critic(obs, actions).min(dim=0).values
-                next_value = critic_target(step.next_obs, actor_target(step.next_obs)).min(dim=0).values
-            obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
-        else:
-            obs = step.obs
+                q_taken = critic(normalize(obs), actions).min(dim=0).values
+                final_obs = normalize(step.next_obs)
+                next_value = critic_target(final_obs, actor_target(final_obs)).min(dim=0).values
+            next_obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
+            truncated = truncated | stopper.stopped_now
+        replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)  # n-step windows end at either
+        if noise_scales is not None:
+            noise_scales.redraw(step.terminated | truncated)
+        obs = next_obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn -----------------------------------------------------------------------------------
@@ -291,18 +406,23 @@ def main(args: Args) -> dict:
                 losses |= stopper.report()
             losses |= {"replay/sample_age": replay.age(batch).float().mean()} | remedies.report()
 
-        session.after_step(previous_step, global_step, num_updates, losses, actor, checkpoint_state)
+        session.after_step(previous_step, global_step, num_updates, losses, policy, checkpoint_state)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            on_task_switch(args.continual, networks.values(), replay)
+            on_task_switch(args.continual, networks.values(), replay, (normalizer,) if args.normalize_obs else ())
 
-    return session.finish(global_step, num_updates, actor, checkpoint_state)
+    return session.finish(global_step, num_updates, policy, checkpoint_state)
 
 
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
-    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`)."""
-    actor = make_actor(int(env.single_observation_space.shape[0]), env.single_action_space, args).to(device)
+    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`), with --normalize-obs μ(norm(s))."""
+    obs_dim = int(env.single_observation_space.shape[0])
+    actor = make_actor(obs_dim, env.single_action_space, args).to(device)
     actor.load_state_dict(state["actor"])
-    return actor
+    if not args.normalize_obs:
+        return actor
+    normalizer = RunningMeanStd((obs_dim,)).to(device)
+    normalizer.load_state_dict(state["normalizer"])
+    return nn.Sequential(normalizer, actor)
 
 
 if __name__ == "__main__":

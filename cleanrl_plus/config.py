@@ -85,10 +85,11 @@ class RunArgs:
 # --threads is checked by run.resolve_threads, which runs first)
 _AT_LEAST_ONE = ("num_envs", "total_timesteps", "batch_size", "buffer_size", "eval_episodes", "log_every", "num_steps",
                  "num_minibatches", "update_epochs", "policy_frequency", "gradient_steps", "updates_per_step",
-                 "train_frequency", "target_network_frequency", "action_repeat", "actor_width", "critic_width")
+                 "train_frequency", "target_network_frequency", "action_repeat", "actor_width", "critic_width", "n_step")
 _NON_NEGATIVE = ("learning_starts", "eval_every", "checkpoint_every", "max_grad_norm", "ent_coef", "vf_coef",
                  "actor_blocks", "critic_blocks", "weight_decay")
-_UNIT_INTERVAL = ("gamma", "tau", "gae_lambda", "start_e", "end_e", "exploration_fraction", "eval_epsilon", "exploration_noise")
+_UNIT_INTERVAL = ("gamma", "tau", "gae_lambda", "start_e", "end_e", "exploration_fraction", "eval_epsilon", "exploration_noise",
+                   "exploration_noise_min", "exploration_noise_max")
 _POSITIVE = ("learning_rate", "alpha_learning_rate", "initial_alpha", "adam_eps", "clip_coef")
 
 

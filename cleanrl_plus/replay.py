@@ -3,6 +3,11 @@
 The stamp `insertion_step[i]` is the buffer's insertion counter when transition i was written
 (0, 1, 2, ... over the whole run), so the age of a stored transition is `num_inserted - 1 - insertion_step`.
 Samplers (uniform here; Sample Weight Decay in `plasticity/`) only choose indices.
+
+`NStepReplay` stores the same one-step transitions and turns each sampled one into an n-step transition when it is
+sampled (FastTD3's n-step returns; Sutton & Barto §7.1): R = Σ_{k<m} γ^k r_{t+k}, bootstrapped from s_{t+m} with
+discount γ^m, where m ≤ n stops after the first episode end (a termination: no bootstrap; a truncation: from the true
+final observation) and at the newest stored step of that env.
 """
 
 from __future__ import annotations
@@ -19,6 +24,14 @@ class Batch(NamedTuple):
     next_obs: torch.Tensor
     terminated: torch.Tensor  # float 1.0 only for true terminations: time-limit truncations bootstrap
     insertion_step: torch.Tensor
+    discount: torch.Tensor | None = None  # γ^m of an n-step batch (before the 1 − terminated mask); None: one step, γ
+
+
+def bootstrap_discount(batch: Batch, gamma: float) -> torch.Tensor:
+    """The factor of the bootstrapped value in y = r + factor·V(s'): γ(1 − terminated), or γ^m(1 − terminated) for an
+    n-step batch."""
+    discount = gamma if batch.discount is None else batch.discount
+    return discount * (1.0 - batch.terminated)
 
 
 class Sampler(Protocol):
@@ -159,3 +172,55 @@ class ReplayBuffer:
             getattr(self, name)[: state["size"]] = state[name].to(self.device)
         self.position, self.size, self.num_inserted = state["position"], state["size"], state["num_inserted"]
         self.sampler.load_state_dict(state["sampler"])
+
+
+class NStepReplay(ReplayBuffer):
+    """One-step transitions stored as ReplayBuffer does, each turned into an n-step one when sampled (module docstring).
+
+    Rows arrive `num_envs` at a time in env order (every `add` is one vector step), so env e's next transition lies
+    `num_envs` insertions later; a successor counts only if its slot holds exactly that insertion stamp (not yet
+    written, or from an older lap of the ring, it does not). Sampling gathers (batch, n) rows: no host sync, static
+    shapes. `add` needs `truncated`, to know where episodes end.
+    """
+
+    _STORED = ReplayBuffer._STORED + ("episode_end",)
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device | str = "cpu",
+                 *, num_envs: int, n_step: int, gamma: float, **kwargs: Any) -> None:
+        super().__init__(capacity, obs_shape, action_shape, device, **kwargs)
+        if n_step < 1 or capacity < n_step * num_envs:
+            raise ValueError(f"n-step replay needs n >= 1 and a capacity of at least n·num_envs rows (n={n_step}, num_envs={num_envs})")
+        self.num_envs, self.n_step = num_envs, n_step
+        self.episode_end = torch.zeros(capacity, dtype=torch.bool, device=self.device)
+        self.powers = gamma ** torch.arange(n_step + 1, dtype=torch.float64, device=self.device).float()  # γ^0 … γ^n
+
+    def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
+            terminated: torch.Tensor, truncated: torch.Tensor | None = None) -> None:
+        if truncated is None or obs.shape[0] != self.num_envs:
+            raise ValueError(f"NStepReplay.add takes one vector step: {self.num_envs} rows and their `truncated` flags")
+        super().add(obs, actions, rewards, next_obs, terminated, truncated)
+
+    def _write_observations(self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None) -> None:
+        super()._write_observations(slots, obs, next_obs, episode_end)
+        self.episode_end[slots] = episode_end
+
+    def sample(self, batch_size: int) -> Batch:
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        return self.n_step_batch(self.sampler.sample_indices(self, batch_size))
+
+    def n_step_batch(self, index: torch.Tensor) -> Batch:
+        """The n-step transitions that start at the stored rows `index`."""
+        k = torch.arange(self.n_step, device=self.device)
+        slots = (index[:, None] + k * self.num_envs) % self.capacity  # (batch, n): this env's next n steps
+        stamps = self.insertion_step[slots]
+        stored = stamps == stamps[:, :1] + k * self.num_envs
+        # step k counts while every earlier step of the window is stored and none of them ended the episode
+        open_before = torch.cat([torch.ones_like(stored[:, :1]), ~self.episode_end[slots[:, :-1]]], dim=1)
+        counted = torch.cumprod((stored & open_before).to(torch.int32), dim=1)
+        steps = counted.sum(dim=1)  # m ≥ 1: the first step always counts
+        last = slots.gather(1, (steps - 1)[:, None]).squeeze(1)
+        returns = (self.rewards[slots] * self.powers[:-1] * counted).sum(dim=1)  # Σ_{k<m} γ^k r_{t+k}
+        obs, _ = self._read_observations(index)
+        _, next_obs = self._read_observations(last)
+        return Batch(obs, self.actions[index], returns, next_obs, self.terminated[last], self.insertion_step[index], self.powers[steps])

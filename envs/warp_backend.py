@@ -37,6 +37,13 @@ on GPUs, Warp's C++ replay of the recorded launches on CPU (bit-identical to eag
 because MuJoCo Warp issues hundreds of small kernel launches per physics step). `use_graph=False` runs the launches
 eagerly.
 
+CUDA streams: the torch ops on the zero-copy views run on torch's current stream, so every Warp launch (a graph
+replay or an eager launch) goes to that same stream, looked up at each launch; a CUDA graph is captured on Warp's
+own stream (the legacy default stream, torch's usual one, cannot be captured) after a device synchronisation, and a
+capture executes nothing. MuJoCo Warp sums some quantities with float atomics, whose order varies between GPU runs:
+`deterministic=True` sets its `opt.deterministic` (all determinism features), which the bit-for-bit tests on CUDA
+use; on CPU the kernels run serially and are deterministic either way.
+
 Continual physics shifts (`continual:friction:warp:Hopper-v5`; gravity, mass, damping alike): `WorldPhysics` gives
 every world its own copy of the fields gymnasium's path edits (`expand_per_world`: MuJoCo Warp's kernels read a model
 field with a leading "*" axis at `worldid % shape[0]`; `opt.gravity` is such a field in mujoco-warp 3.17.0), then
@@ -111,11 +118,12 @@ class WarpLocomotionVecEnv(TorchVecEnv):
 
     def __init__(
         self, num_envs: int, seed: int, device: torch.device, max_episode_steps: int | None = None, use_graph: bool = True,
-        nconmax: int | None = None, njmax: int | None = None, episode_log_capacity: int = 65_536,
+        nconmax: int | None = None, njmax: int | None = None, episode_log_capacity: int = 65_536, deterministic: bool = False,
     ) -> None:
         """`max_episode_steps`: time limit (default gymnasium's 1000); `use_graph`: replay the captured physics
         (False: eager launches); `nconmax` / `njmax`: MuJoCo Warp's per-world contact / constraint-row capacity
-        (default its heuristic, 48 / 64 here, far above the ≤ 6 contacts / 22 rows gymnasium reaches on these models)."""
+        (default its heuristic, 48 / 64 here, far above the ≤ 6 contacts / 22 rows gymnasium reaches on these models);
+        `deterministic`: MuJoCo Warp's run-to-run determinism on GPUs (module docstring)."""
         super().__init__(num_envs)
         warp, mujoco_warp = import_warp()
         self.warp, self.mjw = warp, mujoco_warp
@@ -136,6 +144,9 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         with warp.ScopedDevice(self.warp_device):
             self.model = mujoco_warp.put_model(host_model)
             self.data = mujoco_warp.put_data(host_model, host_data, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+            if deterministic:
+                self.model.opt.deterministic = int(mujoco_warp.DeterminismType.ALL)
+            warp.synchronize_device(self.warp_device)  # the copies ran on Warp's stream; torch reads the views next
         # Zero-copy views: writing them writes the simulator's state, and they always show its latest values.
         view = warp.to_torch
         self.qpos, self.qvel, self.ctrl = view(self.data.qpos), view(self.data.qvel), view(self.data.ctrl)
@@ -146,7 +157,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.use_graph, self.graphs = use_graph, {}  # launch method name → its graph, captured at its first call
         # called with the mask of worlds about to start an episode, before their state is set (continual physics)
         self.on_episode_start: Callable[[torch.Tensor], None] | None = None
-        self.warp_stream = warp.stream_from_torch(self.device) if self.device.type == "cuda" else None
+        self.warp_streams: dict[int, Any] = {}  # torch stream handle → its Warp wrapper (created once per stream)
         self.generator = torch.Generator(device=self.device)
         self.episode_log = DeviceEpisodeLog(episode_log_capacity, self.device)
         self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.device)
@@ -188,7 +199,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         wp = self.warp
         if self.use_graph and launches not in self.graphs:
             if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)  # the capture runs on Warp's own stream
+                torch.cuda.synchronize(self.device)  # the capture runs on Warp's own stream (it executes nothing)
             try:
                 with wp.ScopedDevice(self.warp_device), wp.ScopedCapture() as capture:
                     getattr(self, launches)()
@@ -196,11 +207,21 @@ class WarpLocomotionVecEnv(TorchVecEnv):
             except Exception as error:  # e.g. a CUDA driver without conditional graph nodes (the solver's while loop)
                 warnings.warn(f"{self.env_id}: graph capture failed ({error}); stepping with eager launches instead")
                 self.use_graph = False
+        stream = self._torch_stream()
         if launches in self.graphs:
-            wp.capture_launch(self.graphs[launches], stream=self.warp_stream)  # on torch's current stream: ordered with torch ops
+            wp.capture_launch(self.graphs[launches], stream=stream)  # on torch's current stream: ordered with torch ops
             return
-        with wp.ScopedDevice(self.warp_device), wp.ScopedStream(self.warp_stream):  # no stream (CPU): no-op
+        with wp.ScopedDevice(self.warp_device), wp.ScopedStream(stream):  # no stream (CPU): no-op
             getattr(self, launches)()
+
+    def _torch_stream(self) -> Any:
+        """torch's current CUDA stream as a Warp stream (None on CPU)."""
+        if self.device.type != "cuda":
+            return None
+        current = torch.cuda.current_stream(self.device)
+        if current.cuda_stream not in self.warp_streams:
+            self.warp_streams[current.cuda_stream] = self.warp.stream_from_torch(current)
+        return self.warp_streams[current.cuda_stream]
 
     # --- per-world model parameters (continual physics shifts) ---------------------------------------
     def _bind_model_views(self) -> None:
@@ -215,7 +236,8 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         shared = getattr(owner, name)
         if shared.shape[0] != self.num_envs:
             wp = self.warp
-            per_world = wp.empty((self.num_envs, *shared.shape[1:]), dtype=shared.dtype, device=shared.device)
+            with wp.ScopedStream(self._torch_stream()):  # a stream-ordered allocation: on the stream torch writes it
+                per_world = wp.empty((self.num_envs, *shared.shape[1:]), dtype=shared.dtype, device=shared.device)
             values = wp.to_torch(per_world)
             values.copy_(wp.to_torch(shared).expand_as(values))  # every world starts from the shared values
             per_world._is_batched = True  # as put_model marks the fields it batches

@@ -84,12 +84,13 @@ class CIREncoder(nn.Module):
 
 
 class CIRCritic(nn.Module):
-    """Twin Q-functions with CIR torsos, TD3's critic interface: forward → (2, B); q1 → (B,)."""
+    """Twin Q-functions with CIR torsos, TD3's critic interface: forward → (2, B); q1 → (B,) (C51 logits: `outputs`
+    per critic, (2, B, outputs) and (B, outputs))."""
 
-    def __init__(self, obs_dim: int, action_dim: int, args: CIRArgs) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, args: CIRArgs, outputs: int = 1) -> None:
         super().__init__()
         self.encoder = CIREncoder(2, obs_dim + action_dim, args.width, args.shared_layer_norm)
-        self.head = EnsembleLinear(2, args.width, 1)
+        self.head = EnsembleLinear(2, args.width, outputs)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)

@@ -104,6 +104,7 @@ class EpisodeStopper:
         ended = step.terminated | step.truncated
         td_error = self.td_error(q_taken, step.reward, step.terminated, next_value, gamma)
         stop = self.should_stop(q_taken, td_error, global_step) & ~ended
+        self.stopped_now = stop  # the agent stores these transitions as truncations
         self.end_episodes(ended | stop, stop)
         return env.reset_where(stop, step.obs)
 

@@ -22,6 +22,7 @@ import torch.nn as nn
 import cleanrl_plus.graphs as graphs
 from agents import ddqn, gtr, ppo, sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.distributional import CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
 from cleanrl_plus.nn import adam
@@ -40,6 +41,10 @@ TINY = dict(env_id="Pendulum-v1", batch_size=32, hidden_sizes=(32, 32), eval_epi
 LOSS_REMEDIES = dict(reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-3), cchain=CChainArgs(enabled=True, warmup_updates=50),
                      nap=NaPArgs(enabled=True), clip=WeightClipArgs(kappa=3.0), optim=OptimArgs(trac=True))
 NETWORKS = ("actor", "critic", "actor_target", "critic_target")
+# FastTD3's many-env flags together (docs/agents/td3.md): C51 critics, 3-step returns, normalised observations, per-env
+# exploration noise, AdamW; two envs so that the n-step windows and noise scales are per env
+SCALE = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
+             exploration_noise_min=0.05, exploration_noise_max=0.4, weight_decay=0.1, gradient_steps=2)
 
 
 @pytest.fixture(autouse=True)
@@ -206,9 +211,8 @@ def _assert_states_close(a: dict, b: dict, rtol: float = 1e-6, atol: float = 1e-
             torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
 
 
-def test_td3_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
-    """fullgraph=True turns any graph break into an error: no .item(), nonzero, boolean-mask indexing or Python branch
-    on a tensor in TD3's losses, in the loss remedies (L2, L2-init, Parseval, C-CHAIN) or in the acting step."""
+def _count_compiled_graphs(monkeypatch) -> list:
+    """The graphs dynamo hands to the backend from now on (run as they were traced)."""
     graphs_seen = []
 
     def counting_backend(graph_module, example_inputs):
@@ -216,19 +220,37 @@ def test_td3_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monk
         return graph_module.forward
 
     monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", counting_backend)
+    return graphs_seen
+
+
+def test_td3_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
+    """fullgraph=True turns any graph break into an error: no .item(), nonzero, boolean-mask indexing or Python branch
+    on a tensor in TD3's losses, in the loss remedies (L2, L2-init, Parseval, C-CHAIN) or in the acting step."""
+    graphs_seen = _count_compiled_graphs(monkeypatch)
     result = td3.main(td3.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir, **TINY, **LOSS_REMEDIES))
     assert result["num_updates"] == 60
     # critic loss, actor loss, acting step; C-CHAIN's first update (no snapshot yet) is one more graph per loss
     assert len(graphs_seen) == 5
 
 
-def test_compiled_td3_equals_eager_td3_on_pendulum(runs_dir, monkeypatch):
+@pytest.mark.parametrize("flags", [LOSS_REMEDIES, SCALE], ids=["loss-remedies", "scale-flags"])
+def test_compiled_td3_equals_eager_td3_on_pendulum(flags, runs_dir, monkeypatch):
     monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
-    common = dict(total_timesteps=500, learning_starts=200, runs_dir=runs_dir, **TINY, **LOSS_REMEDIES)
+    common = dict(total_timesteps=500, learning_starts=200, runs_dir=runs_dir, **TINY, **flags)
     eager = td3.main(td3.Args(exp_name="eager", **common))
     compiled = td3.main(td3.Args(exp_name="compiled", compile=True, **common))
     assert compiled["num_updates"] == 300
     _assert_states_close(_state(eager), _state(compiled))
+
+
+@pytest.mark.parametrize("remedies", [{}, LOSS_REMEDIES], ids=["scale", "scale-and-loss-remedies"])
+def test_td3_scale_flags_compile_as_single_graphs(remedies, runs_dir, monkeypatch):
+    """The categorical target (projection by scatter-adds), the n-step batch's discounts, the normaliser and the
+    per-env noise scales trace without a graph break."""
+    graphs_seen = _count_compiled_graphs(monkeypatch)
+    result = td3.main(td3.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir, **TINY, **SCALE, **remedies))
+    assert result["num_updates"] == 60
+    assert len(graphs_seen) == (5 if remedies else 3)
 
 
 def test_a_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypatch):
@@ -595,8 +617,8 @@ def test_a_real_graph_replays_in_place_updates_and_recaptures_on_a_new_parameter
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("flags", [dict(), dict(reset=ResetArgs(method="redo", every=100)), LOSS_REMEDIES],
-                         ids=["td3", "redo", "loss-and-step-remedies"])
+@pytest.mark.parametrize("flags", [dict(), dict(reset=ResetArgs(method="redo", every=100)), LOSS_REMEDIES, SCALE],
+                         ids=["td3", "redo", "loss-and-step-remedies", "scale-flags"])
 def test_td3_cudagraphs_follows_eager_td3(flags, runs_dir):
     common = dict(total_timesteps=500, learning_starts=200, runs_dir=runs_dir, **CUDA, **flags)
     eager = td3.main(td3.Args(exp_name="eager", **common))
@@ -651,15 +673,19 @@ def _strict(method, checked: list, ready=lambda *args: True):
 @pytest.mark.cuda
 def test_td3_learning_steps_never_wait_for_the_gpu_once_captured(runs_dir, monkeypatch):
     """torch's sync debug mode turns a host sync into an error: sampling (uniform and SWD) and every replayed step."""
-    from cleanrl_plus.replay import ReplayBuffer
+    from cleanrl_plus.normalization import RunningMeanStd
+    from cleanrl_plus.replay import NStepReplay, ReplayBuffer
 
     checked = []
     monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
-    monkeypatch.setattr(ReplayBuffer, "sample", _strict(ReplayBuffer.sample, checked))
+    for cls, method in ((ReplayBuffer, "sample"), (NStepReplay, "sample"), (RunningMeanStd, "update"), (td3.ExplorationScales, "redraw")):
+        monkeypatch.setattr(cls, method, _strict(getattr(cls, method), checked))
     for swd in (SWDArgs(), SWDArgs(enabled=True, decay_steps=100), SWDArgs(enabled=True, decay_steps=100, mode="augment")):
         td3.main(td3.Args(total_timesteps=300, learning_starts=200, cudagraphs=True, runs_dir=runs_dir, swd=swd,
                           exp_name=f"sync-{swd.enabled}-{swd.mode}", **CUDA))
     assert checked.count("__call__") > 100 and checked.count("sample") > 100
+    td3.main(td3.Args(total_timesteps=300, learning_starts=200, cudagraphs=True, runs_dir=runs_dir, exp_name="sync-scale", **CUDA, **SCALE))
+    assert checked.count("update") > 100 and checked.count("redraw") > 100
 
 
 @pytest.mark.cuda

@@ -110,6 +110,39 @@ def test_every_applicable_remedy_at_once_runs_finite_and_each_acts(agent, optimi
     assert all(torch.isfinite(v).all() for v in weights.values() if v.is_floating_point())
 
 
+def _scale_flags():
+    from cleanrl_plus.distributional import CriticArgs
+
+    return dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
+                exploration_noise_min=0.05, exploration_noise_max=0.4, weight_decay=0.1)
+
+
+@pytest.mark.parametrize("extra", [
+    dict(),  # with every loss and optimiser remedy, layer resetting, SWD and LEAST (as above)
+    dict(reset=ResetArgs(method="inject", every=30)),  # the C51 head is the injected one (a reset method alone)
+    dict(reset=ResetArgs(method="redo", every=20)),
+    dict(reset=ResetArgs(method="cbp")),
+    dict(cir="torso"),  # CIR's torso with a C51 head and its convex target as a mixture of the twins' distributions
+], ids=["loss-optimiser-layers", "inject", "redo", "cbp", "cir"])
+def test_td3_scale_flags_run_with_the_remedies(extra, runs_dir):
+    """C51 critics, n-step returns, normalised observations and per-env noise leave no remedy inapplicable: each acts."""
+    from plasticity.cir import CIRArgs
+
+    remedies = extra or _loss_and_optimiser_remedies("adam", "fourier")
+    if extra.get("cir"):
+        remedies = dict(cir=CIRArgs(critic=True, width=16, convex_lambda=0.3))
+    result = _td3(runs_dir, remedies | _scale_flags())
+    scalars = _final_scalars(result["run_dir"])
+    assert all(math.isfinite(v) for tag, v in scalars.items() if tag.startswith("losses/"))
+    assert -200.0 <= scalars["losses/qf1_values"] <= 10.0  # an expected value on the C51 support
+    assert "least/stop_rate" in scalars and "replay/sample_age" in scalars
+    if not extra:
+        for remedy in ("l2", "l2_init", "parseval", "cchain", "trac", "nap", "clip"):
+            assert scalars.get(f"remedies/{remedy}_events", 0) > 0, f"{remedy} never acted"
+    if not extra or extra.get("reset", ResetArgs()).method in ("inject", "redo"):
+        assert scalars["plasticity/resets"] >= 1
+
+
 def test_remedy_state_survives_a_resume_bit_identically(runs_dir):
     from agents.td3 import Args, main
 

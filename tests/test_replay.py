@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from cleanrl_plus.replay import ReplayBuffer
@@ -59,3 +60,96 @@ def test_ring_slots_place_selected_rows_in_order_wrap_and_send_the_rest_to_scrat
 
     selected = torch.tensor([True, False, True, True])
     assert ring_slots(selected, torch.tensor(2), capacity=3).tolist() == [2, 3, 0, 1]
+
+
+# ---- n-step returns (NStepReplay) -----------------------------------------------------------------------------------
+# Three envs, six vector steps, γ = 0.5, n = 3. Env 0 terminates at step 2 and is truncated at step 4; env 1 never
+# ends; env 2 is truncated at step 1 and terminates at step 4. s'[t, e] = 100·e + t + 0.5.
+N_STEP_REWARDS = [[1, 10, 100], [2, 20, 200], [3, 30, 300], [4, 40, 400], [5, 50, 500], [6, 60, 600]]
+TERMINATED = {(2, 0), (4, 2)}
+TRUNCATED = {(4, 0), (1, 2)}
+# by hand, per (step, env): (R = Σ_{k<m} γ^k r_{t+k}, the step whose s' is bootstrapped from, terminated there, γ^m)
+HAND_N_STEP = {
+    (0, 0): (1 + 0.5 * 2 + 0.25 * 3, 2, 1, 0.125),  # the window runs into the termination at step 2
+    (1, 0): (2 + 0.5 * 3, 2, 1, 0.25),
+    (2, 0): (3, 2, 1, 0.5),
+    (3, 0): (4 + 0.5 * 5, 4, 0, 0.25),  # a truncation at step 4: bootstrap from its true final observation
+    (4, 0): (5, 4, 0, 0.5),
+    (5, 0): (6, 5, 0, 0.5),  # the newest step: nothing after it is stored yet
+    (0, 1): (10 + 0.5 * 20 + 0.25 * 30, 2, 0, 0.125),
+    (1, 1): (20 + 0.5 * 30 + 0.25 * 40, 3, 0, 0.125),
+    (2, 1): (30 + 0.5 * 40 + 0.25 * 50, 4, 0, 0.125),
+    (3, 1): (40 + 0.5 * 50 + 0.25 * 60, 5, 0, 0.125),
+    (4, 1): (50 + 0.5 * 60, 5, 0, 0.25),
+    (5, 1): (60, 5, 0, 0.5),
+    (0, 2): (100 + 0.5 * 200, 1, 0, 0.25),
+    (1, 2): (200, 1, 0, 0.5),
+    (2, 2): (300 + 0.5 * 400 + 0.25 * 500, 4, 1, 0.125),
+    (3, 2): (400 + 0.5 * 500, 4, 1, 0.25),
+    (4, 2): (500, 4, 1, 0.5),
+    (5, 2): (600, 5, 0, 0.5),
+}
+
+
+def _n_step_buffer(capacity: int, n_step: int = 3):
+    from cleanrl_plus.replay import NStepReplay
+
+    buffer = NStepReplay(capacity, (1,), (1,), num_envs=3, n_step=n_step, gamma=0.5)
+    for t, rewards in enumerate(N_STEP_REWARDS):
+        obs = torch.tensor([[100.0 * e + t] for e in range(3)])
+        terminated = torch.tensor([(t, e) in TERMINATED for e in range(3)])
+        truncated = torch.tensor([(t, e) in TRUNCATED for e in range(3)])
+        buffer.add(obs, obs, torch.tensor(rewards, dtype=torch.float32), obs + 0.5, terminated, truncated)
+    return buffer
+
+
+def _check_hand_n_step(buffer, steps):
+    index = torch.tensor([buffer.slots_by_age(torch.tensor(3 * (5 - t) + 2 - e)).item() for t in steps for e in range(3)])
+    batch = buffer.n_step_batch(index)
+    for row, (t, e) in enumerate((t, e) for t in steps for e in range(3)):
+        returns, bootstrap_step, terminated, discount = HAND_N_STEP[t, e]
+        assert batch.obs[row, 0] == 100 * e + t and batch.insertion_step[row] == 3 * t + e
+        assert batch.rewards[row].item() == returns, (t, e)
+        assert batch.next_obs[row, 0].item() == 100 * e + bootstrap_step + 0.5, (t, e)
+        assert batch.terminated[row].item() == terminated and batch.discount[row].item() == discount, (t, e)
+
+
+def test_n_step_returns_stop_at_episode_ends_per_env_as_computed_by_hand():
+    _check_hand_n_step(_n_step_buffer(capacity=30), steps=range(6))
+
+
+def test_n_step_returns_ignore_rows_of_an_older_lap_of_the_ring():
+    # 9 rows keep steps 3–5 only: the slots after step 5 hold steps 3 and 4 again, which must not extend its windows
+    buffer = _n_step_buffer(capacity=9)
+    assert buffer.insertion_step.tolist() == [9, 10, 11, 12, 13, 14, 15, 16, 17]
+    _check_hand_n_step(buffer, steps=range(3, 6))
+
+
+def test_n_step_replay_with_n_1_samples_todays_one_step_batch():
+    from cleanrl_plus.replay import NStepReplay
+
+    one_step, n_step = ReplayBuffer(12, (1,), (1,)), NStepReplay(12, (1,), (1,), num_envs=3, n_step=1, gamma=0.9)
+    for t, rewards in enumerate(N_STEP_REWARDS):
+        obs = torch.randn(3, 1)
+        args = (obs, torch.randn(3, 1), torch.tensor(rewards, dtype=torch.float32), obs + 1, torch.tensor([t == 2, False, t == 4]))
+        one_step.add(*args)
+        n_step.add(*args, truncated=torch.tensor([False, t == 3, False]))
+    torch.manual_seed(0)
+    expected = one_step.sample(64)
+    torch.manual_seed(0)
+    batch = n_step.sample(64)
+    for name in expected._fields[:-1]:
+        assert torch.equal(getattr(batch, name), getattr(expected, name)), name
+    assert expected.discount is None and torch.equal(batch.discount, torch.full((64,), 0.9))
+
+
+def test_n_step_replay_round_trips_its_episode_ends_and_refuses_a_partial_vector_step():
+    from cleanrl_plus.replay import NStepReplay
+
+    buffer = _n_step_buffer(capacity=30)
+    copy = NStepReplay(30, (1,), (1,), num_envs=3, n_step=3, gamma=0.5)
+    copy.load_state_dict(buffer.state_dict())
+    assert torch.equal(copy.episode_end, buffer.episode_end) and copy.episode_end.sum() == 4
+    with pytest.raises(ValueError, match="one vector step"):
+        copy.add(torch.zeros(2, 1), torch.zeros(2, 1), torch.zeros(2), torch.zeros(2, 1), torch.zeros(2, dtype=torch.bool),
+                 torch.zeros(2, dtype=torch.bool))

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -125,3 +126,107 @@ def test_exploration_adds_gaussian_noise_of_the_documented_scale(runs_dir):
     inside = actions.abs() < 2.0  # clipped actions do not show the noise
     assert inside.sum() > 400
     assert noise[inside].std().item() == pytest.approx(1.0, abs=0.12) and abs(noise[inside].mean().item()) < 0.15
+
+
+# ---- many-env flags (FastTD3; docs/agents/td3.md) -----------------------------------------------------------------
+def _scale_flags(**overrides):
+    from cleanrl_plus.distributional import CriticArgs
+
+    flags = dict(num_envs=4, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
+                 exploration_noise_min=0.05, exploration_noise_max=0.4, weight_decay=0.1)
+    return flags | overrides
+
+
+def test_scale_flags_resume_bit_identically(runs_dir):
+    """The n-step replay's episode ends, the observation statistics and the per-env noise scales are checkpointed."""
+    common = dict(env_id="Hopper-v5", learning_starts=200, eval_every=0, runs_dir=runs_dir, **TINY) | _scale_flags()
+    straight = main(Args(total_timesteps=800, exp_name="straight", **common))
+    half = main(Args(total_timesteps=440, exp_name="split", **common))
+    resumed = main(Args(total_timesteps=800, exp_name="split", resume=half["run_dir"], **common))
+    a, b = (load_checkpoint(Path(run["run_dir"]) / "checkpoint.pt") for run in (straight, resumed))
+    for name in ("actor", "critic", "actor_target", "critic_target", "normalizer", "exploration_scales"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
+    assert torch.equal(a["replay"]["episode_end"], b["replay"]["episode_end"]) and a["replay"]["episode_end"].any()
+    for name in ("actor_optimizer", "critic_optimizer"):  # --weight-decay: AdamW's decoupled decay
+        group = a[name]["param_groups"][0]
+        assert group["weight_decay"] == 0.1 and group["decoupled_weight_decay"], name
+
+
+def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
+    result = main(Args(env_id="Pendulum-v1", total_timesteps=600, learning_starts=100, eval_every=0, runs_dir=runs_dir, **TINY,
+                       **_scale_flags(num_envs=2)))
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    acted_on = state["replay"]["obs"]  # updated before acting, once per vector step: exactly the stored s
+    statistics = state["normalizer"]
+    assert statistics["count"] == 600
+    torch.testing.assert_close(statistics["mean"], acted_on.mean(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(statistics["var"], acted_on.var(0, unbiased=False), rtol=1e-4, atol=1e-5)
+    # evaluation and `cleanrl-plus eval` see normalised observations too
+    from cleanrl_plus.normalization import RunningMeanStd
+
+    policy = td3_load_policy(result, state)
+    assert isinstance(policy[0], RunningMeanStd) and torch.equal(policy[0].mean, statistics["mean"])
+
+
+def td3_load_policy(result, state):
+    import envs
+    from agents.td3 import load_policy
+
+    args = Args(env_id="Pendulum-v1", **TINY, **_scale_flags(num_envs=2))
+    return load_policy(args, envs.make("Pendulum-v1"), state, torch.device("cpu"))
+
+
+def test_each_env_explores_with_its_own_noise_scale_drawn_again_at_episode_ends(runs_dir):
+    """ε_e ~ N(0, (σ_e·scale)²), σ_e ~ U[0.05, 0.4]: with the actor never updated, the stored actions minus μ(s) are that
+    noise. Pendulum's episodes all end every 200 steps, so steps 600–749 of each env used the final, checkpointed σ_e,
+    and steps 400–599 the σ_e drawn at step 400."""
+    result = main(Args(env_id="Pendulum-v1", num_envs=4, total_timesteps=3_000, learning_starts=100, policy_frequency=10**6,
+                       runs_dir=runs_dir, eval_every=0, exploration_noise_min=0.05, exploration_noise_max=0.4, **TINY))
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"])
+    actor.load_state_dict(state["actor"])
+    replay, sigma = state["replay"], state["exploration_scales"]["std"]
+    assert ((sigma >= 0.05) & (sigma <= 0.4)).all() and sigma.std() > 0.02
+    obs, actions = replay["obs"].reshape(750, 4, 3), replay["actions"].reshape(750, 4)
+    with torch.no_grad():
+        noise = (actions - actor(obs)[..., 0]) / 2.0  # Pendulum's action scale is 2
+    inside = actions.abs() < 1.9
+    spread = lambda steps, env: noise[steps, env][inside[steps, env]].std().item()  # noqa: E731
+    for env in range(4):
+        assert spread(slice(600, 750), env) == pytest.approx(sigma[env].item(), rel=0.2), env
+    assert any(abs(spread(slice(400, 600), env) / sigma[env].item() - 1) > 0.3 for env in range(4))  # drawn anew at step 400
+
+
+def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
+    """A LEAST stop resets the env after the transition is stored: that row must close its n-step windows (a
+    truncation), or they would run on into the next episode. Read independently: an env's episode ended at a row
+    exactly where its next stored s is not this row's s'."""
+    from plasticity.least import LEASTArgs
+
+    result = main(Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=1_600, learning_starts=200, n_step=3, runs_dir=runs_dir,
+                       eval_every=0, least=LEASTArgs(enabled=True, start=0.0, min_history=2, window=10), **TINY))
+    replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
+    obs, next_obs, ended = (replay[name].reshape(800, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end"))
+    restarted = (next_obs[:-1] != obs[1:]).any(dim=-1)
+    assert torch.equal(ended[:-1], restarted)
+    assert ended.sum() > 2 * 4  # more episode ends than Pendulum's time limit gives (every 200 steps): LEAST stopped some
+    assert replay["terminated"].sum() == 0  # and a stop is never a termination
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(critic=dict(distributional=True, v_min=5.0, v_max=-5.0)), "--critic.v-min < --critic.v-max"),
+    (dict(critic=dict(distributional=True, num_atoms=1)), "--critic.num-atoms >= 2"),
+    (dict(exploration_noise_min=0.5, exploration_noise_max=0.2), "--exploration-noise-min 0.5 is above"),
+    (dict(n_step=3, num_envs=4, buffer_size=10, batch_size=8), "at least n-step × num-envs = 12"),
+    (dict(n_step=0), "--n-step must be at least 1"),
+])
+def test_many_env_flags_that_cannot_work_are_one_line_errors(flags, message, runs_dir):
+    from cleanrl_plus.distributional import CriticArgs
+    from cleanrl_plus.errors import UserError
+
+    if "critic" in flags:
+        flags = flags | {"critic": CriticArgs(**flags["critic"])}
+    with pytest.raises(UserError, match=re.escape(message)):
+        main(Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, **(TINY | flags)))
+    assert not Path(runs_dir).exists()

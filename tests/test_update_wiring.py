@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import envs
 
-from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.replay import NStepReplay, ReplayBuffer
 
 
 @dataclasses.dataclass
@@ -69,14 +69,14 @@ class UpdateRecorder:
         return [s for s in self.steps if s.optimizer == optimizer]
 
 
-def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder) -> None:
-    class RecordingReplay(ReplayBuffer):
+def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder, storage: type = ReplayBuffer) -> None:
+    class RecordingReplay(storage):
         def sample(self, batch_size):
             batch = super().sample(batch_size)
             recorder.record_sample(batch)
             return batch
 
-    monkeypatch.setattr(module, "ReplayBuffer", RecordingReplay)
+    monkeypatch.setattr(module, storage.__name__, RecordingReplay)
 
 
 def with_parameters(network: torch.nn.Module, values: list[torch.Tensor]) -> torch.nn.Module:
@@ -148,6 +148,70 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
     # the actor ascends Q₁ (the first twin) of the critic as it is after this update's critic step
     actor, critic_now = actor_with(actor_steps[0].before), critic_with(critic_steps[1].after)
     assert_gradients_equal(-critic_now(batch.obs, actor(batch.obs))[0].mean(), actor, actor_steps[0])
+
+
+def hand_projection(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Φ_j = Σ_i p_i·max(0, 1 − |b_i − j|), b_i = (clip(r + d·z_i) − v_min)/Δz: C51's projection written as a triangle kernel."""
+    delta = (atoms[-1] - atoms[0]) / (len(atoms) - 1)
+    b = ((rewards[:, None] + discount[:, None] * atoms).clamp(atoms[0], atoms[-1]) - atoms[0]) / delta  # (B, K)
+    kernel = (1 - (b[:, :, None] - torch.arange(len(atoms))).abs()).clamp_min(0)  # (B, K_from, K_to)
+    return (probs[:, :, None] * kernel).sum(dim=1)
+
+
+@pytest.mark.parametrize("convex_lambda", [1.0, 0.3], ids=["clipped-double", "cir-convex-mixture"])
+def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monkeypatch, runs_dir):
+    """C51 critics, 3-step returns over two envs, normalised observations: the critics' cross-entropy to the projected
+    distribution of the target twin with the smaller mean (or CIR's mixture), bootstrapped with the batch's γ^m; the
+    actor's expected Q₁; both on observations normalised with the statistics of every observation acted on so far."""
+    from pathlib import Path
+
+    from agents import td3
+    from cleanrl_plus.checkpoint import load_checkpoint
+    from cleanrl_plus.distributional import CriticArgs
+    from plasticity.cir import CIRArgs
+
+    recorder = UpdateRecorder(monkeypatch, td3)
+    record_replay_samples(monkeypatch, td3, recorder, NStepReplay)
+    critic_args = CriticArgs(distributional=True, num_atoms=11, v_min=-10.0, v_max=10.0)
+    args = td3.Args(env_id="InvertedPendulum-v5", num_envs=2, total_timesteps=68, learning_starts=64, batch_size=32, hidden_sizes=(16, 16),
+                    learning_rate=0.01, buffer_size=100, n_step=3, critic=critic_args, normalize_obs=True,
+                    cir=CIRArgs(convex_lambda=convex_lambda), runs_dir=runs_dir, **RUN)
+    result = td3.main(args)
+    actor_steps, critic_steps = recorder.of(0), recorder.of(1)
+    assert len(critic_steps) == 2 and len(actor_steps) == 1
+    space = envs.make(args.env_id).single_action_space
+    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"]
+
+    def normalise(x, rows):  # statistics of the first `rows` stored (= acted-on) observations
+        seen = stored_obs[:rows]
+        return (x - seen.mean(0)) / torch.sqrt(seen.var(0, unbiased=False) + 1e-8)
+
+    def critic_with(values):
+        return with_parameters(td3.make_critic(4, 1, args), values)
+
+    batch, rng = recorder.samples[1]
+    assert batch.discount is not None and (batch.discount < args.gamma**2).any()  # some 3-step windows
+    x, next_x = normalise(batch.obs, 68), normalise(batch.next_obs, 68)  # the 2nd update follows vector step 33 (68 obs)
+    critic, critic_target = critic_with(critic_steps[1].before), critic_with(critic_steps[0].before)
+    actor_target = with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before)
+    torch.set_rng_state(rng)
+    noise = (torch.randn_like(batch.actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * 3.0
+    atoms = torch.linspace(-10.0, 10.0, 11)
+    with torch.no_grad():
+        next_action = (actor_target(next_x) + noise).clamp(-3.0, 3.0)
+        next_probs = critic_target.base(next_x, next_action).softmax(-1)  # (2, B, K)
+        means = (next_probs * atoms).sum(-1)
+        first_lower = (means[0] <= means[1])[:, None]
+        lower, upper = torch.where(first_lower, next_probs[0], next_probs[1]), torch.where(first_lower, next_probs[1], next_probs[0])
+        target_probs = convex_lambda * lower + (1 - convex_lambda) * upper
+        target = hand_projection(atoms, batch.rewards, batch.discount * (1 - batch.terminated), target_probs)
+    log_probs = critic.base(x, batch.actions).log_softmax(-1)
+    loss = -(target * log_probs[0]).sum(-1).mean() - (target * log_probs[1]).sum(-1).mean()
+    assert_gradients_equal(loss, critic, critic_steps[1])
+
+    actor, critic_now = with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before), critic_with(critic_steps[1].after)
+    q1 = (critic_now.base(x, actor(x))[0].softmax(-1) * atoms).sum(-1)
+    assert_gradients_equal(-q1.mean(), actor, actor_steps[0])
 
 
 # ---- SAC ----------------------------------------------------------------------------------------------------------
