@@ -89,8 +89,6 @@ class _NetworkHooks:
         if self.churn is not None:
             if reference is None:
                 raise ValueError("C-CHAIN needs a reference batch: pass reference= to hooks.loss")
-            if callable(reference):  # the agents that still pass a sampling function (eager only)
-                reference = reference()
             total = total + self.churn.loss(main_loss, reference)
             self.logged["cchain_loss"], self.logged["cchain_coef"] = self.churn.last_churn, self.churn.coef
         return total
