@@ -166,8 +166,8 @@ def network_report(
 
 
 def batch_rows(batch, rows: slice):
-    """The same replay batch (a NamedTuple of per-sample tensors) cut to `rows`."""
-    return type(batch)(*(field[rows] for field in batch))
+    """The same replay batch (a NamedTuple of per-sample tensors; None for a field it lacks) cut to `rows`."""
+    return type(batch)(*(None if field is None else field[rows] for field in batch))
 
 
 def last_parameters(module: nn.Module, max_params: int) -> list[torch.Tensor]:
