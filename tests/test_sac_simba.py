@@ -80,6 +80,23 @@ def test_soft_q_target_by_hand_for_twin_and_single_critics():
     torch.testing.assert_close(single, torch.tensor([3.25, 1.8]))
 
 
+def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand():
+    """Φ(r + d·(z − α·log π)) on atoms −1, 0, 1, 2 from the target critic with the smaller mean, d = γ^m(1 − terminated)."""
+    from agents.sac_simba import soft_categorical_target
+
+    atoms = torch.tensor([-1.0, 0.0, 1.0, 2.0])
+    on_zero, on_two = torch.tensor([0.0, 1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, 1.0])  # means 0 and 2
+    twin = torch.stack([torch.stack([on_two, on_zero]), torch.stack([on_zero, on_two])])  # the smaller: on_zero, both rows
+    target = soft_categorical_target(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 1.0]), twin, torch.tensor([-1.0, -1.0]),
+                                     torch.tensor(0.5), torch.tensor([0.5, 0.25]), atoms)
+    # row 0: 0.5 + 0.5·(0 + 0.5) = 0.75 → ¼ on z = 0, ¾ on z = 1; row 1 terminal: 0.5 → ½ and ½
+    torch.testing.assert_close(target, torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
+    one = soft_categorical_target(torch.tensor([0.0]), torch.tensor([0.0]), on_two[None, None], torch.tensor([2.0]), torch.tensor(0.5),
+                                  0.5, atoms)
+    # 0 + 0.5·(2 − 0.5·2) = 0.5 from the only critic
+    torch.testing.assert_close(one, torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
+
+
 def _checkpoint(result: dict) -> dict:
     return load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
 
