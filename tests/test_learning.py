@@ -101,7 +101,7 @@ SAC_MANY_ENVS = dict(num_envs=32, batch_size=512, updates_per_step=2, learning_s
 @pytest.mark.slow  # 46–52 s on the contended 2-core box (two seeds of ≈ 20 s CPU each), above the default suite's 40 s
 def test_sac_many_env_recipe_with_c51_reaches_minus_300_on_pendulum_within_24k_steps(tmp_path):
     """Measured (eval every 4k, 10 episodes; ≥ −300 first at): seeds 1, 2, 3 at 24k, 8k, 12k (−282, −222, −181). By 32k
-    (best eval) with scalar critics and 3-step returns: −691, −708, −725; with neither: −695, −851, −804; with C51 and
+    (best eval) with scalar critics and 3-step returns: −725, −691, −708; with neither: −695, −851, −804; with C51 and
     1-step returns: ≥ −300 at 16k in all three. So C51 is what SAC needs at this scale, n-step returns are not; the gate
     fails if C51 stops helping. Gate: ≥ −300 within 24k steps in 2 of 3 seeds."""
     results = seeds_passing("sac_simba", "torch:Pendulum-v1", 24_000, 4_000, -300.0, str(tmp_path), SAC_MANY_ENVS)
