@@ -120,7 +120,7 @@ class Args(ActorCriticRemedies, RunArgs):
     # ---- many envs (FastTD3/FastSAC; docs/agents/sac_simba.md): every default keeps the one-env recipe -------------
     n_step: int = 1
     """n-step returns: Σ_{k<n} γ^k r_{t+k}, bootstrapped (with the entropy term) from s_{t+n}, cut at episode ends
-    (1 = one-step TD; FastSAC 1–3)"""
+    (1 = one-step TD; FastTD3 1–3)"""
     critic: CriticArgs = dataclasses.field(default_factory=CriticArgs)
     """the critics' output: a scalar Q (SAC) or a C51 distribution over soft returns (as FastTD3's critics)"""
 
