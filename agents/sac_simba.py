@@ -17,6 +17,13 @@ tasks that never terminate (dm-control) but clipped double-Q where episodes can 
             target:      θ̄ ← (1 − τ)θ̄ + τθ
 
 `--network mlp` swaps both encoders for plain ReLU MLPs (256-256) to compare "SAC" with "SAC+SimBa".
+
+Many envs (FastTD3's recipe, Seo et al. 2025, as FastSAC in their repository; docs/agents/sac_simba.md), off by default:
+    --n-step n                  y = Σ_{k<m} γ^k r_{t+k} + γ^m(1 − terminated)·(Q̄(x_{t+m}, a') − α·log π(a'|x_{t+m})), m ≤ n cut
+                                at episode ends; the entropy term only at the bootstrap state, as FastSAC
+    --critic.distributional     C51 critics: cross-entropy to Φ(r + γ^m(1 − terminated)·(z − α·log π(a'|x'))) of the target
+                                critic with the smaller mean; the actor's Q is each critic's expected value
+Observation normalisation (--normalize-obs) and AdamW's weight decay (--weight-decay) are on already, for both networks.
 Run: python agents/sac_simba.py --env-id dmc:cheetah-run       (python agents/sac_simba.py --help lists every flag)
 On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
@@ -37,12 +44,13 @@ import envs
 from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
+from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, clipped_double, cross_entropy, expected_value, project
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import Batch, ReplayBuffer
+from cleanrl_plus.replay import Batch, NStepReplay, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, catalogue
@@ -109,6 +117,12 @@ class Args(ActorCriticRemedies, RunArgs):
     """reuse one batch for all updates of a step (same-batch reuse; CIR's SMR) instead of drawing a fresh batch per update"""
     actor_q: Literal["min", "mean"] = "min"
     """how the actor loss aggregates the critics: min (SAC/SimBa) or mean (CIR)"""
+    # ---- many envs (FastTD3/FastSAC; docs/agents/sac_simba.md): every default keeps the one-env recipe -------------
+    n_step: int = 1
+    """n-step returns: Σ_{k<n} γ^k r_{t+k}, bootstrapped (with the entropy term) from s_{t+n}, cut at episode ends
+    (1 = one-step TD; FastTD3 1–3)"""
+    critic: CriticArgs = dataclasses.field(default_factory=CriticArgs)
+    """the critics' output: a scalar Q (SAC) or a C51 distribution over soft returns (as FastTD3's critics)"""
 
 
 LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
@@ -161,17 +175,17 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """`num_critics` Q-functions as one ensemble: (num_critics, batch) values."""
+    """`num_critics` Q-functions as one ensemble: (num_critics, batch) values ((num_critics, batch, outputs) C51 logits)."""
 
-    def __init__(self, args: Args, obs_dim: int, action_dim: int, num_critics: int) -> None:
+    def __init__(self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1) -> None:
         super().__init__()
         self.num_critics, self.cir = num_critics, args.cir.critic
         if self.cir:  # PyTorch default init throughout, as CIR's code
             self.encoder = CIREncoder(num_critics, obs_dim + action_dim, args.cir.width, args.cir.shared_layer_norm)
-            self.head = EnsembleLinear(num_critics, self.encoder.out_features, 1)
+            self.head = EnsembleLinear(num_critics, self.encoder.out_features, outputs)
         else:
             self.encoder = make_encoder(args, num_critics, obs_dim + action_dim, args.critic_width, args.critic_blocks)
-            self.head = orthogonal_(EnsembleLinear(num_critics, self.encoder.out_features, 1))
+            self.head = orthogonal_(EnsembleLinear(num_critics, self.encoder.out_features, outputs))
 
     def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         inputs = torch.cat([x, action], dim=-1).expand(self.num_critics, -1, -1)
@@ -184,18 +198,45 @@ class Critic(nn.Module):
         return [] if self.cir else unit_pairs(self.encoder, self.head)  # ReDo cannot pass CIR's LayerNorms and skips
 
 
+def make_critic(args: Args, obs_dim: int, action_dim: int, num_critics: int) -> nn.Module:
+    """The critics; with --critic.distributional their heads output C51 logits, and called as critics they give the
+    expected values (so the actor, LEAST, diagnostics and remedies read Q as before)."""
+    if not args.critic.distributional:
+        return Critic(args, obs_dim, action_dim, num_critics)
+    return CategoricalCritic(Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms), args.critic)
+
+
 def soft_q_target(
     rewards: torch.Tensor,
     terminated: torch.Tensor,
     next_q: torch.Tensor,
     next_log_prob: torch.Tensor,
     alpha: torch.Tensor,
-    gamma: float,
+    gamma: float | torch.Tensor,
     convex_lambda: float = 1.0,
 ) -> torch.Tensor:
     """y = r + γ(1 − terminated)·(min_i Q̄_i(x', a') − α·log π(a'|x')); with one critic the min is that critic;
-    CIR's convex target replaces the min by λ·min + (1 − λ)·max."""
+    CIR's convex target replaces the min by λ·min + (1 − λ)·max. For an n-step batch `gamma` is each transition's γ^m
+    and r its n-step return."""
     return rewards + gamma * (1.0 - terminated) * (convex_min_max(next_q, convex_lambda) - alpha * next_log_prob)
+
+
+def soft_categorical_target(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    next_probs: torch.Tensor,
+    next_log_prob: torch.Tensor,
+    alpha: torch.Tensor,
+    gamma: float | torch.Tensor,
+    atoms: torch.Tensor,
+    convex_lambda: float = 1.0,
+) -> torch.Tensor:
+    """C51's soft target (B, K): Φ(r + d·(z − α·log π(a'|x'))), d = γ(1 − terminated) (γ^m for an n-step batch), of the
+    target critic with the smaller mean at (x', a') (CIR: the mixture; one critic: its own). The entropy term is one
+    number per transition, so it shifts the whole support before the projection."""
+    discount = gamma * (1.0 - terminated)
+    next_probs = clipped_double(next_probs, atoms, convex_lambda)
+    return project(atoms, rewards - discount * alpha * next_log_prob, discount, next_probs)
 
 
 def main(args: Args) -> dict:
@@ -218,7 +259,7 @@ def main(args: Args) -> dict:
     normalizer = RunningMeanStd((obs_dim,)).to(device)
     normalize = normalizer if args.normalize_obs else nn.Identity()
     actor = Actor(args, obs_dim, env.single_action_space).to(device)
-    critic = Critic(args, obs_dim, action_dim, num_critics).to(device)
+    critic = make_critic(args, obs_dim, action_dim, num_critics).to(device)
     critic_target = copy.deepcopy(critic).requires_grad_(False)
     log_alpha = torch.tensor(math.log(args.initial_alpha), device=device, requires_grad=True)
     target_entropy = -args.target_entropy_scale * action_dim
@@ -229,7 +270,12 @@ def main(args: Args) -> dict:
     # run's `capturable` when a checkpoint is loaded
     alpha_optimizer = ElementStepAdam([log_alpha], lr=args.alpha_learning_rate, fused=True if device.type == "cuda" else None,
                                       capturable=args.cudagraphs and device.type == "cuda")
-    replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=make_sampler(args.swd, env.num_envs))
+    sampler = make_sampler(args.swd, env.num_envs)
+    if args.n_step > 1:
+        replay = NStepReplay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler, num_envs=env.num_envs,
+                             n_step=args.n_step, gamma=args.gamma)
+    else:
+        replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
     def policy(obs: torch.Tensor) -> torch.Tensor:  # evaluation: deterministic, statistics frozen
@@ -242,7 +288,7 @@ def main(args: Args) -> dict:
                lambda b: actor.distribution_parameters(normalize(b.obs))),
     )
     networks = dict(
-        critic=Resettable(critic, critic_optimizer, critic_target, lambda: Critic(args, obs_dim, action_dim, num_critics).to(device),
+        critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(args, obs_dim, action_dim, num_critics).to(device),
                           critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions), head=critic.head),
         actor=Resettable(actor, actor_optimizer, None, lambda: Actor(args, obs_dim, env.single_action_space).to(device),
                          unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs)), output_layers=(actor.mean, actor.log_std)),
@@ -293,12 +339,23 @@ def main(args: Args) -> dict:
 
     def critic_objective(batch: Batch, next_noise: torch.Tensor, reference: Batch | None):
         x, next_x = normalize(batch.obs), normalize(batch.next_obs)
+        # n-step: r is Σ γ^k r_{t+k} without the intermediate entropy terms, α·log π only at x' = x_{t+m} (as FastSAC)
+        gamma = args.gamma if batch.discount is None else batch.discount
         with torch.no_grad():  # a' ~ π(·|x') of the actor just updated, α just updated
             next_actions, next_log_prob = actor.sample(next_x, next_noise)
-            target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), args.gamma,
-                                   args.cir.convex_lambda)
-        q_values = critic(x, batch.actions)
-        qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
+            if args.critic.distributional:
+                target = soft_categorical_target(batch.rewards, batch.terminated, critic_target.probabilities(next_x, next_actions), next_log_prob,
+                                                 log_alpha.exp(), gamma, critic_target.atoms, args.cir.convex_lambda)
+            else:
+                target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), gamma,
+                                       args.cir.convex_lambda)
+        if args.critic.distributional:  # cross-entropy to the projected soft target distribution
+            logits = critic.logits(x, batch.actions)
+            qf_losses = cross_entropy(logits, target.expand(num_critics, -1, -1)).mean(dim=1)
+            q_values = expected_value(logits, critic.atoms)
+        else:
+            q_values = critic(x, batch.actions)
+            qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
         return remedies.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
 
     def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
@@ -355,16 +412,17 @@ def main(args: Args) -> dict:
             actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
         # ---- step and store raw observations (normalised with the current statistics when sampled) ----
         step = env.step(actions)
-        replay.add(obs, actions, step.reward, step.next_obs, step.terminated)
+        next_obs, truncated = step.obs, step.truncated
         if stopper is not None:  # LEAST: Q̂ = min Q(x, a), G = |soft TD error| of this transition; a stop is a truncation
             with torch.no_grad():
                 q_taken = critic(normalize(obs), actions).min(dim=0).values
                 next_x = normalize(step.next_obs)
                 next_actions, next_log_prob = actor.sample(next_x, torch.randn((env.num_envs, action_dim), device=device))
                 next_value = critic_target(next_x, next_actions).min(dim=0).values - log_alpha.exp() * next_log_prob
-            obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
-        else:
-            obs = step.obs
+            next_obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
+            truncated = truncated | stopper.stopped_now
+        replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)  # n-step windows end at either
+        obs = next_obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn: actor → temperature → critic → target, as in SimBa -------------------------------

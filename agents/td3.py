@@ -223,14 +223,10 @@ class ExplorationScales(nn.Module):
 
 
 def check_scale_flags(args: Args) -> None:
-    """One-line UserError for many-env flags that cannot work together."""
-    if args.critic.distributional and (args.critic.num_atoms < 2 or not args.critic.v_min < args.critic.v_max):
-        raise UserError(f"--critic.distributional needs --critic.num-atoms >= 2 and --critic.v-min < --critic.v-max, got "
-                        f"{args.critic.num_atoms} atoms on [{args.critic.v_min}, {args.critic.v_max}]")
+    """One-line UserError for many-env flags that cannot work together (--n-step's buffer and the C51 support are checked
+    for every agent by cleanrl_plus/config.py)."""
     if args.exploration_noise_max > 0 and args.exploration_noise_min > args.exploration_noise_max:
         raise UserError(f"--exploration-noise-min {args.exploration_noise_min} is above --exploration-noise-max {args.exploration_noise_max}")
-    if args.n_step > 1 and args.buffer_size < args.n_step * args.num_envs:
-        raise UserError(f"--n-step {args.n_step} needs a --buffer-size of at least n-step × num-envs = {args.n_step * args.num_envs}")
 
 
 def main(args: Args) -> dict:

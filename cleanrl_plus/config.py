@@ -122,6 +122,12 @@ def validate_args(args: RunArgs) -> None:
     check(_POSITIVE, lambda v: v > 0, "> 0")
     if values.get("buffer_size", 1) < values.get("batch_size", 0):
         raise UserError(f"--buffer-size {values['buffer_size']} is smaller than --batch-size {values['batch_size']} — raise it")
+    if values.get("n_step", 1) > 1 and values["buffer_size"] < values["n_step"] * values["num_envs"]:
+        raise UserError(f"--n-step {values['n_step']} needs a --buffer-size of at least n-step × num-envs = {values['n_step'] * values['num_envs']}")
+    critic = values.get("critic")
+    if isinstance(critic, dict) and critic.get("distributional") and (critic["num_atoms"] < 2 or not critic["v_min"] < critic["v_max"]):
+        raise UserError(f"--critic.distributional needs --critic.num-atoms >= 2 and --critic.v-min < --critic.v-max, got "
+                        f"{critic['num_atoms']} atoms on [{critic['v_min']}, {critic['v_max']}]")
     if not is_continual(args.env_id) and dataclasses.replace(args.continual, schedule_seed=-1) != ContinualArgs():
         raise UserError(f"--continual.* flags apply to continual ids; {args.env_id} is not one — use continual:<shift>:{args.env_id}")
 

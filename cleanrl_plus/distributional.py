@@ -62,7 +62,9 @@ def project(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, 
 
 def clipped_double(probs: torch.Tensor, atoms: torch.Tensor, convex_lambda: float = 1.0) -> torch.Tensor:
     """The target distribution from twin target distributions `probs` (2, B, K): per transition the one with the
-    smaller mean (clipped double-Q), or λ·p_min + (1 − λ)·p_max (CIR's convex target)."""
+    smaller mean (clipped double-Q), or λ·p_min + (1 − λ)·p_max (CIR's convex target). One critic (1, B, K): its own."""
+    if probs.shape[0] == 1:
+        return probs[0]
     means = (probs * atoms).sum(dim=-1)
     first_is_lower = (means[0] <= means[1])[:, None]
     lower = torch.where(first_is_lower, probs[0], probs[1])

@@ -59,6 +59,13 @@ def test_clipped_double_takes_the_twin_with_the_smaller_mean_per_transition():
     torch.testing.assert_close((mixed * ATOMS).sum(-1), torch.full((2,), 0.3 * -0.4 + 0.7 * 1.4))
 
 
+def test_clipped_double_of_one_critic_is_its_own_distribution():
+    """A single critic (SAC on a task that never terminates) has no twin: its distribution, for any λ."""
+    probs = torch.tensor([[[0.7, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7]]])
+    torch.testing.assert_close(clipped_double(probs, ATOMS), probs[0])
+    torch.testing.assert_close(clipped_double(probs, ATOMS, convex_lambda=0.3), probs[0])
+
+
 def test_cross_entropy_and_expected_value():
     logits = torch.log(P)[None]
     torch.testing.assert_close(expected_value(logits, ATOMS), torch.tensor([0.1 * -1 + 0.3 * 1 + 0.4 * 2]))

@@ -281,6 +281,8 @@ def test_compiled_td3_follows_the_oracle_through_task_switches(runs_dir, monkeyp
 SAC_TINY = dict(env_id="Pendulum-v1", batch_size=32, actor_width=16, critic_width=16, critic_blocks=1, mlp_hidden_sizes=(16, 16),
                 eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
 SAC_STATE = ("actor", "critic", "critic_target", "normalizer", "log_alpha")
+# SAC's many-env flags (docs/agents/sac_simba.md): C51 twin critics, 3-step returns over two envs (normalisation is on)
+SAC_SCALE = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), clipped_double_q="on")
 DDQN_TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
 DDQN_STATE = ("q_network", "q_target")
 # CartPole's recipe (gradient norm clipped at 10) with a learning phase every 2 steps and a target copy every 50
@@ -313,6 +315,20 @@ def test_sac_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monk
     assert len(graphs_seen) == 6
 
 
+def test_sac_scale_flags_compile_as_single_graphs(runs_dir, monkeypatch):
+    """The soft categorical target (the entropy-shifted support, projected by scatter-adds) and the n-step batch's
+    discounts trace without a graph break, for twin critics and for one."""
+    graphs_seen = []
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward)
+    for critics in ("on", "off"):
+        torch._dynamo.reset()
+        graphs_seen.clear()
+        result = sac_simba.main(sac_simba.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir,
+                                               exp_name=f"critics-{critics}", **(SAC_TINY | SAC_SCALE | dict(clipped_double_q=critics))))
+        assert result["num_updates"] == 60
+        assert len(graphs_seen) == 4  # actor, temperature and critic losses and the acting step
+
+
 def test_ddqn_compiles_its_loss_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
     """ε reaches the acting step as a tensor: a Python float would be a constant of the graph, compiled again at every step."""
     graphs_seen = []
@@ -326,14 +342,15 @@ def test_ddqn_compiles_its_loss_and_acting_step_as_single_graphs(runs_dir, monke
     dict(clipped_double_q="on", least=LEASTArgs(enabled=True, start=0.0, min_history=1)),
     dict(network="mlp", clipped_double_q="on", reuse_batch=True, actor_q="mean", cir=CIRArgs(critic=True, width=16, convex_lambda=0.3),
          reset=ResetArgs(method="redo", every=100, networks="actor", redo_batch=32)),
-], ids=["simba-cdq-least", "mlp-cir-reuse-redo"])
+    SAC_SCALE | dict(network="mlp", least=LEASTArgs(enabled=True, start=0.0, min_history=1)),
+], ids=["simba-cdq-least", "mlp-cir-reuse-redo", "scale-flags-least"])
 def test_compiled_sac_equals_eager_sac_on_pendulum(flags, runs_dir, monkeypatch):
     """Updates-per-step 2, the normaliser, the temperature's own Adam; the loss remedies' tracing is TD3's test's."""
     monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
     common = dict(total_timesteps=300, learning_starts=200, runs_dir=runs_dir, **SAC_TINY, **flags)
     eager = sac_simba.main(sac_simba.Args(exp_name="eager", **common))
     compiled = sac_simba.main(sac_simba.Args(exp_name="compiled", compile=True, **common))
-    assert compiled["num_updates"] == 200
+    assert compiled["num_updates"] == 200 // flags.get("num_envs", 1)  # two updates per vector step from step 200
     optimizers = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
     _assert_states_close(_checkpoint(eager, SAC_STATE, optimizers), _checkpoint(compiled, SAC_STATE, optimizers))
 
@@ -720,7 +737,9 @@ def _run_sac_or_ddqn(agent: str, runs_dir: str, **flags) -> tuple[dict, tuple[st
     dict(network="mlp", clipped_double_q="on", reset=ResetArgs(method="redo", every=100, redo_batch=32)),
     dict(clipped_double_q="on", **LOSS_REMEDIES),
     dict(least=LEASTArgs(enabled=True, start=0.0, min_history=1), swd=SWDArgs(enabled=True, decay_steps=100)),
-], ids=["simba", "mlp-cdq-redo", "loss-and-step-remedies", "least-swd"])
+    SAC_SCALE,
+    SAC_SCALE | dict(clipped_double_q="off", network="mlp"),
+], ids=["simba", "mlp-cdq-redo", "loss-and-step-remedies", "least-swd", "scale-flags", "scale-flags-one-critic"])
 def test_sac_cudagraphs_follows_eager_sac(flags, runs_dir):
     eager, names = _run_sac_or_ddqn("sac_simba", runs_dir, exp_name="eager", **flags)
     captured, _ = _run_sac_or_ddqn("sac_simba", runs_dir, exp_name="graphs", cudagraphs=True, **flags)
@@ -769,7 +788,7 @@ def test_sac_resumed_with_cudagraphs_switched_on_follows_the_straight_run(runs_d
 def test_sac_and_ddqn_learning_steps_never_wait_for_the_gpu_once_captured(runs_dir, monkeypatch):
     """As TD3's, with SAC's observation statistics (updated at every acting step) and DDQN's frame-stack replay."""
     from cleanrl_plus.normalization import RunningMeanStd
-    from cleanrl_plus.replay import ReplayBuffer
+    from cleanrl_plus.replay import NStepReplay, ReplayBuffer
 
     checked = []
     monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
@@ -777,6 +796,10 @@ def test_sac_and_ddqn_learning_steps_never_wait_for_the_gpu_once_captured(runs_d
     monkeypatch.setattr(RunningMeanStd, "update", _strict(RunningMeanStd.update, checked))
     _run_sac_or_ddqn("sac_simba", runs_dir, cudagraphs=True, swd=SWDArgs(enabled=True, decay_steps=100))
     assert checked.count("update") == 300 and checked.count("sample") == 200 and checked.count("__call__") > 250
+    checked.clear()  # the n-step replay's sampling and the C51 update
+    monkeypatch.setattr(NStepReplay, "sample", _strict(NStepReplay.sample, checked))
+    _run_sac_or_ddqn("sac_simba", runs_dir, cudagraphs=True, exp_name="sync-scale", **SAC_SCALE)
+    assert checked.count("update") == 150 and checked.count("sample") == 100 and checked.count("__call__") > 120
     for recipe in (CARTPOLE, BREAKOUT):
         checked.clear()
         ddqn.main(_ddqn_args(recipe, exp_name=f"sync-{recipe['env_id']}", device="cuda", cudagraphs=True, runs_dir=runs_dir))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+import pytest
+
 from cleanrl_plus.distributional import CriticArgs
 
 
@@ -85,6 +87,24 @@ def test_td3_many_env_recipe_with_n_step_and_c51_reaches_minus_300_on_pendulum_w
     critics: −1205, −1137, −1405; with neither: −969, −1135 (seeds 1, 2). So the gate fails if either path stops
     helping. Gate: ≥ −300 within 32k steps in 2 of 3 seeds."""
     results = seeds_passing("td3", "torch:Pendulum-v1", 32_000, 4_000, -300.0, str(tmp_path), TD3_MANY_ENVS)
+    assert _count_passing(results, -300.0) >= 2, results
+
+
+# SAC's many-env recipe (docs/agents/sac_simba.md) at CPU scale: 32 torch Pendulum envs, 2 updates of 512 per vector step,
+# τ 0.1, lr 1e-3 (actor, critic, temperature), 3-step returns, C51 on [−1200, 0], normalised observations, AdamW 1e-2;
+# plain SAC's MLP at 64-64 for CI (one critic: Pendulum never terminates)
+SAC_MANY_ENVS = dict(num_envs=32, batch_size=512, updates_per_step=2, learning_starts=320, tau=0.1, buffer_size=100_000, n_step=3,
+                     critic=CriticArgs(distributional=True, v_min=-1200.0, v_max=0.0), network="mlp", mlp_hidden_sizes=(64, 64),
+                     learning_rate=1e-3, alpha_learning_rate=1e-3)
+
+
+@pytest.mark.slow  # 46–52 s on the contended 2-core box (two seeds of ≈ 20 s CPU each), above the default suite's 40 s
+def test_sac_many_env_recipe_with_c51_reaches_minus_300_on_pendulum_within_24k_steps(tmp_path):
+    """Measured (eval every 4k, 10 episodes; ≥ −300 first at): seeds 1, 2, 3 at 24k, 8k, 12k (−282, −222, −181). By 32k
+    (best eval) with scalar critics and 3-step returns: −725, −691, −708; with neither: −695, −851, −804; with C51 and
+    1-step returns: ≥ −300 at 16k in all three. So C51 is what SAC needs at this scale, n-step returns are not; the gate
+    fails if C51 stops helping. Gate: ≥ −300 within 24k steps in 2 of 3 seeds."""
+    results = seeds_passing("sac_simba", "torch:Pendulum-v1", 24_000, 4_000, -300.0, str(tmp_path), SAC_MANY_ENVS)
     assert _count_passing(results, -300.0) >= 2, results
 
 

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -79,6 +80,23 @@ def test_soft_q_target_by_hand_for_twin_and_single_critics():
     torch.testing.assert_close(single, torch.tensor([3.25, 1.8]))
 
 
+def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand():
+    """Φ(r + d·(z − α·log π)) on atoms −1, 0, 1, 2 from the target critic with the smaller mean, d = γ^m(1 − terminated)."""
+    from agents.sac_simba import soft_categorical_target
+
+    atoms = torch.tensor([-1.0, 0.0, 1.0, 2.0])
+    on_zero, on_two = torch.tensor([0.0, 1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, 1.0])  # means 0 and 2
+    twin = torch.stack([torch.stack([on_two, on_zero]), torch.stack([on_zero, on_two])])  # the smaller: on_zero, both rows
+    target = soft_categorical_target(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 1.0]), twin, torch.tensor([-1.0, -1.0]),
+                                     torch.tensor(0.5), torch.tensor([0.5, 0.25]), atoms)
+    # row 0: 0.5 + 0.5·(0 + 0.5) = 0.75 → ¼ on z = 0, ¾ on z = 1; row 1 terminal: 0.5 → ½ and ½
+    torch.testing.assert_close(target, torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
+    one = soft_categorical_target(torch.tensor([0.0]), torch.tensor([0.0]), on_two[None, None], torch.tensor([2.0]), torch.tensor(0.5),
+                                  0.5, atoms)
+    # 0 + 0.5·(2 − 0.5·2) = 0.5 from the only critic
+    torch.testing.assert_close(one, torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
+
+
 def _checkpoint(result: dict) -> dict:
     return load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
 
@@ -148,3 +166,95 @@ def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_s
         torch.testing.assert_close(x[0], expected, atol=1e-4, rtol=1e-4)
     noise = torch.cat([noise for _, noise in acted])
     assert abs(noise.mean().item()) < 0.4 and noise.std().item() == pytest.approx(1.0, abs=0.3)  # 3 standard errors at 60 draws
+
+
+# ---- many-env flags (FastTD3's recipe, as FastSAC; docs/agents/sac_simba.md) -----------------------------------------
+def _scale_flags(**overrides):
+    from cleanrl_plus.distributional import CriticArgs
+
+    return dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0)) | overrides
+
+
+# sha256 prefixes of actor, critic, critic_target, normalizer and log_alpha after 300 steps (200 updates), recorded at
+# 2908a16, before the many-env flags existed; torch's kernels may round differently in another version
+DEFAULT_RUN_DIGESTS = {"simba": "4464b9d7f9540824", "mlp-cdq-least": "dcad39cf00c51616"}
+DIGEST_TORCH = "2.13.0+cpu"
+
+
+@pytest.mark.skipif(torch.__version__ != DIGEST_TORCH, reason=f"digests recorded with torch {DIGEST_TORCH}")
+@pytest.mark.parametrize("name", list(DEFAULT_RUN_DIGESTS))
+def test_runs_without_the_many_env_flags_are_unchanged_bit_for_bit(name, runs_dir):
+    """The flags are off by default: a run without them draws, stores and updates exactly as before they existed
+    (one SimBa critic; twin MLP critics with LEAST, whose stops now also reach the replay as truncations)."""
+    import hashlib
+
+    from plasticity.least import LEASTArgs
+
+    flags = dict(network="mlp", clipped_double_q="on", least=LEASTArgs(enabled=True, start=0.0, min_history=1)) if name != "simba" else {}
+    result = main(Args(env_id="Pendulum-v1", total_timesteps=300, learning_starts=200, batch_size=32, actor_width=16, critic_width=16,
+                       critic_blocks=1, mlp_hidden_sizes=(16, 16), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000,
+                       runs_dir=runs_dir, **flags))
+    state, digest = _checkpoint(result), hashlib.sha256()
+    for network in ("actor", "critic", "critic_target", "normalizer"):
+        for key, value in sorted(state[network].items()):
+            digest.update(key.encode())
+            digest.update(value.numpy().tobytes())
+    digest.update(state["log_alpha"].numpy().tobytes())
+    assert digest.hexdigest()[:16] == DEFAULT_RUN_DIGESTS[name]
+
+
+def test_scale_flags_resume_bit_identically(runs_dir):
+    """The n-step replay's episode ends, the C51 critics, the statistics and the temperature are checkpointed."""
+    common = dict(env_id="Pendulum-v1", learning_starts=100, eval_every=0, clipped_double_q="on", runs_dir=runs_dir, **TINY) | _scale_flags()
+    straight = main(Args(total_timesteps=400, exp_name="straight", **common))
+    half = main(Args(total_timesteps=230, exp_name="split", **common))
+    resumed = main(Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))
+    a, b = _checkpoint(straight), _checkpoint(resumed)
+    assert torch.equal(a["log_alpha"], b["log_alpha"])
+    assert a["critic"]["base.head.weight"].shape == (2, 16, 21)  # twin C51 heads
+    for name in ("actor", "critic", "critic_target", "normalizer"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
+    assert torch.equal(a["replay"]["episode_end"], b["replay"]["episode_end"]) and a["replay"]["episode_end"].any()
+
+
+def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
+    """As TD3's: a LEAST stop resets the env after the transition is stored, so that row must close its n-step windows.
+    Read independently: an env's episode ended at a row exactly where its next stored s is not this row's s'."""
+    from plasticity.least import LEASTArgs
+
+    result = main(Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=1_200, learning_starts=200, n_step=3, runs_dir=runs_dir,
+                       eval_every=0, least=LEASTArgs(enabled=True, start=0.0, min_history=2, window=10), **TINY))
+    replay = _checkpoint(result)["replay"]
+    obs, next_obs, ended = (replay[name].reshape(600, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end"))
+    restarted = (next_obs[:-1] != obs[1:]).any(dim=-1)
+    assert torch.equal(ended[:-1], restarted)
+    assert ended.sum() > 2 * 3  # more episode ends than Pendulum's time limit gives (every 200 steps): LEAST stopped some
+    assert replay["terminated"].sum() == 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(critic=dict(distributional=True, v_min=5.0, v_max=-5.0)), "--critic.v-min < --critic.v-max"),
+    (dict(critic=dict(distributional=True, num_atoms=1)), "--critic.num-atoms >= 2"),
+    (dict(n_step=3, num_envs=4, buffer_size=10, batch_size=8), "at least n-step × num-envs = 12"),
+    (dict(n_step=0), "--n-step must be at least 1"),
+])
+def test_many_env_flags_that_cannot_work_are_one_line_errors(flags, message, runs_dir):
+    from cleanrl_plus.distributional import CriticArgs
+    from cleanrl_plus.errors import UserError
+
+    if "critic" in flags:
+        flags = flags | {"critic": CriticArgs(**flags["critic"])}
+    with pytest.raises(UserError, match=re.escape(message)):
+        main(Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, **(TINY | flags)))
+    assert not Path(runs_dir).exists()
+
+
+def test_the_command_line_takes_the_critic_flags_beside_the_critic_width_and_refuses_a_bad_support(runs_dir):
+    from conftest import run_script
+
+    done = run_script("agents/sac_simba.py", "--env-id", "Pendulum-v1", "--critic-width", "16", "--critic.distributional",
+                      "--critic.v-min", "5", "--critic.v-max", "-5", "--runs-dir", runs_dir)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "--critic.v-min < --critic.v-max" in done.stderr
+    assert not Path(runs_dir).exists()

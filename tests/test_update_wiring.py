@@ -152,8 +152,13 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
 
 def hand_projection(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     """Φ_j = Σ_i p_i·max(0, 1 − |b_i − j|), b_i = (clip(r + d·z_i) − v_min)/Δz: C51's projection written as a triangle kernel."""
+    return triangle_projection(atoms, rewards[:, None] + discount[:, None] * atoms, probs)
+
+
+def triangle_projection(atoms: torch.Tensor, shifted: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Probabilities `probs` (B, K) of the returns `shifted` (B, K) projected onto `atoms` by the triangle kernel."""
     delta = (atoms[-1] - atoms[0]) / (len(atoms) - 1)
-    b = ((rewards[:, None] + discount[:, None] * atoms).clamp(atoms[0], atoms[-1]) - atoms[0]) / delta  # (B, K)
+    b = (shifted.clamp(atoms[0], atoms[-1]) - atoms[0]) / delta  # (B, K)
     kernel = (1 - (b[:, :, None] - torch.arange(len(atoms))).abs()).clamp_min(0)  # (B, K_from, K_to)
     return (probs[:, :, None] * kernel).sum(dim=1)
 
@@ -255,6 +260,83 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
             y = batch.rewards + args.gamma * (1 - batch.terminated) * soft_value
         q = critic(batch.obs, batch.actions)
         assert_gradients_equal(((q[0] - y) ** 2).mean() + ((q[1] - y) ** 2).mean(), critic, critic_steps[k])
+        critic_target_values = polyak(critic_target_values, critic_steps[k].after, args.tau)
+
+
+@pytest.mark.parametrize("critics, convex_lambda", [("on", 1.0), ("on", 0.3), ("off", 1.0)],
+                         ids=["clipped-double", "cir-convex-mixture", "one-critic"])
+def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lambda, monkeypatch, runs_dir):
+    """C51 critics, 3-step returns over two envs, normalised observations: each critic's cross-entropy to the projection
+    of the target critic with the smaller mean (CIR: the mixture; one critic: its own) onto the support shifted to
+    r + γ^m(1 − terminated)·(z − α·log π(a'|x')), a' from the actor just updated and α just updated; the actor's loss
+    α·log π − min_i E[Z_i]; all on observations normalised with the statistics of every observation acted on so far."""
+    from pathlib import Path
+
+    from agents import sac_simba
+    from cleanrl_plus.checkpoint import load_checkpoint
+    from cleanrl_plus.distributional import CriticArgs
+    from plasticity.cir import CIRArgs
+
+    recorder = UpdateRecorder(monkeypatch, sac_simba)
+    record_replay_samples(monkeypatch, sac_simba, recorder, NStepReplay)
+    atoms = torch.linspace(-10.0, 10.0, 11)
+    args = sac_simba.Args(env_id="InvertedPendulum-v5", num_envs=2, total_timesteps=68, learning_starts=64, batch_size=32, network="mlp",
+                          mlp_hidden_sizes=(16, 16), clipped_double_q=critics, updates_per_step=1, learning_rate=0.01,
+                          alpha_learning_rate=0.1, initial_alpha=0.2, tau=0.3, buffer_size=100, n_step=3,
+                          critic=CriticArgs(distributional=True, num_atoms=11, v_min=-10.0, v_max=10.0),
+                          cir=CIRArgs(convex_lambda=convex_lambda), runs_dir=runs_dir, **RUN)
+    result = sac_simba.main(args)
+    actor_steps, critic_steps = recorder.of(0), recorder.of(1)
+    assert len(actor_steps) == len(critic_steps) == 2
+    num_critics = 2 if critics == "on" else 1
+    space = envs.make(args.env_id).single_action_space
+    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"]
+
+    def normalise(x, rows):  # statistics of the first `rows` stored (= acted-on) observations
+        seen = stored_obs[:rows]
+        return (x - seen.mean(0)) / torch.sqrt(seen.var(0, unbiased=False) + 1e-8)
+
+    def critic_with(values):  # the bare critics: their outputs are the logits
+        return with_parameters(sac_simba.Critic(args, 4, 1, num_critics, outputs=11), values)
+
+    log_alpha = torch.tensor(math.log(args.initial_alpha), requires_grad=True)
+    alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
+    critic_target_values = critic_steps[0].before
+    for k in range(2):  # update k follows vector step 32 + k, after 66 + 2k acted-on observations
+        batch, rng = recorder.samples[k]
+        assert batch.discount is not None and (batch.discount < args.gamma**2).any()  # some 3-step windows
+        x, next_x = normalise(batch.obs, 66 + 2 * k), normalise(batch.next_obs, 66 + 2 * k)
+        actor = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].before)
+        critic = critic_with(critic_steps[k].before)
+        actor_after = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].after)
+        critic_target = critic_with(critic_target_values)
+        torch.set_rng_state(rng)
+        alpha = log_alpha.detach().exp()
+        actions, log_prob = actor.sample(x, torch.randn_like(batch.actions))
+        q = (critic(x, actions).softmax(-1) * atoms).sum(-1)  # (critics, B) expected values
+        assert_gradients_equal((alpha * log_prob - q.min(dim=0).values).mean(), actor, actor_steps[k])
+        alpha_loss = -(log_alpha.exp() * (log_prob.detach() - 0.5)).mean()  # H̄ = −|A|/2
+        alpha_optimizer.zero_grad()
+        alpha_loss.backward()
+        alpha_optimizer.step()
+
+        with torch.no_grad():
+            next_actions, next_log_prob = actor_after.sample(next_x, torch.randn_like(batch.actions))
+            next_probs = critic_target(next_x, next_actions).softmax(-1)  # (critics, B, K)
+            if num_critics == 2:
+                means = (next_probs * atoms).sum(-1)
+                first_lower = (means[0] <= means[1])[:, None]
+                lower = torch.where(first_lower, next_probs[0], next_probs[1])
+                upper = torch.where(first_lower, next_probs[1], next_probs[0])
+                next_probs = convex_lambda * lower + (1 - convex_lambda) * upper
+            else:
+                next_probs = next_probs[0]
+            d = batch.discount * (1 - batch.terminated)
+            soft_support = batch.rewards[:, None] + d[:, None] * (atoms - log_alpha.exp() * next_log_prob[:, None])
+            target = triangle_projection(atoms, soft_support, next_probs)
+        log_probs = critic(x, batch.actions).log_softmax(-1)
+        loss = sum(-(target * log_probs[i]).sum(-1).mean() for i in range(num_critics))
+        assert_gradients_equal(loss, critic, critic_steps[k])
         critic_target_values = polyak(critic_target_values, critic_steps[k].after, args.tau)
 
 
