@@ -399,8 +399,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         networks = dict(
             critic=Resettable(agent.critic, optimizer, None, lambda: make_agent().critic, list(zip(critic_linears[:-1], critic_linears[1:])),
                               lambda b: agent.value(b.obs), head=critic_linears[-1]),
-            actor=Resettable(agent.policy, optimizer, None, lambda: make_agent().policy, list(zip(policy_linears[:-1], policy_linears[1:])),
-                             lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
+            actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device),
+                             list(zip(policy_linears[:-1], policy_linears[1:])), lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
         )
     resetter = Resetter(args.reset, **networks)
     remedies = RemedyHooks(args, agent=Trained(agent, optimizer, joint_outputs, (policy_linears[-1], critic_linears[-1])))
