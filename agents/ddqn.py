@@ -41,8 +41,10 @@ from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore
 from cleanrl_plus.config import RunArgs
 from envs.continual import base_env_id
 from cleanrl_plus.continual import on_task_switch, restarts_exploration
+from cleanrl_plus.encoders import NatureCNN
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, mlp_torso, polyak_update, units_for
@@ -143,26 +145,6 @@ def env_family(env_id: str) -> str:
 
 
 # ---- networks ------------------------------------------------------------------------------------------------
-class NatureCNN(nn.Module):
-    """Mnih et al. 2015: (K, 84, 84) uint8 frames /255 → conv 32×8×8/4 → 64×4×4/2 → 64×3×3/1 → 512.
-    --net.norm/--net.activation apply to the dense layer; the convolutions keep ReLU."""
-
-    def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
-        super().__init__()
-        self.convs = nn.Sequential(
-            nn.Conv2d(obs_shape[0], 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(),
-        )
-        with torch.no_grad():
-            flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
-        self.fc = hidden_linear(flat, units_for(512, activation), norm)
-        self.activation = ACTIVATIONS[activation]()
-        self.features = 512
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.fc(self.convs(obs.float() / 255.0)))
-
-
 class MinAtarCNN(nn.Module):
     """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128 (--net.* on the dense layer, as NatureCNN)."""
 
@@ -223,20 +205,6 @@ def network_for(obs_shape: tuple[int, ...]) -> NetworkKind:
 # ---- the algorithm ---------------------------------------------------------------------------------------------
 def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
     return end if duration <= 0 else start + (end - start) * min(t / duration, 1.0)
-
-
-def exploration_draws(batch: int, num_actions: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The random numbers of ε-greedy, in the order it has always drawn them: a uniform action, then u ~ U(0, 1), per row."""
-    random_actions = torch.randint(0, num_actions, (batch,), device=device)
-    return random_actions, torch.rand((batch,), device=device)
-
-
-def epsilon_greedy(q_values: torch.Tensor, epsilon: float | torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """A uniformly random action with probability ε, else the greedy one; (batch, actions) → (batch,), on device.
-    `draws` = exploration_draws(…) made by the caller (a compiled or captured acting step), else drawn here."""
-    greedy = q_values.argmax(dim=1)
-    random_actions, uniform = exploration_draws(greedy.shape[0], q_values.shape[1], q_values.device) if draws is None else draws
-    return torch.where(uniform < epsilon, random_actions, greedy)
 
 
 def double_dqn_target(

@@ -5,6 +5,10 @@ Defaults are CleanRL's `ppo_continuous_action.py` (= the spec's PPO base, remedi
 Adam lr 3e-4 (eps 1e-5) annealed linearly, grad-norm clip 0.5, per-minibatch advantage normalisation, 64-64
 tanh networks with orthogonal init, observation and reward normalisation (clip ±10). For CartPole the rl-zoo
 recipe is in the README (8 envs, 32 steps, 20 epochs, λ 0.8, γ 0.98, lr 1e-3 and clip 0.2 both annealed).
+Atari `ALE/<Game>-v5` ids take CleanRL's `ppo_atari.py` recipe instead (`Args.defaults_for`; flags given override
+it): 8 envs × 128 steps, 4 epochs × 4 minibatches, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps, no
+observation or reward normalisation (the training env clips rewards to their sign), and its network: the Nature CNN
+(orthogonal init, gain √2) shared by a linear policy head (gain 0.01) and a linear value head (gain 1), frames /255.
 
     for each iteration:
         lr ← lr₀·(1 − (i − 1)/I)                                    (--anneal-lr)
@@ -20,6 +24,7 @@ recipe is in the README (8 envs, 32 steps, 20 epochs, λ 0.8, γ 0.98, lr 1e-3 a
 the epochs and replace the policy loss inside them; everything else is PPO's.
 
 Run: python agents/ppo.py --env-id CartPole-v1      (python agents/ppo.py --help lists every flag)
+     python agents/ppo.py --env-id ALE/Breakout-v5 --env-backend envpool
 On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
 
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 import gymnasium as gym
 import torch
@@ -37,14 +42,17 @@ import envs
 from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.continual import on_task_switch
+from cleanrl_plus.encoders import NatureCNN
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.exploration import epsilon_greedy
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from envs.continual import base_env_id
 from plasticity import catalogue
 from plasticity.architecture import torso_settings
 from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
@@ -61,7 +69,9 @@ class Args(RemedyArgs, RunArgs):
     exp_name: str = "ppo"
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "Hopper-v5"
-    """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5, InvertedPendulum-v5)"""
+    """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5, ALE/Breakout-v5); it also picks the defaults"""
+    env_backend: Literal["auto", "atari", "envpool"] = "auto"
+    """'auto' = ale-py for ALE ids and gymnasium otherwise; 'envpool' runs ALE ids in envpool (faster on CPU)"""
     learning_rate: float = 3e-4
     """Adam learning rate"""
     adam_eps: float = 1e-5
@@ -101,18 +111,41 @@ class Args(RemedyArgs, RunArgs):
     normalize_reward: bool = True
     """scale rewards by the running std of the discounted return (clip ±10); logged returns stay raw"""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """hidden widths of the policy and of the value network (separate networks)"""
+    """hidden widths of the policy and of the value network (separate networks); on Atari, of each head on the shared
+    Nature CNN (() = CleanRL's linear heads)"""
     activation: Literal["tanh", "relu"] = "tanh"
     """hidden activation (CleanRL: tanh; the loss-of-plasticity PPO setting uses relu with 256-256); --net.activation overrides it"""
+    eval_epsilon: float = 0.0
+    """ε of the evaluation policy around the most probable action (Atari: 0.05, as DDQN, so that a policy that never
+    presses FIRE still ends its game)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))
     """plasticity diagnostics of policy and value network on a probe batch of the current rollout (plasticity/diagnostics.py)"""
     least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
     """LEAST does not apply to PPO/GTR (it needs a Q function); present so that asking for it is a clear error"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
-    """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch updates (plasticity/resets.py)"""
+    """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch updates (plasticity/resets.py);
+    on Atari both together (one torso: 'agent'), ReDo on its fully connected layers"""
+
+    @classmethod
+    def defaults_for(cls, env_id: str, **overrides: Any) -> "Args":
+        return cls(env_id=env_id, **((ATARI_DEFAULTS if is_atari(env_id) else {}) | overrides))
 
 
-def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+# CleanRL's ppo_atari.py (= ppo_atari_envpool.py: the same numbers); γ, λ, c_V = 0.5, value clipping, grad-norm 0.5,
+# Adam ε 1e-5, lr annealing and advantage normalisation are the field defaults above. Evaluation and checkpoint
+# cadences are DDQN's Atari ones; eval ε 0.05 as DDQN's (CleanRL evaluates by sampling).
+ATARI_DEFAULTS: dict[str, Any] = dict(
+    total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4, num_minibatches=4, update_epochs=4,
+    clip_coef=0.1, ent_coef=0.01, normalize_obs=False, normalize_reward=False, hidden_sizes=(), activation="relu",
+    eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000,
+)
+
+
+def is_atari(env_id: str) -> bool:
+    return base_env_id(env_id).startswith("ALE/")  # a continual id takes the recipe of the env it is built on
+
+
+def layer_init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
     """CleanRL's init: orthogonal weights with gain `std`, constant bias."""
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, bias)
@@ -130,21 +163,27 @@ def ppo_mlp(in_features: int, out_features: int, hidden: tuple[int, ...], activa
 
 
 class Policy(nn.Module):
-    """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box."""
+    """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box.
+    `net` maps observations to those outputs: an MLP on `in_features` inputs, or `torso` then that MLP (the head)."""
 
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none") -> None:
+    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none",
+                 torso: nn.Module | None = None) -> None:
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)  # action dimensions or actions
-        self.net = ppo_mlp(obs_dim, self.outputs, hidden, activation, out_std=0.01, norm=norm)
+        head = ppo_mlp(in_features, self.outputs, hidden, activation, out_std=0.01, norm=norm)
+        self.net = head if torso is None else nn.Sequential(torso, head)
         if self.continuous:
             self.log_std = nn.Parameter(torch.zeros(self.outputs))
 
     def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+        return self.distribution_from(self.net(obs))
+
+    def distribution_from(self, outputs: torch.Tensor) -> torch.distributions.Distribution:
+        """π(·|s) from the network's outputs: the mean (Box) or the logits (Discrete)."""
         if self.continuous:
-            mean = self.net(obs)
-            return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
-        return torch.distributions.Categorical(logits=self.net(obs))
+            return torch.distributions.Normal(outputs, self.log_std.exp().expand_as(outputs))
+        return torch.distributions.Categorical(logits=outputs)
 
     def distribution_parameters(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """{"mean", "log_std"} (Box) or {"logits"} (Discrete): what the KL churn diagnostic compares across an update."""
@@ -154,7 +193,10 @@ class Policy(nn.Module):
 
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log π(a|s), entropy H[π(·|s)]), one value per sample."""
-        dist = self.distribution(obs)
+        return self.log_prob_from(self.net(obs), actions)
+
+    def log_prob_from(self, outputs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        dist = self.distribution_from(outputs)
         if self.continuous:
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
         return dist.log_prob(actions), dist.entropy()
@@ -181,13 +223,55 @@ class Policy(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none") -> None:
+    """Policy and value network: separate MLPs on `in_features` inputs, or, given a `torso`, two heads (MLPs of `hidden`;
+    () = one linear layer) on the features of that one torso, whose gradient then sums both losses' (CleanRL's ppo_atari)."""
+
+    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none",
+                 torso: nn.Module | None = None) -> None:
         super().__init__()
-        self.policy = Policy(obs_dim, action_space, hidden, activation, norm)
-        self.critic = ppo_mlp(obs_dim, 1, hidden, activation, out_std=1.0, norm=norm)
+        self.shares_torso = torso is not None
+        self.policy = Policy(in_features, action_space, hidden, activation, norm, torso)
+        value_head = ppo_mlp(in_features, 1, hidden, activation, out_std=1.0, norm=norm)
+        self.critic = value_head if torso is None else nn.Sequential(torso, value_head)
+
+    @property
+    def torso(self) -> nn.Module:
+        return self.policy.net[0]
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)
+
+    def heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(policy outputs, V(s)) with a shared torso run once."""
+        if not self.shares_torso:
+            return self.policy.net(obs), self.value(obs)
+        features = self.torso(obs)
+        return self.policy.net[1](features), self.critic[1](features).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log π(a|s), H[π(·|s)], V(s)) of a minibatch."""
+        if not self.shares_torso:  # the two networks one after the other, as they always ran
+            return (*self.policy.log_prob(obs, actions), self.value(obs))
+        outputs, values = self.heads(obs)
+        return (*self.policy.log_prob_from(outputs, actions), values)
+
+
+def orthogonal_nature_cnn(obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> NatureCNN:
+    """CleanRL's ppo_atari torso: the Nature CNN with orthogonal weights of gain √2 and zero biases."""
+    torso = NatureCNN(obs_shape, norm, activation)
+    for layer in torso.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            layer_init(layer)
+    return torso
+
+
+def make_actor_critic(obs_shape: tuple[int, ...], action_space: gym.Space, hidden: tuple[int, ...], activation: str,
+                      norm: str = "none") -> ActorCritic:
+    """Separate MLPs for vector observations; the shared Nature CNN with its two heads for frame stacks."""
+    if len(obs_shape) == 1:
+        return ActorCritic(obs_shape[0], action_space, hidden, activation, norm)
+    torso = orthogonal_nature_cnn(obs_shape, norm, activation)
+    return ActorCritic(torso.features, action_space, hidden, activation, norm, torso)
 
 
 def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float | torch.Tensor) -> torch.Tensor:
@@ -244,17 +328,30 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     if args.cudagraphs and rollout_size % args.num_minibatches:
         raise UserError(f"--cudagraphs replays one minibatch shape, but a rollout of {rollout_size} transitions does not split into "
                         f"{args.num_minibatches} equal minibatches — pick --num-minibatches dividing {rollout_size}")
+    frames = is_atari(args.env_id)  # uint8 frame stacks for the Nature CNN
+    if frames and args.normalize_obs:
+        raise UserError(f"--normalize-obs standardises vector observations; {agent_name}'s Nature CNN scales Atari frames by 1/255 — "
+                        "add --no-normalize-obs")
+    if frames and args.reset.method != "off" and args.reset.networks != "both":
+        raise UserError(f"on Atari, {agent_name}'s policy and value heads share one torso, so a reset touches both — drop --reset.networks")
+    if frames and args.reset.method in ("inject", "cbp"):
+        why = "replaces one output layer" if args.reset.method == "inject" else "tracks each unit's one reading layer"
+        raise UserError(f"--reset.method {args.reset.method} {why}, but {agent_name}'s Nature-CNN units feed two heads on Atari — "
+                        "use redo, regrama, full, shrink-perturb or layers")
     run = start_run(args)
     device = run.device
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
-    space = env.single_action_space
-    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or len(env.single_observation_space.shape) != 1:
-        raise UserError(f"{agent_name} supports vector observations with Discrete or Box actions; {args.env_id} has {env.single_observation_space} → {space}")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual)
-    obs_dim = int(env.single_observation_space.shape[0])
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend, continual=args.continual)
+    space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or not (frames or len(obs_shape) == 1):
+        raise UserError(f"{agent_name} supports vector observations or Atari frames with Discrete or Box actions; "
+                        f"{args.env_id} has {env.single_observation_space} → {space}")
+    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend, continual=args.continual)
     continuous = isinstance(space, gym.spaces.Box)
 
-    agent = ActorCritic(obs_dim, space, args.hidden_sizes, activation, norm).to(device)
+    def make_agent() -> ActorCritic:
+        return make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)
+
+    agent = make_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
     optimizer = make_optimizer(args.optim, agent.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adam_settings)
     # the annealed lr and clip range ε are tensors changed in place, so a captured update reads each iteration's values;
@@ -262,11 +359,11 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     schedule_dtype = torch.float64 if device.type == "cpu" else torch.float32  # CUDA's fused Adam reads a float32 lr
     learning_rate = torch.tensor(args.learning_rate, dtype=schedule_dtype, device=device)
     clip_coef = torch.tensor(args.clip_coef, dtype=schedule_dtype, device=device)
-    obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
+    obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
-    storage = RolloutStorage(args.num_steps, env.num_envs, (obs_dim,), tuple(space.shape), device,
-                             torch.float32 if continuous else torch.long, extra_features=trust_region.extra_features if trust_region else 0)
+    storage = RolloutStorage(args.num_steps, env.num_envs, obs_shape, tuple(space.shape), device, torch.float32 if continuous else torch.long,
+                             extra_features=trust_region.extra_features if trust_region else 0, obs_dtype=torch.uint8 if frames else torch.float32)
     if continuous:
         action_low = torch.as_tensor(space.low, device=device, dtype=torch.float32)
         action_high = torch.as_tensor(space.high, device=device, dtype=torch.float32)
@@ -274,11 +371,10 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     def act_in_env(actions: torch.Tensor) -> torch.Tensor:
         return actions.clamp(action_low, action_high) if continuous else actions  # the stored action stays unclipped
 
-    def greedy_policy(obs: torch.Tensor) -> torch.Tensor:
-        return act_in_env(agent.policy.greedy(obs_normalizer(obs)))
+    eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
 
-    def hidden_linears(net: nn.Sequential) -> list[nn.Module]:
-        return [m for m in net if isinstance(m, nn.Linear)]
+    def hidden_linears(net: nn.Module) -> list[nn.Module]:  # the fully connected layers; a torso's convolutions are left out
+        return [m for m in net.modules() if isinstance(m, nn.Linear)]
 
     probe_activation = torch.tanh if activation == "tanh" else torch.relu
     policy_linears, critic_linears = hidden_linears(agent.policy.net), hidden_linears(agent.critic)
@@ -288,16 +384,25 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
                 lambda b: agent.policy.distribution_parameters(b.obs)),
         critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], probe_activation), lambda b: agent.value(b.obs)),
     )
-    networks = dict(
-        critic=Resettable(agent.critic, optimizer, None, lambda: ActorCritic(obs_dim, space, args.hidden_sizes, activation, norm).critic.to(device),
-                          list(zip(critic_linears[:-1], critic_linears[1:])), lambda b: agent.value(b.obs), head=critic_linears[-1]),
-        actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_dim, space, args.hidden_sizes, activation, norm).to(device),
-                         list(zip(policy_linears[:-1], policy_linears[1:])), lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
-    )
-    resetter = Resetter(args.reset, **networks)
     # one optimiser and one loss for policy and value network: the remedies treat them as one network; C-CHAIN keeps
     # the policy's outputs and the value together
-    joint_outputs = lambda b: torch.cat([agent.policy.net(b.obs), agent.value(b.obs).unsqueeze(-1)], dim=-1)  # noqa: E731
+    def joint_outputs(batch: Minibatch) -> torch.Tensor:
+        outputs, values = agent.heads(batch.obs)
+        return torch.cat([outputs, values.unsqueeze(-1)], dim=-1)
+
+    if agent.shares_torso:  # one network: the torso's units feed both heads (pairs in the order a forward reaches them)
+        unit_pairs = [(policy_linears[0], policy_linears[1]), (critic_linears[0], critic_linears[1])]
+        unit_pairs += list(zip(policy_linears[1:-1], policy_linears[2:])) + list(zip(critic_linears[1:-1], critic_linears[2:]))
+        networks = dict(agent=Resettable(agent, optimizer, None, make_agent, unit_pairs, joint_outputs,
+                                         output_layers=(policy_linears[-1], critic_linears[-1])))
+    else:
+        networks = dict(
+            critic=Resettable(agent.critic, optimizer, None, lambda: make_agent().critic, list(zip(critic_linears[:-1], critic_linears[1:])),
+                              lambda b: agent.value(b.obs), head=critic_linears[-1]),
+            actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device),
+                             list(zip(policy_linears[:-1], policy_linears[1:])), lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
+        )
+    resetter = Resetter(args.reset, **networks)
     remedies = RemedyHooks(args, agent=Trained(agent, optimizer, joint_outputs, (policy_linears[-1], critic_linears[-1])))
     stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
                     reward_scaler=reward_scaler, env=env, monitor=monitor) | remedies.stateful()
@@ -332,8 +437,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         storage.compute_advantages(agent.value, args.gamma, args.gae_lambda)  # would unroll GAE's loop over num_steps)
 
     def ppo_objective(minibatch: Minibatch, clip_coef: torch.Tensor, reference: Minibatch | None):
-        new_logprobs, entropy = agent.policy.log_prob(minibatch.obs, minibatch.actions)
-        new_values = agent.value(minibatch.obs)
+        new_logprobs, entropy, new_values = agent.evaluate(minibatch.obs, minibatch.actions)
         logratio = new_logprobs - minibatch.logprobs
         ratio = logratio.exp()
         advantages = minibatch.advantages
@@ -411,25 +515,31 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         } | remedies.report()
         if trust_region is not None:
             losses |= trust_region.after_update(storage, agent.policy)
-        session.after_step(previous_step, global_step, num_updates, losses, greedy_policy, checkpoint_state)
+        session.after_step(previous_step, global_step, num_updates, losses, eval_policy, checkpoint_state)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
             on_task_switch(args.continual, networks.values(), normalizers=(obs_normalizer, reward_scaler))
 
-    return session.finish(global_step, num_updates, greedy_policy, checkpoint_state)
+    return session.finish(global_step, num_updates, eval_policy, checkpoint_state)
 
 
-def load_policy(args: Args, env, state: dict, device: torch.device):
-    """The evaluation policy of a checkpoint (`cleanrl-plus eval`): the mean action (clipped) or the argmax."""
-    obs_dim, space = int(env.single_observation_space.shape[0]), env.single_action_space
-    norm, activation = torso_settings(args.net, args.nap, default_activation=args.activation)
-    agent = ActorCritic(obs_dim, space, args.hidden_sizes, activation, norm).to(device)
-    agent.load_state_dict(state["agent"])
-    obs_normalizer = ObservationNormalizer((obs_dim,), args.normalize_obs).to(device)
-    obs_normalizer.load_state_dict(state["obs_normalizer"])
+def evaluation_policy(agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float,
+                      device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The mean action clipped to the bounds (Box), or the most probable action, ε-greedy with ε = --eval-epsilon (Discrete)."""
     if isinstance(space, gym.spaces.Box):
         low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))
         return lambda obs: agent.policy.greedy(obs_normalizer(obs)).clamp(low, high)
-    return lambda obs: agent.policy.greedy(obs_normalizer(obs))
+    return lambda obs: epsilon_greedy(agent.policy.net(obs_normalizer(obs)), epsilon)
+
+
+def load_policy(args: Args, env, state: dict, device: torch.device):
+    """The evaluation policy of a checkpoint (`cleanrl-plus eval`)."""
+    obs_shape, space = tuple(env.single_observation_space.shape), env.single_action_space
+    norm, activation = torso_settings(args.net, args.nap, default_activation=args.activation)
+    agent = make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)
+    agent.load_state_dict(state["agent"])
+    obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
+    obs_normalizer.load_state_dict(state["obs_normalizer"])
+    return evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
 
 
 if __name__ == "__main__":

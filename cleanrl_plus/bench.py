@@ -43,7 +43,7 @@ class BenchArgs:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """device for networks, replay and env tensors"""
     env_backend: Literal["auto", "gymnasium", "atari", "envpool", "torch", "dmc", "warp"] = "auto"
-    """env backend: for `bench env`, any; for agents that choose one (ddqn), atari or envpool (ALE ids in envpool)"""
+    """env backend: for `bench env`, any; for agents that choose one (ddqn, ppo, gtr), atari or envpool (ALE ids in envpool)"""
     buffer_size: int = 0
     """replay capacity (0 = the agent's default for the env; DDQN's 1M Atari transitions take 14.1 GB)"""
     seed: int = 1

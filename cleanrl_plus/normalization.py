@@ -59,7 +59,7 @@ class ObservationNormalizer(nn.Module):
     """clip((x − μ)/σ, ±clip) with running statistics, as gymnasium's NormalizeObservation + clip in CleanRL's PPO.
 
     `update=True` only for observations the agent acts on during training; evaluation reads the statistics.
-    Disabled, it is the identity (and still a module, so checkpoints have the same keys).
+    Disabled, it is the identity (float vectors, uint8 frames; and still a module, so checkpoints have the same keys).
     """
 
     def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0) -> None:
@@ -68,8 +68,8 @@ class ObservationNormalizer(nn.Module):
         self.rms = RunningMeanStd(shape)
 
     def forward(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
-        if not self.enabled:
-            return obs.float()
+        if not self.enabled:  # uint8 frames pass as they are: the Nature CNN scales them, the rollout stores bytes
+            return obs if obs.dtype == torch.uint8 else obs.float()
         if update:
             self.rms.update(obs)
         return self.rms(obs.float()).clamp(-self.clip, self.clip)

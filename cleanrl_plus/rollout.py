@@ -61,11 +61,13 @@ class RolloutStorage:
         device: torch.device,
         action_dtype: torch.dtype = torch.float32,
         extra_features: int = 0,
+        obs_dtype: torch.dtype = torch.float32,
     ) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         size = (num_steps, num_envs)
-        self.obs = torch.zeros(size + obs_shape, device=device)
-        self.next_obs = torch.zeros(size + obs_shape, device=device)
+        # Atari frames stay uint8 (obs_dtype): a float copy of 128 × 8 stacks of 4×84×84 would take 4× the memory
+        self.obs = torch.zeros(size + obs_shape, dtype=obs_dtype, device=device)
+        self.next_obs = torch.zeros(size + obs_shape, dtype=obs_dtype, device=device)
         self.actions = torch.zeros(size + action_shape, dtype=action_dtype, device=device)
         self.logprobs = torch.zeros(size, device=device)
         self.rewards = torch.zeros(size, device=device)

@@ -82,7 +82,7 @@ class ResetArgs:
     layers: int = 1
     """layer resetting: how many of the last layers to re-initialise (1 = the output layer)"""
     networks: Literal["critic", "actor", "both"] = "both"
-    """which networks the remedy touches"""
+    """which networks the remedy touches ('both': all of them; PPO on Atari frames has one, policy and value on one torso)"""
     redo_tau: float = 0.1
     """ReDo: units with τ-dormant score ≤ redo_tau are recycled"""
     regrama_tau: float = 0.01
@@ -419,7 +419,7 @@ class Resetter:
     def __init__(self, args: ResetArgs, **networks: Resettable) -> None:
         self.args = args
         self.every = args.every or DEFAULT_EVERY.get(args.method, 0)
-        chosen = ("critic", "actor") if args.networks == "both" else (args.networks,)
+        chosen = tuple(networks) if args.networks == "both" else (args.networks,)  # PPO on frames: one network, "agent"
         self.networks = {name: net for name, net in networks.items() if name in chosen}
         self.count = 0
         self.injected: list[str] = []

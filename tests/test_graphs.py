@@ -474,6 +474,31 @@ def test_compiled_ppo_and_gtr_equal_eager_ones(name, runs_dir, monkeypatch):
     _assert_states_close(_ppo_state(eager), _ppo_state(compiled))
 
 
+# Atari: the Nature-CNN torso on uint8 frame stacks, CleanRL's recipe shrunk to a few updates
+PPO_BREAKOUT = dict(total_timesteps=192, num_envs=2, num_steps=32, num_minibatches=2, update_epochs=2, eval_episodes=1, eval_every=0,
+                    progress=False, threads=1)
+
+
+def _run_on_breakout(module, **flags) -> dict:
+    return module.main(module.Args.defaults_for("ALE/Breakout-v5", **(PPO_BREAKOUT | flags)))
+
+
+def test_ppo_on_frames_compiles_its_loss_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
+    graphs_seen = _count_compiled_graphs(monkeypatch)
+    result = _run_on_breakout(ppo, compile=True, runs_dir=runs_dir)
+    assert result["num_updates"] == 12
+    assert len(graphs_seen) == 2  # fullgraph: uint8 frames /255 and the shared torso break nothing
+
+
+@pytest.mark.parametrize("module", [ppo, gtr])
+def test_compiled_ppo_and_gtr_on_breakout_equal_eager_ones(module, runs_dir, monkeypatch):
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    eager = _run_on_breakout(module, exp_name="eager", runs_dir=runs_dir)
+    compiled = _run_on_breakout(module, exp_name="compiled", compile=True, runs_dir=runs_dir)
+    assert compiled["num_updates"] == 12
+    _assert_states_close(_ppo_state(eager), _ppo_state(compiled))
+
+
 def test_a_gtr_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypatch):
     """The resumed run reloads the anchor's policies and points the loaded optimiser at the annealed lr tensor again."""
     monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
@@ -833,6 +858,16 @@ def test_ppo_and_gtr_cudagraphs_follow_eager_ones(name, flags, runs_dir):
     eager = _run_on_policy(name, exp_name="eager", **common)
     captured = _run_on_policy(name, exp_name="graphs", cudagraphs=True, **common)
     assert captured["num_updates"] == 48
+    _assert_cuda_close(_ppo_cuda_state(eager), _ppo_cuda_state(captured))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("module", [ppo, gtr])
+def test_ppo_and_gtr_cudagraphs_on_breakout_follow_eager_ones(module, runs_dir):
+    common = dict(runs_dir=runs_dir, device="cuda", total_timesteps=384)
+    eager = _run_on_breakout(module, exp_name="eager", **common)
+    captured = _run_on_breakout(module, exp_name="graphs", cudagraphs=True, **common)
+    assert captured["num_updates"] == 24
     _assert_cuda_close(_ppo_cuda_state(eager), _ppo_cuda_state(captured))
 
 

@@ -1,0 +1,176 @@
+"""PPO and GTR on Atari: CleanRL's ppo_atari recipe and network, uint8 rollouts, evaluation, remedies, resume."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+import torch.nn.functional as F
+
+from agents import gtr, ppo
+from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.config import parse_args
+from cleanrl_plus.encoders import NatureCNN
+from cleanrl_plus.errors import UserError
+from plasticity.resets import ResetArgs
+
+# a few tiny updates: 2 envs × 32 steps per rollout, one evaluation game at the end (ε-greedy, so it ends)
+BREAKOUT = dict(num_envs=2, num_steps=32, num_minibatches=2, update_epochs=2, eval_episodes=1, eval_every=0, progress=False, threads=1)
+
+
+def breakout_args(module=ppo, **flags):
+    return module.Args.defaults_for("ALE/Breakout-v5", **(BREAKOUT | flags))
+
+
+def test_atari_ids_take_cleanrls_ppo_atari_defaults_and_flags_override_them():
+    atari = parse_args(ppo.Args, ["--env-id", "ALE/Breakout-v5", "--clip-coef", "0.2"])
+    recipe = (atari.num_envs, atari.num_steps, atari.learning_rate, atari.anneal_lr, atari.num_minibatches, atari.update_epochs,
+              atari.gamma, atari.gae_lambda, atari.ent_coef, atari.vf_coef, atari.clip_vloss, atari.max_grad_norm, atari.total_timesteps)
+    assert recipe == (8, 128, 2.5e-4, True, 4, 4, 0.99, 0.95, 0.01, 0.5, True, 0.5, 10_000_000)
+    assert atari.clip_coef == 0.2  # given: overrides CleanRL's 0.1
+    assert not atari.normalize_obs and not atari.normalize_reward and atari.hidden_sizes == () and atari.activation == "relu"
+    assert ppo.Args.defaults_for("ALE/Pong-v5").clip_coef == 0.1
+    assert gtr.Args.defaults_for("ALE/Breakout-v5").num_steps == 128  # GTR runs PPO's loop with PPO's recipe
+    vector = parse_args(ppo.Args, ["--env-id", "CartPole-v1"])
+    assert (vector.num_envs, vector.num_steps, vector.clip_coef, vector.normalize_obs, vector.hidden_sizes) == (1, 2048, 0.2, True, (64, 64))
+
+
+def _orthogonal_gain(weight: torch.Tensor) -> float:
+    """g for a weight initialised orthogonal_(W, g) with fewer rows than inputs: W·Wᵀ = g²·I."""
+    rows = weight.reshape(weight.shape[0], -1)
+    gram = rows.detach() @ rows.detach().T
+    gain = math.sqrt(float(gram[0, 0]))
+    torch.testing.assert_close(gram, gain**2 * torch.eye(rows.shape[0]), atol=1e-4, rtol=1e-4)
+    return gain
+
+
+def test_the_torso_is_the_nature_cnn_shared_by_two_heads_with_cleanrls_init():
+    torch.manual_seed(0)
+    agent = ppo.make_actor_critic((4, 84, 84), gym.spaces.Discrete(4), (), "relu")
+    torso = agent.torso
+    assert isinstance(torso, NatureCNN) and agent.critic[0] is torso  # one torso, two heads
+    convs = [m for m in torso.convs if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [(32, (8, 8), (4, 4)), (64, (4, 4), (2, 2)), (64, (3, 3), (1, 1))]
+    assert (torso.fc.in_features, torso.fc.out_features) == (64 * 7 * 7, 512)
+    policy_head, value_head = agent.policy.net[1][0], agent.critic[1][0]
+    assert (policy_head.in_features, policy_head.out_features, value_head.out_features) == (512, 4, 1)
+    for layer in (*convs, torso.fc):
+        assert _orthogonal_gain(layer.weight) == pytest.approx(math.sqrt(2), rel=1e-4)
+    assert _orthogonal_gain(policy_head.weight) == pytest.approx(0.01, rel=1e-4)
+    assert _orthogonal_gain(value_head.weight) == pytest.approx(1.0, rel=1e-4)
+    assert all(float(layer.bias.abs().max()) == 0 for layer in (*convs, torso.fc, policy_head, value_head))
+    # one set of parameters for the optimiser: 3 convs, the dense layer, two heads
+    assert len(list(agent.parameters())) == 12
+
+    # frames are bytes scaled by 1/255: the logits and value the network gives are CleanRL's forward, written out
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    x = frames.float() / 255.0
+    for conv in convs:
+        x = F.relu(F.conv2d(x, conv.weight, conv.bias, conv.stride))
+    hidden = F.relu(F.linear(x.flatten(1), torso.fc.weight, torso.fc.bias))
+    logits, values = agent.heads(frames)
+    torch.testing.assert_close(logits, F.linear(hidden, policy_head.weight, policy_head.bias))
+    torch.testing.assert_close(values, F.linear(hidden, value_head.weight, value_head.bias).squeeze(-1))
+    log_probs, entropy, evaluated_values = agent.evaluate(frames, torch.tensor([0, 1, 3]))
+    torch.testing.assert_close(log_probs, torch.log_softmax(logits, -1)[torch.arange(3), torch.tensor([0, 1, 3])])
+    torch.testing.assert_close(evaluated_values, values)
+
+
+def test_a_breakout_run_stores_uint8_frame_stacks_as_the_env_gave_them(runs_dir, monkeypatch):
+    stored = []
+
+    class RecordingStorage(ppo.RolloutStorage):
+        def add(self, t, obs, actions, logprobs, rewards, terminated, truncated, next_obs):
+            stored.append((obs.clone(), next_obs.clone(), terminated | truncated))
+            super().add(t, obs, actions, logprobs, rewards, terminated, truncated, next_obs)
+
+    storages = []
+    monkeypatch.setattr(ppo, "RolloutStorage", lambda *a, **k: storages.append(RecordingStorage(*a, **k)) or storages[-1])
+    result = ppo.main(breakout_args(total_timesteps=128, runs_dir=runs_dir))
+    assert result["global_step"] == 128 and result["num_updates"] == 8  # 2 rollouts × 2 epochs × 2 minibatches
+    storage = storages[0]
+    assert storage.obs.dtype == storage.next_obs.dtype == torch.uint8
+    assert storage.obs.shape == storage.next_obs.shape == (32, 2, 4, 84, 84)
+    # the last rollout, as stored: the frames the env gave, and s' of a step is the next step's s within an episode
+    last = stored[-32:]
+    torch.testing.assert_close(storage.obs, torch.stack([obs for obs, _, _ in last]), rtol=0, atol=0)
+    for (_, next_obs, done), (obs, _, _) in zip(last[:-1], last[1:]):
+        assert torch.equal(next_obs[~done], obs[~done])
+    assert int(storage.obs.max()) > 0
+
+
+def test_evaluation_is_epsilon_greedy_in_the_most_probable_action():
+    torch.manual_seed(0)
+    agent = ppo.make_actor_critic((4, 84, 84), gym.spaces.Discrete(4), (), "relu")
+    normalizer = ppo.ObservationNormalizer((4, 84, 84), enabled=False)
+    frames = torch.randint(0, 256, (800, 4, 84, 84), dtype=torch.uint8)
+    greedy = agent.policy.net(frames).argmax(-1)
+    assert torch.equal(ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 0.0, torch.device("cpu"))(frames), greedy)
+    random = ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 1.0, torch.device("cpu"))(frames)
+    assert torch.bincount(random, minlength=4).min() > 120  # uniform over the 4 actions (200 each expected)
+
+
+@pytest.mark.parametrize("module", [ppo, gtr])
+def test_a_breakout_resume_restores_the_learner_exactly_and_carries_on(module, runs_dir):
+    """Bit-identical continuation needs the emulators restored too, which a pickled ale-py env is not (its sticky-action RNG
+    is lost); what the agent keeps must come back exactly: networks, optimiser, the uint8 frames it acts on, counters."""
+    half = module.main(breakout_args(module, total_timesteps=64, runs_dir=runs_dir))  # one rollout
+    before = load_checkpoint(Path(half["run_dir"]) / "checkpoint.pt")
+    again = module.main(breakout_args(module, total_timesteps=64, resume=half["run_dir"], runs_dir=runs_dir))  # nothing left to do
+    after = load_checkpoint(Path(again["run_dir"]) / "checkpoint.pt")
+    assert after["obs"].dtype == torch.uint8 and after["obs"].shape == (2, 4, 84, 84)
+    for name in ("agent", "optimizer", "obs", "global_step", "iteration", "num_updates") + (("trust_region",) if module is gtr else ()):
+        assert_states_equal(before[name], after[name], name)
+    resumed = module.main(breakout_args(module, total_timesteps=192, resume=half["run_dir"], runs_dir=runs_dir))
+    assert (resumed["global_step"], resumed["num_updates"]) == (192, 12)
+
+
+def assert_states_equal(a, b, where: str) -> None:
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), f"{where} differs after resume"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_states_equal(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_states_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def test_redo_recycles_the_shared_dense_layer_and_diagnostics_watch_both_heads(runs_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    # τ = 1 marks every unit below the layer's mean activity dormant: many units of the torso's dense layer are recycled
+    result = ppo.main(breakout_args(total_timesteps=64, runs_dir=runs_dir, log_every=32,
+                                    reset=ResetArgs(method="redo", every=4, redo_tau=1.0), diagnostics=ppo.DiagnosticsArgs(every=4)))
+    events = EventAccumulator(result["run_dir"]).Reload()
+    tags = set(events.Tags()["scalars"])
+    assert result["num_updates"] == 4 and events.Scalars("plasticity/agent_recycled_fraction")[-1].value > 0.2
+    # ReDo ran after the last update: a recycled unit is read by neither head, so both outputs are what they were
+    agent = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["agent"]
+    unread_by_policy = (agent["policy.net.1.0.weight"] == 0).all(dim=0)
+    unread_by_value = (agent["critic.1.0.weight"] == 0).all(dim=0)
+    assert unread_by_policy.any() and torch.equal(unread_by_policy, unread_by_value)
+    assert {"plasticity/policy_active_units", "plasticity/critic_active_units"} <= tags, sorted(tags)
+
+
+@pytest.mark.parametrize("reset, message", [
+    (ResetArgs(method="redo", networks="actor"), "share one torso"),
+    (ResetArgs(method="inject"), "feed two heads"),
+    (ResetArgs(method="cbp"), "feed two heads"),
+])
+def test_resets_that_cannot_follow_the_shared_torso_are_one_line(reset, message, runs_dir):
+    with pytest.raises(UserError, match=message):
+        ppo.main(breakout_args(total_timesteps=64, runs_dir=runs_dir, reset=reset))
+    assert not Path(runs_dir).exists()
+
+
+def test_normalising_frames_is_refused(runs_dir):
+    with pytest.raises(UserError, match="--no-normalize-obs"):
+        ppo.main(breakout_args(total_timesteps=64, runs_dir=runs_dir, normalize_obs=True))
