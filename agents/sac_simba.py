@@ -50,7 +50,7 @@ from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import Batch, NStepReplay, ReplayBuffer
+from cleanrl_plus.replay import Batch, make_replay
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, catalogue
@@ -271,11 +271,7 @@ def main(args: Args) -> dict:
     alpha_optimizer = ElementStepAdam([log_alpha], lr=args.alpha_learning_rate, fused=True if device.type == "cuda" else None,
                                       capturable=args.cudagraphs and device.type == "cuda")
     sampler = make_sampler(args.swd, env.num_envs)
-    if args.n_step > 1:
-        replay = NStepReplay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler, num_envs=env.num_envs,
-                             n_step=args.n_step, gamma=args.gamma)
-    else:
-        replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler)
+    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler, env.num_envs, args.n_step, args.gamma)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
     def policy(obs: torch.Tensor) -> torch.Tensor:  # evaluation: deterministic, statistics frozen

@@ -42,7 +42,7 @@ from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import Batch, NStepReplay, ReplayBuffer, bootstrap_discount
+from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, catalogue
@@ -248,11 +248,7 @@ def main(args: Args) -> dict:
     actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
     critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
     sampler = make_sampler(args.swd, env.num_envs)
-    if args.n_step > 1:
-        replay = NStepReplay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler, num_envs=env.num_envs,
-                             n_step=args.n_step, gamma=args.gamma)
-    else:
-        replay = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device, sampler=sampler)
+    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler, env.num_envs, args.n_step, args.gamma)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
     # raw observations are stored; actor and critics see them normalised with the current statistics
     normalizer = RunningMeanStd((obs_dim,)).to(device)

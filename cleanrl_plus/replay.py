@@ -224,3 +224,11 @@ class NStepReplay(ReplayBuffer):
         obs, _ = self._read_observations(index)
         _, next_obs = self._read_observations(last)
         return Batch(obs, self.actions[index], returns, next_obs, self.terminated[last], self.insertion_step[index], self.powers[steps])
+
+
+def make_replay(capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device, sampler,
+                num_envs: int, n_step: int, gamma: float) -> ReplayBuffer:
+    """The replay of an off-policy agent: one-step transitions, or n-step returns computed when sampled (--n-step)."""
+    if n_step > 1:
+        return NStepReplay(capacity, obs_shape, action_shape, device, sampler=sampler, num_envs=num_envs, n_step=n_step, gamma=gamma)
+    return ReplayBuffer(capacity, obs_shape, action_shape, device, sampler=sampler)

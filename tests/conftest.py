@@ -37,3 +37,19 @@ def run_script(*args: str, timeout: float = 300, **kwargs):
     import subprocess
 
     return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def assert_states_equal(a, b, where: str) -> None:
+    """Two checkpoint states (nested dicts, lists and tensors) equal to the bit; `where` names the first difference."""
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), f"{where} differs after resume"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_states_equal(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_states_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where

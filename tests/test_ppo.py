@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from agents import gtr, ppo
+from conftest import assert_states_equal
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, generalized_advantages
@@ -186,21 +187,6 @@ def test_gtr_resume_continues_bit_identically(runs_dir):
         assert_states_equal(a[name], b[name], name)
     assert len(a["trust_region"]["snapshots"]) == 3
     assert_states_equal(a["trust_region"], b["trust_region"], "trust_region")
-
-
-def assert_states_equal(a, b, where: str) -> None:
-    if isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), f"{where} differs after resume"
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_states_equal(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_states_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def test_gtr_without_penalty_is_exactly_ppo_and_with_it_is_not(runs_dir):

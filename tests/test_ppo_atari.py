@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from agents import gtr, ppo
+from conftest import assert_states_equal
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
 from cleanrl_plus.encoders import NatureCNN
@@ -126,21 +127,6 @@ def test_a_breakout_resume_restores_the_learner_exactly_and_carries_on(module, r
         assert_states_equal(before[name], after[name], name)
     resumed = module.main(breakout_args(module, total_timesteps=192, resume=half["run_dir"], runs_dir=runs_dir))
     assert (resumed["global_step"], resumed["num_updates"]) == (192, 12)
-
-
-def assert_states_equal(a, b, where: str) -> None:
-    if isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), f"{where} differs after resume"
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_states_equal(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_states_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def test_redo_recycles_the_shared_dense_layer_and_diagnostics_watch_both_heads(runs_dir):

@@ -233,23 +233,6 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
     assert replay["terminated"].sum() == 0
 
 
-@pytest.mark.parametrize("flags, message", [
-    (dict(critic=dict(distributional=True, v_min=5.0, v_max=-5.0)), "--critic.v-min < --critic.v-max"),
-    (dict(critic=dict(distributional=True, num_atoms=1)), "--critic.num-atoms >= 2"),
-    (dict(n_step=3, num_envs=4, buffer_size=10, batch_size=8), "at least n-step × num-envs = 12"),
-    (dict(n_step=0), "--n-step must be at least 1"),
-])
-def test_many_env_flags_that_cannot_work_are_one_line_errors(flags, message, runs_dir):
-    from cleanrl_plus.distributional import CriticArgs
-    from cleanrl_plus.errors import UserError
-
-    if "critic" in flags:
-        flags = flags | {"critic": CriticArgs(**flags["critic"])}
-    with pytest.raises(UserError, match=re.escape(message)):
-        main(Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, **(TINY | flags)))
-    assert not Path(runs_dir).exists()
-
-
 def test_the_command_line_takes_the_critic_flags_beside_the_critic_width_and_refuses_a_bad_support(runs_dir):
     from conftest import run_script
 

@@ -11,6 +11,7 @@ from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.replay import Batch
 
 TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=2, progress=False, buffer_size=10_000)
+SAC_TINY = dict(actor_width=16, critic_width=16, critic_blocks=1, batch_size=32, eval_episodes=2, progress=False, buffer_size=10_000)
 
 
 def _linear_critic(k: tuple[float, float], c: tuple[float, float]) -> TwinCritic:
@@ -214,19 +215,27 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
     assert replay["terminated"].sum() == 0  # and a stop is never a termination
 
 
-@pytest.mark.parametrize("flags, message", [
+SHARED_SCALE_ERRORS = [  # config.validate_args checks these for TD3 and SAC alike
     (dict(critic=dict(distributional=True, v_min=5.0, v_max=-5.0)), "--critic.v-min < --critic.v-max"),
     (dict(critic=dict(distributional=True, num_atoms=1)), "--critic.num-atoms >= 2"),
-    (dict(exploration_noise_min=0.5, exploration_noise_max=0.2), "--exploration-noise-min 0.5 is above"),
     (dict(n_step=3, num_envs=4, buffer_size=10, batch_size=8), "at least n-step × num-envs = 12"),
     (dict(n_step=0), "--n-step must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("agent, flags, message", [
+    *(("td3", flags, message) for flags, message in SHARED_SCALE_ERRORS),
+    *(("sac_simba", flags, message) for flags, message in SHARED_SCALE_ERRORS),
+    ("td3", dict(exploration_noise_min=0.5, exploration_noise_max=0.2), "--exploration-noise-min 0.5 is above"),
 ])
-def test_many_env_flags_that_cannot_work_are_one_line_errors(flags, message, runs_dir):
+def test_many_env_flags_that_cannot_work_are_one_line_errors(agent, flags, message, runs_dir):
+    from agents import sac_simba, td3
     from cleanrl_plus.distributional import CriticArgs
     from cleanrl_plus.errors import UserError
 
+    module, tiny = (td3, TINY) if agent == "td3" else (sac_simba, SAC_TINY)
     if "critic" in flags:
         flags = flags | {"critic": CriticArgs(**flags["critic"])}
     with pytest.raises(UserError, match=re.escape(message)):
-        main(Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, **(TINY | flags)))
+        module.main(module.Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, **(tiny | flags)))
     assert not Path(runs_dir).exists()
