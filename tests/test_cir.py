@@ -55,6 +55,7 @@ def test_shared_layer_norm_ties_every_site_and_the_alternative_does_not():
 
 
 def test_td3_trains_with_the_cir_critic_convex_target_and_same_batch_reuse(runs_dir, monkeypatch):
+    import cleanrl_plus.replay
     from cleanrl_plus.replay import ReplayBuffer
 
     sampled = []
@@ -64,7 +65,7 @@ def test_td3_trains_with_the_cir_critic_convex_target_and_same_batch_reuse(runs_
             sampled.append(batch_size)
             return super().sample(batch_size)
 
-    monkeypatch.setattr(td3, "ReplayBuffer", CountingReplay)
+    monkeypatch.setattr(cleanrl_plus.replay, "ReplayBuffer", CountingReplay)  # make_replay builds TD3's replay
     cir = CIRArgs(critic=True, width=32, convex_lambda=0.3)
     result = td3.main(td3.Args(env_id="Pendulum-v1", total_timesteps=400, learning_starts=200, gradient_steps=2, reuse_batch=True,
                                eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False, batch_size=32, hidden_sizes=(32, 32),

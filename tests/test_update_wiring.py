@@ -76,7 +76,10 @@ def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder, storage
             recorder.record_sample(batch)
             return batch
 
-    monkeypatch.setattr(module, storage.__name__, RecordingReplay)
+    import cleanrl_plus.replay
+
+    # the agents that build their replay with make_replay find the class there; the others import it
+    monkeypatch.setattr(module if hasattr(module, storage.__name__) else cleanrl_plus.replay, storage.__name__, RecordingReplay)
 
 
 def with_parameters(network: torch.nn.Module, values: list[torch.Tensor]) -> torch.nn.Module:
