@@ -183,12 +183,18 @@ def _sub_env_state(env: gym.Env) -> dict[str, Any]:
         state["pickled_env"] = pickle.dumps(env)
     except Exception as error:  # an env we cannot snapshot resumes from a fresh episode instead
         warnings.warn(f"{type(base).__name__} cannot be pickled ({error}); resume will start a fresh episode")
+    if hasattr(base, "ale"):  # a pickled ale-py env restarts its emulator's RNG (sticky actions): its full state is cloned
+        state["ale_state"] = pickle.dumps(base.ale.cloneState(include_rng=True))
     return state
 
 
 def _restore_sub_env(env: gym.Env, state: dict[str, Any]) -> gym.Env:
     if "pickled_env" in state:
-        return pickle.loads(state["pickled_env"])
+        restored = pickle.loads(state["pickled_env"])
+        if "ale_state" in state:  # ale-py pickles neither its emulator's RNG nor the env's own (no-op starts)
+            restored.unwrapped.ale.restoreState(pickle.loads(state["ale_state"]))
+            restored.unwrapped.np_random.bit_generator.state = state["np_random"]
+        return restored
     base = env.unwrapped
     base.np_random.bit_generator.state = state["np_random"]
     time_limit = _find_wrapper(env, gym.wrappers.TimeLimit)

@@ -130,6 +130,29 @@ def test_real_atari_frames_round_trip_through_the_replay(backend):
         assert torch.equal(rebuilt_obs[slot], expected_obs) and torch.equal(rebuilt_next[slot], expected_next)
 
 
+def test_a_restored_atari_env_continues_exactly_as_the_one_it_was_saved_from(tmp_path):
+    """Mid-game state through a checkpoint file: frames, rewards and episode ends of the next 200 steps (life losses and
+    sticky actions among them) equal the uninterrupted env's. A pickled ale-py env alone restarts its emulator's RNG."""
+    env = envs.make("ALE/Breakout-v5", num_envs=2, seed=3, backend="atari")
+    generator = torch.Generator().manual_seed(0)
+    env.reset()
+    for _ in range(40):
+        env.step(torch.randint(0, 4, (2,), generator=generator))
+    torch.save(env.state_dict(), tmp_path / "env.pt")
+    actions = torch.randint(0, 4, (200, 2), generator=generator)
+    straight = [env.step(a) for a in actions]
+    restored = envs.make("ALE/Breakout-v5", num_envs=2, seed=99, backend="atari")
+    restored.reset()
+    restored.load_state_dict(torch.load(tmp_path / "env.pt", weights_only=False))
+    ends = 0
+    for a, expected in zip(actions, straight):
+        step = restored.step(a)
+        for field in ("obs", "reward", "terminated", "truncated", "next_obs"):
+            assert torch.equal(getattr(step, field), getattr(expected, field)), field
+        ends += int((step.terminated | step.truncated).sum())
+    assert ends >= 1
+
+
 # ---- the backends: preprocessing, life loss, unclipped scores ------------------------------------------------------
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_training_clips_rewards_and_ends_episodes_on_life_loss_but_reports_full_unclipped_games(backend):

@@ -115,18 +115,17 @@ def test_evaluation_is_epsilon_greedy_in_the_most_probable_action():
 
 
 @pytest.mark.parametrize("module", [ppo, gtr])
-def test_a_breakout_resume_restores_the_learner_exactly_and_carries_on(module, runs_dir):
-    """Bit-identical continuation needs the emulators restored too, which a pickled ale-py env is not (its sticky-action RNG
-    is lost); what the agent keeps must come back exactly: networks, optimiser, the uint8 frames it acts on, counters."""
-    half = module.main(breakout_args(module, total_timesteps=64, runs_dir=runs_dir))  # one rollout
-    before = load_checkpoint(Path(half["run_dir"]) / "checkpoint.pt")
-    again = module.main(breakout_args(module, total_timesteps=64, resume=half["run_dir"], runs_dir=runs_dir))  # nothing left to do
-    after = load_checkpoint(Path(again["run_dir"]) / "checkpoint.pt")
-    assert after["obs"].dtype == torch.uint8 and after["obs"].shape == (2, 4, 84, 84)
-    for name in ("agent", "optimizer", "obs", "global_step", "iteration", "num_updates") + (("trust_region",) if module is gtr else ()):
-        assert_states_equal(before[name], after[name], name)
-    resumed = module.main(breakout_args(module, total_timesteps=192, resume=half["run_dir"], runs_dir=runs_dir))
+def test_a_breakout_run_resumed_after_one_rollout_ends_exactly_as_the_straight_run(module, runs_dir):
+    """The emulators come back mid-game (ALE state and RNGs: envs/gymnasium_backend.py), the learner, its uint8 frames
+    and counters with them."""
+    straight = module.main(breakout_args(module, total_timesteps=192, exp_name="straight", runs_dir=runs_dir))
+    half = module.main(breakout_args(module, total_timesteps=64, exp_name="split", runs_dir=runs_dir))  # one rollout
+    resumed = module.main(breakout_args(module, total_timesteps=192, exp_name="split", resume=half["run_dir"], runs_dir=runs_dir))
     assert (resumed["global_step"], resumed["num_updates"]) == (192, 12)
+    a, b = (load_checkpoint(Path(run["run_dir"]) / "checkpoint.pt") for run in (straight, resumed))
+    assert b["obs"].dtype == torch.uint8 and b["obs"].shape == (2, 4, 84, 84)
+    for name in ("agent", "optimizer", "obs", "global_step", "iteration", "num_updates") + (("trust_region",) if module is gtr else ()):
+        assert_states_equal(a[name], b[name], name)
 
 
 def test_redo_recycles_the_shared_dense_layer_and_diagnostics_watch_both_heads(runs_dir):
