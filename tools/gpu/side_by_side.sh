@@ -57,12 +57,12 @@ task() {
         COMMON="--total-timesteps $TOTAL --learning-starts $LS --buffer-size $BUF"; UPS=0.25
         CLEANRL="cleanrl/dqn_atari.py --env-id BreakoutNoFrameskip-v4"
         OURS="agents/ddqn.py --env-id ALE/Breakout-v5 --loss mse" ;;
-    ppo_atari)  # envpool Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches; agents/ppo.py has no CNN torso (yet)
+    ppo_atari)  # Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches (CleanRL's ppo_atari recipe: our Atari defaults)
         if [ "$SMOKE" = 1 ]; then TOTAL=2560 FROM=1280 COMMON="--num-envs 4 --num-steps 32"; UPS=$(awk 'BEGIN {print 16 / 128}')
         else TOTAL=61440 FROM=20480 COMMON=""; UPS=$(awk 'BEGIN {print 16 / 1024}'); fi
-        COMMON="--env-id Breakout-v5 --total-timesteps $TOTAL $COMMON"
-        CLEANRL="cleanrl/ppo_atari_envpool.py"; LEANRL="leanrl/ppo_atari_envpool_torchcompile.py"
-        OURS=${OURS_PPO_ATARI:-} ;;
+        COMMON="--total-timesteps $TOTAL $COMMON"; LOG=1024
+        CLEANRL="cleanrl/ppo_atari_envpool.py --env-id Breakout-v5"; LEANRL="leanrl/ppo_atari_envpool_torchcompile.py --env-id Breakout-v5"
+        OURS="agents/ppo.py --env-id ALE/Breakout-v5 --env-backend envpool" ;;
     *) echo "unknown task $1" >&2; return 1 ;;
     esac
 }
@@ -104,7 +104,7 @@ for t in "${TASKS[@]}"; do
             # shellcheck disable=SC2086
             run "$t" $impl "${sets[$i]}" "" "$REPO/"$OURS $COMMON $OURS_COMMON --log-every $LOG --runs-dir "$W/$t/$impl/runs" ${sets[$i]}
         done
-    else echo "[$t/ours] no agent of ours for this task (set OURS_PPO_ATARI to run one)"; fi
+    else echo "[$t/ours] no agent of ours for this task"; fi
 done
 [ $DRY = 1 ] && exit 0
 cp "$W/side_by_side.csv" "$OUTDIR/side_by_side.csv"
