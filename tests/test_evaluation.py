@@ -36,8 +36,11 @@ def gymnasium_returns(seed: int, num_episodes: int) -> list[float]:
     return returns
 
 
-def test_each_return_counts_rewards_only_until_its_episode_ends():
+@pytest.mark.parametrize("check_every", [1, 16])
+def test_each_return_counts_rewards_only_until_its_episode_ends(check_every):
+    """Also when the host checks for the end only every 16 steps (the default: fewer device syncs), stepping past it."""
     evaluator = Evaluator("CartPole-v1", 4, seed=3, device=torch.device("cpu"))
+    evaluator.check_every = check_every
     returns = evaluator(balance)
     expected = gymnasium_returns(3 + EVAL_SEED_OFFSET, 4)
     assert len(set(expected)) > 1  # episodes end at different steps, so rewards after an end would show
