@@ -12,11 +12,12 @@ Usage: python3 tools/gpu/rate.py RUNS_DIR --from-step 7000    → one JSON line
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+from csv_rows import append_row  # tools/gpu/csv_rows.py, beside this script
 
 FIELDS = ["task", "implementation", "flags", "env_steps_per_s", "updates_per_s", "window_steps", "window_s", "status",
           "device", "torch", "command"]
@@ -56,9 +57,4 @@ if __name__ == "__main__":
         sps = result["env_steps_per_s"]
         row.update(env_steps_per_s=sps, updates_per_s=round(sps * args.updates_per_step, 1) if sps else None,
                    window_steps=result.get("last_step", 0) - result.get("first_step", 0), window_s=result.get("seconds"))
-        new_file = not args.csv.exists()
-        with args.csv.open("a", newline="") as file:
-            writer = csv.DictWriter(file, FIELDS)
-            if new_file:
-                writer.writeheader()
-            writer.writerow(row)
+        append_row(args.csv, FIELDS, row)

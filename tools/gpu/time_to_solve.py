@@ -12,13 +12,14 @@ Usage: python tools/gpu/time_to_solve.py --agent ppo --target 500 -- --env-id to
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
 import json
 import shlex
 import sys
 import time
 from pathlib import Path
+
+from csv_rows import append_row  # tools/gpu/csv_rows.py, beside this script
 
 import torch
 import tyro
@@ -55,9 +56,4 @@ if __name__ == "__main__":
     report = time_to_solve(options.agent, flags, options.target)
     print(json.dumps(report))
     if options.csv:
-        new_file = not options.csv.exists()
-        with options.csv.open("a", newline="") as file:
-            writer = csv.DictWriter(file, FIELDS)
-            if new_file:
-                writer.writeheader()
-            writer.writerow(report)
+        append_row(options.csv, FIELDS, report)
