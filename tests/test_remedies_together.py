@@ -110,28 +110,31 @@ def test_every_applicable_remedy_at_once_runs_finite_and_each_acts(agent, optimi
     assert all(torch.isfinite(v).all() for v in weights.values() if v.is_floating_point())
 
 
-def _scale_flags():
+def _scale_flags(agent: str) -> dict:
     from cleanrl_plus.distributional import CriticArgs
 
-    return dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
-                exploration_noise_min=0.05, exploration_noise_max=0.4, weight_decay=0.1)
+    flags = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
+                 weight_decay=0.1)
+    return flags | (dict(exploration_noise_min=0.05, exploration_noise_max=0.4) if agent == "td3" else {})
 
 
+@pytest.mark.parametrize("agent", ["td3", "sac_simba"])
 @pytest.mark.parametrize("extra", [
     dict(),  # with every loss and optimiser remedy, layer resetting, SWD and LEAST (as above)
-    dict(reset=ResetArgs(method="inject", every=30)),  # the C51 head is the injected one (a reset method alone)
+    dict(reset=ResetArgs(method="inject", every=30, networks="critic")),  # the C51 head is the injected one (a reset method alone)
     dict(reset=ResetArgs(method="redo", every=20)),
     dict(reset=ResetArgs(method="cbp")),
     dict(cir="torso"),  # CIR's torso with a C51 head and its convex target as a mixture of the twins' distributions
 ], ids=["loss-optimiser-layers", "inject", "redo", "cbp", "cir"])
-def test_td3_scale_flags_run_with_the_remedies(extra, runs_dir):
-    """C51 critics, n-step returns, normalised observations and per-env noise leave no remedy inapplicable: each acts."""
+def test_scale_flags_run_with_the_remedies(agent, extra, runs_dir):
+    """TD3's and SAC's many-env flags (C51 critics, n-step returns, normalised observations; TD3's per-env noise) leave
+    no remedy inapplicable: each acts."""
     from plasticity.cir import CIRArgs
 
     remedies = extra or _loss_and_optimiser_remedies("adam", "fourier")
     if extra.get("cir"):
         remedies = dict(cir=CIRArgs(critic=True, width=16, convex_lambda=0.3))
-    result = _td3(runs_dir, remedies | _scale_flags())
+    result = (_td3 if agent == "td3" else _sac)(runs_dir, remedies | _scale_flags(agent))
     scalars = _final_scalars(result["run_dir"])
     assert all(math.isfinite(v) for tag, v in scalars.items() if tag.startswith("losses/"))
     assert -200.0 <= scalars["losses/qf1_values"] <= 10.0  # an expected value on the C51 support
