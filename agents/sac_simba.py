@@ -50,7 +50,7 @@ from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import Batch, make_replay
+from cleanrl_plus.replay import Batch, batch_gamma, make_replay
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, catalogue
@@ -336,7 +336,7 @@ def main(args: Args) -> dict:
     def critic_objective(batch: Batch, next_noise: torch.Tensor, reference: Batch | None):
         x, next_x = normalize(batch.obs), normalize(batch.next_obs)
         # n-step: r is Σ γ^k r_{t+k} without the intermediate entropy terms, α·log π only at x' = x_{t+m} (as FastSAC)
-        gamma = args.gamma if batch.discount is None else batch.discount
+        gamma = batch_gamma(batch, args.gamma)
         with torch.no_grad():  # a' ~ π(·|x') of the actor just updated, α just updated
             next_actions, next_log_prob = actor.sample(next_x, next_noise)
             if args.critic.distributional:

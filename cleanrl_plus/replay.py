@@ -27,11 +27,15 @@ class Batch(NamedTuple):
     discount: torch.Tensor | None = None  # γ^m of an n-step batch (before the 1 − terminated mask); None: one step, γ
 
 
+def batch_gamma(batch: Batch, gamma: float) -> float | torch.Tensor:
+    """The discount of each transition's bootstrap: γ for a one-step batch, γ^m for an n-step one."""
+    return gamma if batch.discount is None else batch.discount
+
+
 def bootstrap_discount(batch: Batch, gamma: float) -> torch.Tensor:
     """The factor of the bootstrapped value in y = r + factor·V(s'): γ(1 − terminated), or γ^m(1 − terminated) for an
     n-step batch."""
-    discount = gamma if batch.discount is None else batch.discount
-    return discount * (1.0 - batch.terminated)
+    return batch_gamma(batch, gamma) * (1.0 - batch.terminated)
 
 
 class Sampler(Protocol):

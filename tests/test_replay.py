@@ -163,3 +163,12 @@ def test_make_replay_gives_n_step_returns_only_when_asked():
     assert type(one_step) is ReplayBuffer and type(n_step) is NStepReplay
     assert (n_step.n_step, n_step.num_envs) == (3, 2)
     torch.testing.assert_close(n_step.powers, 0.9 ** torch.arange(4.0))
+
+
+def test_batch_gamma_is_gamma_for_one_step_batches_and_each_transitions_power_for_n_step_ones():
+    from cleanrl_plus.replay import Batch, batch_gamma, bootstrap_discount
+
+    one = Batch(*(torch.zeros(2, 1) for _ in range(4)), torch.tensor([0.0, 1.0]), torch.zeros(2))
+    n_step = one._replace(discount=torch.tensor([0.81, 0.9]))
+    assert batch_gamma(one, 0.9) == 0.9 and torch.equal(batch_gamma(n_step, 0.9), torch.tensor([0.81, 0.9]))
+    torch.testing.assert_close(bootstrap_discount(n_step, 0.9), torch.tensor([0.81, 0.0]))
