@@ -1,0 +1,188 @@
+"""Runs give the same numbers, bit for bit (CPU), as when these digests were recorded.
+
+Written before the agents' wiring was redesigned (one description per network, resume inside the session) and
+kept: a refactor that moves code must not change what a run computes. Each case is a small real run of one agent
+with remedies on; its digest covers every TensorBoard scalar (tag, step, value), the summary's evaluation history
+and the outputs of the evaluation policy that `cleanrl-plus eval` rebuilds from the checkpoint, on fixed
+observations. None of these depend on how the checkpoint names its tensors.
+
+A digest changes only when a run's numbers do: record new ones (`CLEANRL_PLUS_RECORD_DIGESTS=1 pytest
+tests/test_same_numbers.py -s` prints them) only for a change that is meant to change results, and say so in the
+commit. torch's kernels may round differently in another version, hence the skip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+DIGEST_TORCH = "2.13.0+cpu"
+RECORD = os.environ.get("CLEANRL_PLUS_RECORD_DIGESTS") == "1"
+
+
+def _remedies(activation: str, reset: dict | None = None) -> dict:
+    from plasticity.architecture import NaPArgs, NetArgs
+    from plasticity.cchain import CChainArgs
+    from plasticity.optimizers import OptimArgs
+    from plasticity.regularizers import RegArgs, WeightClipArgs
+    from plasticity.resets import ResetArgs
+
+    return dict(net=NetArgs(norm="layer", activation=activation), nap=NaPArgs(enabled=True),
+                reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4), clip=WeightClipArgs(kappa=3.0),
+                cchain=CChainArgs(enabled=True, warmup_updates=20), optim=OptimArgs(trac=True),
+                reset=ResetArgs(**(reset or dict(method="layers", every=25))))
+
+
+def _diagnostics(every: int = 20) -> dict:
+    from plasticity.diagnostics import DiagnosticsArgs
+
+    return dict(diagnostics=DiagnosticsArgs(every=every, probe_size=64, ntk_every=2 * every, ntk_batch=8, churn_every=every // 2 + 1,
+                                            churn_batch=32))
+
+
+def _reset(**kwargs) -> dict:
+    from plasticity.resets import ResetArgs
+
+    return dict(reset=ResetArgs(**kwargs))
+
+
+def _least() -> dict:
+    from plasticity.least import LEASTArgs
+
+    return dict(least=LEASTArgs(enabled=True, start=0.0, min_history=1))
+
+
+def _swd() -> dict:
+    from plasticity.swd import SWDArgs
+
+    return dict(swd=SWDArgs(enabled=True))
+
+
+def _c51(v_min: float = -200.0, v_max: float = 10.0) -> dict:
+    from cleanrl_plus.distributional import CriticArgs
+
+    return dict(critic=CriticArgs(distributional=True, num_atoms=21, v_min=v_min, v_max=v_max))
+
+
+def _continual(**kwargs) -> dict:
+    from envs.continual import ContinualArgs
+
+    return dict(continual=ContinualArgs(**kwargs))
+
+
+_TD3 = dict(env_id="Pendulum-v1", total_timesteps=300, learning_starts=100, batch_size=32, hidden_sizes=(16, 16), buffer_size=1_000)
+_SAC = dict(env_id="Pendulum-v1", total_timesteps=260, learning_starts=100, batch_size=32, actor_width=16, critic_width=16,
+            critic_blocks=1, mlp_hidden_sizes=(16, 16), buffer_size=1_000)
+_DDQN = dict(total_timesteps=700, learning_starts=100, train_frequency=50, gradient_steps=8, batch_size=32, hidden_sizes=(16, 16),
+             buffer_size=1_000)
+_PPO = dict(env_id="CartPole-v1", total_timesteps=768, num_steps=128, num_minibatches=4, update_epochs=2, hidden_sizes=(16, 16))
+
+# name → (agent, flags, env id for Args.defaults_for or None)
+CASES: dict[str, tuple[str, dict]] = {
+    "td3-remedies": ("td3", _TD3 | _remedies("fourier") | _swd() | _least() | _diagnostics() | dict(normalize_obs=True)),
+    "td3-scale-redo": ("td3", _TD3 | dict(num_envs=2, n_step=3, normalize_obs=True, weight_decay=0.1, exploration_noise_min=0.05,
+                                          exploration_noise_max=0.4) | _c51() | _reset(method="redo", every=20) | _diagnostics()),
+    "td3-cbp-oracle": ("td3", _TD3 | dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=400)
+                       | _continual(steps_per_task=200, num_tasks=2, oracle=True) | _reset(method="cbp", cbp_maturity=20, cbp_replacement_rate=0.05)),
+    "td3-inject-cir": ("td3", _TD3 | dict(cir=None) | _reset(method="inject", every=60)),
+    "sac-mlp-remedies": ("sac_simba", _SAC | dict(network="mlp", clipped_double_q="on") | _remedies("crelu") | _swd() | _least() | _diagnostics()),
+    "sac-simba-cbp": ("sac_simba", _SAC | _reset(method="cbp", cbp_maturity=20, cbp_replacement_rate=0.05) | _diagnostics()),
+    "sac-c51-inject": ("sac_simba", _SAC | dict(network="mlp", num_envs=2, n_step=2) | _c51() | _reset(method="inject", every=40, networks="critic")),
+    "sac-regrama-oracle": ("sac_simba", _SAC | dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=400, network="mlp")
+                           | _reset(method="regrama", every=30) | _continual(steps_per_task=200, num_tasks=2, oracle=True)),
+    "ddqn-remedies": ("ddqn", _DDQN | dict(env_id="CartPole-v1") | _remedies("crelu") | _swd() | _diagnostics(8)),
+    "ddqn-minatar-redo": ("ddqn", _DDQN | dict(env_id="MinAtar/Breakout-v1", total_timesteps=400) | _reset(method="redo", every=8)
+                          | _diagnostics(8)),
+    "ddqn-oracle-sp": ("ddqn", _DDQN | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=800)
+                       | _continual(steps_per_task=400, num_tasks=2, oracle=True) | _reset(method="shrink-perturb", every=16)),
+    "ppo-remedies": ("ppo", _PPO | _remedies("fourier") | _diagnostics(8)),
+    "ppo-continuous-redo": ("ppo", _PPO | dict(env_id="Pendulum-v1", total_timesteps=512, activation="relu") | _reset(method="redo", every=8) | _diagnostics(8)),
+    "ppo-oracle-cbp": ("ppo", _PPO | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=1024)
+                       | dict(activation="relu") | _continual(steps_per_task=512, num_tasks=2, oracle=True) | _reset(method="cbp", cbp_maturity=10, cbp_replacement_rate=0.05)),
+    "ppo-atari-regrama": ("ppo", dict(env_id="ALE/Breakout-v5", total_timesteps=256, num_envs=2, num_steps=64, num_minibatches=2,
+                                      update_epochs=1) | _reset(method="regrama", every=2) | _diagnostics(2)),
+    "gtr-remedies": ("gtr", _PPO | _remedies("crelu", dict(method="full", every=4)) | _diagnostics(8)),
+}
+_COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)
+
+# sha256 prefixes recorded at 03c5bcc, before the wiring redesign (issue #26)
+DIGESTS = {
+    "td3-remedies": "04453ba8db888ba7",
+    "td3-scale-redo": "13d82da2e84f24c8",
+    "td3-cbp-oracle": "acc369f7a1c6fb9d",
+    "td3-inject-cir": "3d93092992523c34",
+    "sac-mlp-remedies": "e57d50108f4221ab",
+    "sac-simba-cbp": "b8276433483a57c3",
+    "sac-c51-inject": "8b0e704d8de91628",
+    "sac-regrama-oracle": "b5fa49ebcbc6dd6b",
+    "ddqn-remedies": "baf46b0e72b5d49d",
+    "ddqn-minatar-redo": "f1abaac90791996f",
+    "ddqn-oracle-sp": "8768c49263cd7185",
+    "ppo-remedies": "aa67b6b32aedee32",
+    "ppo-continuous-redo": "8e834732717d49bb",
+    "ppo-oracle-cbp": "70eb56d6c5a05ae3",
+    "ppo-atari-regrama": "6151d03ffcd7f0ce",
+    "gtr-remedies": "1aafaa997bb6c011",
+}
+
+
+def _args(agent: str, flags: dict, runs_dir: str):
+    module = importlib.import_module(f"agents.{agent}")
+    flags = dict(flags)
+    if flags.pop("cir", 0) is None:
+        from plasticity.cir import CIRArgs
+
+        flags["cir"] = CIRArgs(critic=True, width=16, convex_lambda=0.3)
+    env_id = flags.pop("env_id")
+    return module, module.Args.defaults_for(env_id, **(_COMMON | flags | dict(runs_dir=runs_dir)))
+
+
+def _scalars_digest(run_dir: str, digest) -> int:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0}).Reload()
+    for tag in sorted(events.Tags()["scalars"]):
+        if tag in ("charts/SPS",):  # wall-clock
+            continue
+        for event in events.Scalars(tag):
+            digest.update(tag.encode() + struct.pack("<qf", event.step, event.value))
+    return sum(len(events.Scalars(tag)) for tag in events.Tags()["scalars"])
+
+
+def _policy_digest(module, args, run_dir: str, digest) -> None:
+    from cleanrl_plus.checkpoint import load_checkpoint
+    from cleanrl_plus.evaluation import Evaluator
+
+    evaluator = Evaluator(args.env_id, 4, 123, torch.device("cpu"), continual=args.continual)
+    state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
+    policy = module.load_policy(args, evaluator.env, state, torch.device("cpu"))
+    obs = evaluator.env.reset(seed=123)
+    with torch.no_grad():
+        actions = policy(obs)
+    evaluator.close()
+    digest.update(actions.detach().float().numpy().tobytes() if actions.is_floating_point() else actions.numpy().tobytes())
+
+
+@pytest.mark.skipif(torch.__version__ != DIGEST_TORCH, reason=f"digests recorded with torch {DIGEST_TORCH}")
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_run_gives_the_numbers_it_gave_when_recorded(name, runs_dir):
+    agent, flags = CASES[name]
+    module, args = _args(agent, flags, runs_dir)
+    result = module.main(args)
+    digest = hashlib.sha256()
+    assert _scalars_digest(result["run_dir"], digest) > 50  # a digest of a few points would miss what changed
+    summary = json.loads((Path(result["run_dir"]) / "summary.json").read_text())
+    digest.update(json.dumps([summary["eval_history"], summary.get("tasks"), summary["num_updates"]]).encode())
+    if args.reset.method != "inject":  # load_policy did not rebuild an injected head when these were recorded
+        _policy_digest(module, args, result["run_dir"], digest)
+    if RECORD:
+        print(f'\n    "{name}": "{digest.hexdigest()[:16]}",')
+        return
+    assert digest.hexdigest()[:16] == DIGESTS[name], f"{name}: the run's numbers changed"
