@@ -27,7 +27,6 @@ On a GPU, add --compile --cudagraphs: the same math, captured and replayed (clea
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any, Literal
 
@@ -37,26 +36,24 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import envs
-from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
-from envs.continual import base_env_id
-from cleanrl_plus.continual import on_task_switch, restarts_exploration
-from cleanrl_plus.encoders import NatureCNN
+from cleanrl_plus.encoders import MinAtarCNN, MLPTorso, NatureCNN
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, mlp_torso, polyak_update, units_for
+from cleanrl_plus.nn import polyak_update, target_copy
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession, crossed
-from plasticity import catalogue
+from envs.continual import base_env_id
+from plasticity import Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
-from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
-from plasticity.hooks import RemedyArgs, RemedyHooks, Trained, reference_batch
+from plasticity.diagnostics import DiagnosticsArgs
+from plasticity.hooks import RemedyArgs
 from plasticity.optimizers import make_optimizer
-from plasticity.resets import Resettable, ResetArgs, Resetter
+from plasticity.resets import ResetArgs
 from plasticity.swd import SWDArgs, make_sampler
 
 NetworkKind = Literal["auto", "nature-cnn", "minatar-cnn", "mlp"]
@@ -144,33 +141,6 @@ def env_family(env_id: str) -> str:
     return "minatar" if env_id.startswith("MinAtar/") else "classic"
 
 
-# ---- networks ------------------------------------------------------------------------------------------------
-class MinAtarCNN(nn.Module):
-    """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128 (--net.* on the dense layer, as NatureCNN)."""
-
-    def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
-        super().__init__()
-        height, width, channels = obs_shape
-        self.conv = nn.Conv2d(channels, 16, 3, stride=1)
-        self.fc = hidden_linear(16 * (height - 2) * (width - 2), units_for(128, activation), norm)
-        self.activation = ACTIVATIONS[activation]()
-        self.features = 128
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2)))
-        return self.activation(self.fc(x.flatten(1)))
-
-
-class MLPTorso(nn.Module):
-    def __init__(self, obs_shape: tuple[int, ...], hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
-        super().__init__()
-        self.net = mlp_torso(int(obs_shape[0]), hidden, norm, activation)
-        self.features = hidden[-1]
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.float())
-
-
 class QNetwork(nn.Module):
     """Q(s, ·) = head(torso(s)): one value per action."""
 
@@ -225,11 +195,11 @@ def main(args: Args) -> dict:
     evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend, continual=args.continual)
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
 
-    def make_q_network() -> QNetwork:
+    def new_q_network() -> QNetwork:
         return QNetwork(args.network, obs_shape, num_actions, args.hidden_sizes, *torso_settings(args.net, args.nap)).to(device)
 
-    q_network = make_q_network()
-    q_target = copy.deepcopy(q_network)
+    q_network = new_q_network()
+    q_target = target_copy(q_network)
     optimizer = make_optimizer(args.optim, q_network.parameters(), args.learning_rate, device, capturable=args.cudagraphs)
     obs = env.reset(seed=args.seed)
     sampler = make_sampler(args.swd, env.num_envs)
@@ -237,41 +207,19 @@ def main(args: Args) -> dict:
         replay: ReplayBuffer = FrameStackReplay(args.buffer_size, obs_shape, (), device, env.num_envs, sampler=sampler)
     else:
         replay = ReplayBuffer(args.buffer_size, obs_shape, (), device, obs.dtype, torch.int64, sampler=sampler)
-
     linears = q_network.linear_layers()
-    forward_q = lambda batch: q_network(batch.obs)  # noqa: E731
-    monitor = PlasticityMonitor(args.diagnostics, critic=(q_network, ActivationProbe(linears[:-1], linears[-1]), forward_q))
-    networks = dict(critic=Resettable(q_network, optimizer, q_target, make_q_network, list(zip(linears[:-1], linears[1:])), forward_q,
-                                      head=q_network.head))
-    resetter = Resetter(args.reset, **networks)
-    remedies = RemedyHooks(args, critic=Trained(q_network, optimizer, forward_q, (q_network.head,)))
-    # the resetter loads first: an injected head must exist again before the weights arrive
-    stateful = dict(resetter=resetter, q_network=q_network, q_target=q_target, optimizer=optimizer, replay=replay, env=env,
-                    monitor=monitor) | remedies.stateful()
-    global_step, num_updates = 0, 0
-    if run.resumed:
-        state = run.resumed
-        load_state_dicts(state, **stateful)
-        obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
-        restore_rng_state(state["rng"])
-
-    def checkpoint_state() -> dict:
-        counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
-        return counters | state_dicts(**stateful)
-
-    def eval_policy(observation: torch.Tensor) -> torch.Tensor:
-        return epsilon_greedy(q_network(observation), args.eval_epsilon)
-
+    plasticity = Plasticity(args, Network("critic", q_network, optimizer, lambda b: q_network(b.obs), new_q_network, q_target,
+                                          hidden=linears[:-1], heads=linears[-1:]), logger=run.logger)
     td_loss = F.smooth_l1_loss if args.loss == "huber" else F.mse_loss
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the loss and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
     def td_objective(batch: Batch, reference: Batch | None):
-        with torch.no_grad():
+        with torch.no_grad():  # y = r + γ(1 − terminated)·Q̄(s', argmax_a' Q(s', a'))
             target = double_dqn_target(batch.rewards, batch.terminated, q_network(batch.next_obs), q_target(batch.next_obs), args.gamma)
         q_taken = q_network(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
         loss = td_loss(q_taken, target)
-        return remedies.loss("critic", loss, reference), {"losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean()}
+        return plasticity.loss("critic", loss, reference), {"losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean()}
 
     def act(obs: torch.Tensor, epsilon: torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
@@ -285,20 +233,23 @@ def main(args: Args) -> dict:
         loss.backward()
         if args.max_grad_norm > 0:
             nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
-        remedies.step("critic")
+        plasticity.step("critic")
         return logged
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
     update = GraphStep(update, args.cudagraphs, watch=(q_network, q_target, optimizer))
     act = GraphStep(act, args.cudagraphs, watch=(q_network,))
+    eval_policy = lambda observation: epsilon_greedy(q_network(observation), args.eval_epsilon)  # noqa: E731
 
-    session = TrainingSession(run, "ddqn", env, evaluator, start_step=global_step)
+    session = TrainingSession(run, "ddqn", env, evaluator, plasticity=plasticity, q_network=q_network, q_target=q_target,
+                              optimizer=optimizer, replay=replay)
+    obs, global_step, num_updates = session.start(obs)
     losses: dict[str, Any] = {}
     exploration_steps = args.exploration_fraction * args.total_timesteps
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: ε-greedy on the whole batch of envs ----------------------------------------------------------
-        schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))  # continual: per task if asked
+        schedule_step = session.schedule_step(global_step, args.continual.restarts_exploration)  # continual: per task if asked
         task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
         epsilon = 1.0 if task_warmup else linear_schedule(args.start_e, args.end_e, exploration_steps, schedule_step)
         # ε as a device tensor filled from the host (a kernel argument, no copy to wait for), so one graph serves every ε
@@ -316,19 +267,18 @@ def main(args: Args) -> dict:
             if crossed(previous_step, global_step, args.train_frequency):
                 for _ in range(args.gradient_steps):
                     batch = replay.sample(args.batch_size)
-                    losses = update(batch, reference_batch(args, replay, args.batch_size))
+                    losses = update(batch, plasticity.reference_batch(replay, args.batch_size))
                     num_updates += 1
-                    monitor.after_update(num_updates, replay, run.logger, global_step)
-                    resetter.after_update(num_updates, replay, run.logger, global_step)
-                losses = losses | {"replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon} | remedies.report()
+                    plasticity.after_update(num_updates, replay, global_step)
+                losses = losses | {"replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon} | plasticity.report()
             if crossed(previous_step, global_step, args.target_network_frequency):
                 polyak_update(q_target, q_network, args.tau)  # in place (τ = 1: an exact copy), so a captured update keeps reading it
 
-        session.after_step(previous_step, global_step, num_updates, losses, eval_policy, checkpoint_state)
+        session.after_step(previous_step, global_step, num_updates, losses, eval_policy, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            on_task_switch(args.continual, networks.values(), replay)
+            plasticity.on_task_switch(args.continual, replay)
 
-    return session.finish(global_step, num_updates, eval_policy, checkpoint_state)
+    return session.finish(global_step, num_updates, eval_policy, obs)
 
 
 def load_policy(args: Args, env, state: dict, device: torch.device):

@@ -39,27 +39,25 @@ import torch
 import torch.nn as nn
 
 import envs
-from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.continual import on_task_switch
-from cleanrl_plus.encoders import NatureCNN
+from cleanrl_plus.encoders import orthogonal_nature_cnn
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.exploration import epsilon_greedy
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, units_for
+from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, layer_init, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
-from cleanrl_plus.rollout import Minibatch, RolloutStorage
+from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from envs.continual import base_env_id
-from plasticity import catalogue
+from plasticity import Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
-from plasticity.diagnostics import ActivationProbe, DiagnosticsArgs, PlasticityMonitor
-from plasticity.hooks import RemedyArgs, RemedyHooks, Trained, reference_batch
+from plasticity.diagnostics import DiagnosticsArgs
+from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
-from plasticity.optimizers import make_optimizer
-from plasticity.resets import Resettable, ResetArgs, Resetter
+from plasticity.optimizers import make_optimizer, set_learning_rate
+from plasticity.resets import ResetArgs
 
 torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost more than the math here
 
@@ -113,8 +111,6 @@ class Args(RemedyArgs, RunArgs):
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden widths of the policy and of the value network (separate networks); on Atari, of each head on the shared
     Nature CNN (() = CleanRL's linear heads)"""
-    activation: Literal["tanh", "relu"] = "tanh"
-    """hidden activation (CleanRL: tanh; the loss-of-plasticity PPO setting uses relu with 256-256); --net.activation overrides it"""
     eval_epsilon: float = 0.0
     """ε of the evaluation policy around the most probable action (Atari: 0.05, as DDQN, so that a policy that never
     presses FIRE still ends its game)"""
@@ -136,7 +132,7 @@ class Args(RemedyArgs, RunArgs):
 # cadences are DDQN's Atari ones; eval ε 0.05 as DDQN's (CleanRL evaluates by sampling).
 ATARI_DEFAULTS: dict[str, Any] = dict(
     total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4, num_minibatches=4, update_epochs=4,
-    clip_coef=0.1, ent_coef=0.01, normalize_obs=False, normalize_reward=False, hidden_sizes=(), activation="relu",
+    clip_coef=0.1, ent_coef=0.01, normalize_obs=False, normalize_reward=False, hidden_sizes=(),
     eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000,
 )
 
@@ -145,11 +141,9 @@ def is_atari(env_id: str) -> bool:
     return base_env_id(env_id).startswith("ALE/")  # a continual id takes the recipe of the env it is built on
 
 
-def layer_init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
-    """CleanRL's init: orthogonal weights with gain `std`, constant bias."""
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, bias)
-    return layer
+def network_settings(args: Args) -> tuple[str, str]:
+    """(norm, activation) of the networks: --net.activation auto is CleanRL's tanh, ReLU on Atari (its Nature CNN)."""
+    return torso_settings(args.net, args.nap, default_activation="relu" if is_atari(args.env_id) else "tanh")
 
 
 def ppo_mlp(in_features: int, out_features: int, hidden: tuple[int, ...], activation: str, out_std: float, norm: str = "none") -> nn.Sequential:
@@ -256,15 +250,6 @@ class ActorCritic(nn.Module):
         return (*self.policy.log_prob_from(outputs, actions), values)
 
 
-def orthogonal_nature_cnn(obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> NatureCNN:
-    """CleanRL's ppo_atari torso: the Nature CNN with orthogonal weights of gain √2 and zero biases."""
-    torso = NatureCNN(obs_shape, norm, activation)
-    for layer in torso.modules():
-        if isinstance(layer, (nn.Conv2d, nn.Linear)):
-            layer_init(layer)
-    return torso
-
-
 def make_actor_critic(obs_shape: tuple[int, ...], action_space: gym.Space, hidden: tuple[int, ...], activation: str,
                       norm: str = "none") -> ActorCritic:
     """Separate MLPs for vector observations; the shared Nature CNN with its two heads for frame stacks."""
@@ -305,39 +290,11 @@ class TrustRegion(Protocol):
     def load_state_dict(self, state: dict) -> None: ...
 
 
-def set_learning_rate(optimizer: torch.optim.Optimizer, learning_rate: torch.Tensor, value: float) -> None:
-    """lr ← value in every parameter group and in those added later (a plasticity-injected head). Adam's groups share
-    `learning_rate`, changed in place, so a captured optimiser step reads each new value; Kron (eager only) gets the
-    float, which heavyball's own lr arithmetic expects."""
-    learning_rate.fill_(value)
-    shared = learning_rate if isinstance(optimizer, torch.optim.Adam) else value
-    optimizer.defaults["lr"] = shared
-    for group in optimizer.param_groups:
-        group["lr"] = shared
-
-
 def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
-    catalogue.check(agent_name, args)
-    norm, activation = torso_settings(args.net, args.nap, default_activation=args.activation)
-    if args.reset.method in ("redo", "cbp") and activation == "tanh":
-        method = "ReDo recycles dormant" if args.reset.method == "redo" else "CBP replaces"
-        raise UserError(f"{method} ReLU units; {agent_name} with --activation {args.activation} has none — add --activation relu")
-    if args.continual.random_steps_per_task > 0:
-        raise UserError(f"--continual.random-steps-per-task fills a replay buffer; {agent_name} is on-policy — drop the flag")
-    rollout_size = args.num_steps * args.num_envs
-    if args.cudagraphs and rollout_size % args.num_minibatches:
-        raise UserError(f"--cudagraphs replays one minibatch shape, but a rollout of {rollout_size} transitions does not split into "
-                        f"{args.num_minibatches} equal minibatches — pick --num-minibatches dividing {rollout_size}")
-    frames = is_atari(args.env_id)  # uint8 frame stacks for the Nature CNN
-    if frames and args.normalize_obs:
-        raise UserError(f"--normalize-obs standardises vector observations; {agent_name}'s Nature CNN scales Atari frames by 1/255 — "
-                        "add --no-normalize-obs")
-    if frames and args.reset.method != "off" and args.reset.networks != "both":
-        raise UserError(f"on Atari, {agent_name}'s policy and value heads share one torso, so a reset touches both — drop --reset.networks")
-    if frames and args.reset.method in ("inject", "cbp"):
-        why = "replaces one output layer" if args.reset.method == "inject" else "tracks each unit's one reading layer"
-        raise UserError(f"--reset.method {args.reset.method} {why}, but {agent_name}'s Nature-CNN units feed two heads on Atari — "
-                        "use redo, regrama, full, shrink-perturb or layers")
+    frames = is_atari(args.env_id)  # uint8 frame stacks for the Nature CNN, one torso under both heads
+    norm, activation = network_settings(args)
+    catalogue.check(agent_name, args, activation=activation, shared_torso=frames)
+    check_rollout_flags(args, agent_name, frames)
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend, continual=args.continual)
@@ -347,11 +304,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
                         f"{args.env_id} has {env.single_observation_space} → {space}")
     evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend, continual=args.continual)
     continuous = isinstance(space, gym.spaces.Box)
-
-    def make_agent() -> ActorCritic:
-        return make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)
-
-    agent = make_agent()
+    new_agent = lambda: make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731
+    agent = new_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
     optimizer = make_optimizer(args.optim, agent.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adam_settings)
     # the annealed lr and clip range ε are tensors changed in place, so a captured update reads each iteration's values;
@@ -364,68 +318,11 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
     storage = RolloutStorage(args.num_steps, env.num_envs, obs_shape, tuple(space.shape), device, torch.float32 if continuous else torch.long,
                              extra_features=trust_region.extra_features if trust_region else 0, obs_dtype=torch.uint8 if frames else torch.float32)
-    if continuous:
-        action_low = torch.as_tensor(space.low, device=device, dtype=torch.float32)
-        action_high = torch.as_tensor(space.high, device=device, dtype=torch.float32)
-
-    def act_in_env(actions: torch.Tensor) -> torch.Tensor:
-        return actions.clamp(action_low, action_high) if continuous else actions  # the stored action stays unclipped
-
+    action_low, action_high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high)) \
+        if continuous else (None, None)  # the stored action stays unclipped
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
-
-    def hidden_linears(net: nn.Module) -> list[nn.Module]:  # the fully connected layers; a torso's convolutions are left out
-        return [m for m in net.modules() if isinstance(m, nn.Linear)]
-
-    probe_activation = torch.tanh if activation == "tanh" else torch.relu
-    policy_linears, critic_linears = hidden_linears(agent.policy.net), hidden_linears(agent.critic)
-    monitor = PlasticityMonitor(
-        args.diagnostics,
-        policy=(agent.policy, ActivationProbe(policy_linears[:-1], policy_linears[-1], probe_activation), lambda b: agent.policy.net(b.obs),
-                lambda b: agent.policy.distribution_parameters(b.obs)),
-        critic=(agent.critic, ActivationProbe(critic_linears[:-1], critic_linears[-1], probe_activation), lambda b: agent.value(b.obs)),
-    )
-    # one optimiser and one loss for policy and value network: the remedies treat them as one network; C-CHAIN keeps
-    # the policy's outputs and the value together
-    def joint_outputs(batch: Minibatch) -> torch.Tensor:
-        outputs, values = agent.heads(batch.obs)
-        return torch.cat([outputs, values.unsqueeze(-1)], dim=-1)
-
-    if agent.shares_torso:  # one network: the torso's units feed both heads (pairs in the order a forward reaches them)
-        unit_pairs = [(policy_linears[0], policy_linears[1]), (critic_linears[0], critic_linears[1])]
-        unit_pairs += list(zip(policy_linears[1:-1], policy_linears[2:])) + list(zip(critic_linears[1:-1], critic_linears[2:]))
-        networks = dict(agent=Resettable(agent, optimizer, None, make_agent, unit_pairs, joint_outputs,
-                                         output_layers=(policy_linears[-1], critic_linears[-1])))
-    else:
-        networks = dict(
-            critic=Resettable(agent.critic, optimizer, None, lambda: make_agent().critic, list(zip(critic_linears[:-1], critic_linears[1:])),
-                              lambda b: agent.value(b.obs), head=critic_linears[-1]),
-            actor=Resettable(agent.policy, optimizer, None, lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device),
-                             list(zip(policy_linears[:-1], policy_linears[1:])), lambda b: agent.policy.net(b.obs), head=policy_linears[-1]),
-        )
-    resetter = Resetter(args.reset, **networks)
-    remedies = RemedyHooks(args, agent=Trained(agent, optimizer, joint_outputs, (policy_linears[-1], critic_linears[-1])))
-    stateful = dict(resetter=resetter, agent=agent, optimizer=optimizer, obs_normalizer=obs_normalizer,  # resetter first: see td3.py
-                    reward_scaler=reward_scaler, env=env, monitor=monitor) | remedies.stateful()
-    if trust_region is not None:
-        stateful["trust_region"] = trust_region
-
-    batch_size = args.num_steps * env.num_envs
-    setting = getattr(env, "setting", None)  # continual ids: the schedule is read once per rollout
-    if setting is not None and setting.steps_per_task < batch_size:
-        raise UserError(f"--continual.steps-per-task {setting.steps_per_task} is shorter than one rollout ({args.num_steps} steps × "
-                        f"{env.num_envs} envs), so tasks would be skipped — raise it or lower --num-steps")
-    num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
-    global_step, iteration, num_updates = 0, 0, 0
-    obs = obs_normalizer(env.reset(seed=args.seed), update=True)
-    if run.resumed:
-        state = run.resumed
-        load_state_dicts(state, **stateful)
-        obs, global_step, iteration, num_updates = state["obs"].to(device), state["global_step"], state["iteration"], state["num_updates"]
-        restore_rng_state(state["rng"])
-
-    def checkpoint_state() -> dict:
-        counters = {"global_step": global_step, "iteration": iteration, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
-        return counters | state_dicts(**stateful)
+    new_policy = lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731  (vectors only)
+    plasticity = Plasticity(args, plasticity_network(agent, optimizer, new_agent, new_policy, activation), logger=run.logger)
 
     # ---- the acting step, GAE and the update as functions of tensors: --compile compiles the loss and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
@@ -452,7 +349,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         with torch.no_grad():
             approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(π_old ‖ π_θ)
             clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
-        return remedies.loss("agent", loss, reference), {
+        return plasticity.loss("agent", loss, reference), {
             "losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy_loss.detach(),
             "losses/approx_kl": approx_kl, "losses/clipfrac": clip_fraction}
 
@@ -464,7 +361,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         loss.backward()
         # the parameters the optimiser trains: a plasticity-injected network's frozen old head keeps its last gradient
         nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], args.max_grad_norm)
-        remedies.step("agent")
+        plasticity.step("agent")
         return stats
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
@@ -472,11 +369,17 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     estimate_advantages = GraphStep(estimate_advantages, args.cudagraphs, watch=(agent.critic,))
     update = GraphStep(update, args.cudagraphs, watch=(agent, optimizer))
 
-    session = TrainingSession(run, agent_name, env, evaluator, start_step=global_step)
+    session = TrainingSession(run, agent_name, env, evaluator, plasticity=plasticity, agent=agent, optimizer=optimizer,
+                              obs_normalizer=obs_normalizer, reward_scaler=reward_scaler,
+                              **({"trust_region": trust_region} if trust_region is not None else {}))
+    obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=args.seed), update=True))
     session.learning_started(global_step, num_updates)
+    batch_size = args.num_steps * env.num_envs
+    num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
 
-    while iteration < num_iterations and not run.stop_requested:
-        iteration += 1
+    for iteration in range(global_step // batch_size + 1, num_iterations + 1):
+        if run.stop_requested:
+            break
         progress_left = 1.0 - (iteration - 1) / num_iterations
         set_learning_rate(optimizer, learning_rate, args.learning_rate * (progress_left if args.anneal_lr else 1.0))
         if args.anneal_clip:
@@ -486,13 +389,13 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         with torch.no_grad():
             for t in range(args.num_steps):
                 actions, logprobs = act(obs, agent.policy.noise(obs))
-                step = env.step(act_in_env(actions))
+                step = env.step(actions.clamp(action_low, action_high) if continuous else actions)
                 rewards = reward_scaler(step.reward, step.terminated | step.truncated)
                 next_obs = obs_normalizer(step.next_obs)  # the true s' (final obs at episode ends), current statistics
                 storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
                 obs = obs_normalizer(step.obs, update=True)
         previous_step, global_step = global_step, global_step + batch_size
-        estimate_advantages()
+        estimate_advantages()  # Â = GAE(γ, λ), bootstrapping from V(s') on truncation, not on termination
         if trust_region is not None:
             trust_region.before_update(storage, agent.policy)
 
@@ -500,11 +403,10 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         clipped, updates_done = torch.zeros((), device=device), 0
         for epoch in range(args.update_epochs):
             for indices in storage.minibatch_indices(args.num_minibatches):
-                stats = update(indices, clip_coef, reference_batch(args, storage, len(indices)))
+                stats = update(indices, clip_coef, plasticity.reference_batch(storage, len(indices)))
                 clipped += stats["losses/clipfrac"]  # summed at once: a replayed graph overwrites its outputs
                 num_updates, updates_done = num_updates + 1, updates_done + 1
-                monitor.after_update(num_updates, storage, run.logger, global_step)
-                resetter.after_update(num_updates, storage, run.logger, global_step)
+                plasticity.after_update(num_updates, storage, global_step)
             if args.target_kl and float(stats["losses/approx_kl"]) > args.target_kl:  # one sync per epoch, outside the graphs
                 break
 
@@ -512,14 +414,39 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
             "losses/clipfrac": clipped / updates_done,
             "losses/explained_variance": 1 - (storage.returns - storage.values).var() / storage.returns.var().clamp_min(1e-8),
             "charts/learning_rate": learning_rate,
-        } | remedies.report()
+        } | plasticity.report()
         if trust_region is not None:
             losses |= trust_region.after_update(storage, agent.policy)
-        session.after_step(previous_step, global_step, num_updates, losses, eval_policy, checkpoint_state)
+        session.after_step(previous_step, global_step, num_updates, losses, eval_policy, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            on_task_switch(args.continual, networks.values(), normalizers=(obs_normalizer, reward_scaler))
+            plasticity.on_task_switch(args.continual, normalizers=(obs_normalizer, reward_scaler))
 
-    return session.finish(global_step, num_updates, eval_policy, checkpoint_state)
+    return session.finish(global_step, num_updates, eval_policy, obs)
+
+
+def plasticity_network(agent: ActorCritic, optimizer: torch.optim.Optimizer, new_agent: Callable[[], ActorCritic],
+                       new_policy: Callable[[], Policy], activation: str) -> Network:
+    """Policy and value network as the plasticity code sees them: one loss and one optimiser train both (the remedies
+    treat them as one network, "agent"; C-CHAIN keeps the policy's outputs and the value together); the diagnostics watch
+    each; the resets act on each, or on the whole when the two heads share the Nature CNN."""
+    policy_linears, value_linears = ([m for m in net.modules() if isinstance(m, nn.Linear)] for net in (agent.policy.net, agent.critic))
+    probe_activation = torch.tanh if activation == "tanh" else torch.relu
+
+    def joint_outputs(batch: Minibatch) -> torch.Tensor:
+        outputs, values = agent.heads(batch.obs)
+        return torch.cat([outputs, values.unsqueeze(-1)], dim=-1)
+
+    def part(name: str, module: nn.Module, linears: list[nn.Module], forward: Callable, rebuild: Callable, **kwargs) -> Network:
+        return Network(name, module, optimizer, forward, rebuild, hidden=linears[:-1], heads=linears[-1:], activation=probe_activation, **kwargs)
+
+    value = part("critic", agent.critic, value_linears, lambda b: agent.value(b.obs), lambda: new_agent().critic)
+    policy = part("actor", agent.policy, policy_linears, lambda b: agent.policy.net(b.obs), new_policy, label="policy",
+                  distribution=lambda b: agent.policy.distribution_parameters(b.obs))
+    # one torso: its units feed both heads (pairs in the order a forward reaches them)
+    unit_pairs = [(policy_linears[0], policy_linears[1]), (value_linears[0], value_linears[1])]
+    unit_pairs += list(zip(policy_linears[1:-1], policy_linears[2:])) + list(zip(value_linears[1:-1], value_linears[2:]))
+    return Network("agent", agent, optimizer, joint_outputs, new_agent, heads=(policy_linears[-1], value_linears[-1]),
+                   unit_pairs=unit_pairs if agent.shares_torso else [], parts=(value, policy))
 
 
 def evaluation_policy(agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float,
@@ -534,8 +461,7 @@ def evaluation_policy(agent: ActorCritic, obs_normalizer: ObservationNormalizer,
 def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`)."""
     obs_shape, space = tuple(env.single_observation_space.shape), env.single_action_space
-    norm, activation = torso_settings(args.net, args.nap, default_activation=args.activation)
-    agent = make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)
+    agent = make_actor_critic(obs_shape, space, args.hidden_sizes, *reversed(network_settings(args))).to(device)
     agent.load_state_dict(state["agent"])
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     obs_normalizer.load_state_dict(state["obs_normalizer"])

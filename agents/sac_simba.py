@@ -30,7 +30,6 @@ On a GPU, add --compile --cudagraphs: the same math, captured and replayed (clea
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 from typing import Literal
@@ -41,28 +40,24 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import envs
-from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.continual import on_task_switch, restarts_exploration
-from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, clipped_double, cross_entropy, expected_value, project
+from cleanrl_plus.critics import critic_losses, q_target
+from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update
+from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import Batch, batch_gamma, make_replay
+from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity import ActorCriticRemedies, catalogue
-from plasticity.architecture import torso_settings
-from plasticity.cir import CIREncoder, cir_activation_probe, convex_min_max
-from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
-from plasticity.hooks import RemedyHooks, Trained, reference_batch
-from plasticity.least import EpisodeStopper
-from plasticity.optimizers import make_optimizer
-from plasticity.resets import Resettable, Resetter
-from plasticity.swd import make_sampler
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
+from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
+from plasticity.architecture import torso_settings
+from plasticity.cir import CIREncoder, cir_activation_probe
+from plasticity.diagnostics import ActivationProbe
+from plasticity.optimizers import make_optimizer
+from plasticity.swd import make_sampler
 
 
 @dataclasses.dataclass
@@ -136,10 +131,12 @@ def make_encoder(args: Args, ensemble_size: int, in_features: int, width: int, b
 
 
 class Actor(nn.Module):
-    """Tanh-Gaussian policy; log σ = −10 + 6·(tanh ℓ + 1) lies in [−10, 2]."""
+    """Tanh-Gaussian policy on x = norm(s); log σ = −10 + 6·(tanh ℓ + 1) lies in [−10, 2]. `normalize` holds the observation
+    statistics (shared with the critics, updated only by acting)."""
 
-    def __init__(self, args: Args, obs_dim: int, action_space: gym.spaces.Box) -> None:
+    def __init__(self, args: Args, obs_dim: int, action_space: gym.spaces.Box, normalize: nn.Module | None = None) -> None:
         super().__init__()
+        self.normalize = normalize or nn.Identity()
         action_dim = action_space.shape[0]
         self.encoder = make_encoder(args, 1, obs_dim, args.actor_width, args.actor_blocks)
         self.mean = orthogonal_(EnsembleLinear(1, self.encoder.out_features, action_dim))
@@ -149,7 +146,7 @@ class Actor(nn.Module):
         self.register_buffer("action_bias", ((high + low) / 2).float())
 
     def _distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.encoder(x.unsqueeze(0))
+        h = self.encoder(self.normalize(x).unsqueeze(0))
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1)
         return self.mean(h).squeeze(0), log_std.squeeze(0)
 
@@ -177,8 +174,9 @@ class Actor(nn.Module):
 class Critic(nn.Module):
     """`num_critics` Q-functions as one ensemble: (num_critics, batch) values ((num_critics, batch, outputs) C51 logits)."""
 
-    def __init__(self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1) -> None:
+    def __init__(self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1, normalize: nn.Module | None = None) -> None:
         super().__init__()
+        self.normalize = normalize or nn.Identity()
         self.num_critics, self.cir = num_critics, args.cir.critic
         if self.cir:  # PyTorch default init throughout, as CIR's code
             self.encoder = CIREncoder(num_critics, obs_dim + action_dim, args.cir.width, args.cir.shared_layer_norm)
@@ -188,7 +186,7 @@ class Critic(nn.Module):
             self.head = orthogonal_(EnsembleLinear(num_critics, self.encoder.out_features, outputs))
 
     def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        inputs = torch.cat([x, action], dim=-1).expand(self.num_critics, -1, -1)
+        inputs = torch.cat([self.normalize(x), action], dim=-1).expand(self.num_critics, -1, -1)
         return self.head(self.encoder(inputs)).squeeze(-1)
 
     def activation_probe(self) -> ActivationProbe:
@@ -198,45 +196,38 @@ class Critic(nn.Module):
         return [] if self.cir else unit_pairs(self.encoder, self.head)  # ReDo cannot pass CIR's LayerNorms and skips
 
 
-def make_critic(args: Args, obs_dim: int, action_dim: int, num_critics: int) -> nn.Module:
+def make_critic(args: Args, obs_dim: int, action_dim: int, num_critics: int, normalize: nn.Module | None = None) -> nn.Module:
     """The critics; with --critic.distributional their heads output C51 logits, and called as critics they give the
     expected values (so the actor, LEAST, diagnostics and remedies read Q as before)."""
     if not args.critic.distributional:
-        return Critic(args, obs_dim, action_dim, num_critics)
-    return CategoricalCritic(Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms), args.critic)
+        return Critic(args, obs_dim, action_dim, num_critics, normalize=normalize)
+    return CategoricalCritic(Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms, normalize), args.critic)
 
 
-def soft_q_target(
-    rewards: torch.Tensor,
-    terminated: torch.Tensor,
-    next_q: torch.Tensor,
-    next_log_prob: torch.Tensor,
-    alpha: torch.Tensor,
-    gamma: float | torch.Tensor,
-    convex_lambda: float = 1.0,
-) -> torch.Tensor:
-    """y = r + γ(1 − terminated)·(min_i Q̄_i(x', a') − α·log π(a'|x')); with one critic the min is that critic;
-    CIR's convex target replaces the min by λ·min + (1 − λ)·max. For an n-step batch `gamma` is each transition's γ^m
-    and r its n-step return."""
-    return rewards + gamma * (1.0 - terminated) * (convex_min_max(next_q, convex_lambda) - alpha * next_log_prob)
+class Temperature(nn.Module):
+    """α = exp(log α) with its own Adam (no weight decay), from α₀ = --initial-alpha; `reset` starts both afresh."""
 
+    def __init__(self, initial_alpha: float, learning_rate: float, device: torch.device, capturable: bool) -> None:
+        super().__init__()
+        self.initial_alpha = initial_alpha
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha), device=device))
+        # torch's default kernel on CPU, fused and capturable on CUDA; ElementStepAdam keeps this run's `capturable`
+        # when a checkpoint is loaded
+        self.optimizer = ElementStepAdam([self.log_alpha], lr=learning_rate, fused=True if device.type == "cuda" else None,
+                                         capturable=capturable and device.type == "cuda")
 
-def soft_categorical_target(
-    rewards: torch.Tensor,
-    terminated: torch.Tensor,
-    next_probs: torch.Tensor,
-    next_log_prob: torch.Tensor,
-    alpha: torch.Tensor,
-    gamma: float | torch.Tensor,
-    atoms: torch.Tensor,
-    convex_lambda: float = 1.0,
-) -> torch.Tensor:
-    """C51's soft target (B, K): Φ(r + d·(z − α·log π(a'|x'))), d = γ(1 − terminated) (γ^m for an n-step batch), of the
-    target critic with the smaller mean at (x', a') (CIR: the mixture; one critic: its own). The entropy term is one
-    number per transition, so it shifts the whole support before the projection."""
-    discount = gamma * (1.0 - terminated)
-    next_probs = clipped_double(next_probs, atoms, convex_lambda)
-    return project(atoms, rewards - discount * alpha * next_log_prob, discount, next_probs)
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self.log_alpha.detach().exp()
+
+    def loss(self, log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
+        """E[−α·(log π(ã|x) + H̄)]."""
+        return (-self.log_alpha.exp() * (log_prob + target_entropy)).mean()
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        self.log_alpha.fill_(math.log(self.initial_alpha))
+        self.optimizer.state.clear()
 
 
 def main(args: Args) -> dict:
@@ -256,110 +247,58 @@ def main(args: Args) -> dict:
     print(f"sac_simba: {num_critics} critic{'s with clipped double-Q' if use_cdq else ''} ({args.env_id} can terminate: {env.can_terminate})")
     run.logger.writer.add_text("critics", f"{num_critics} (clipped double-Q: {use_cdq})")
 
-    normalizer = RunningMeanStd((obs_dim,)).to(device)
-    normalize = normalizer if args.normalize_obs else nn.Identity()
-    actor = Actor(args, obs_dim, env.single_action_space).to(device)
-    critic = make_critic(args, obs_dim, action_dim, num_critics).to(device)
-    critic_target = copy.deepcopy(critic).requires_grad_(False)
-    log_alpha = torch.tensor(math.log(args.initial_alpha), device=device, requires_grad=True)
+    # raw observations are stored; actor and critics normalise them inside, with the statistics of the observations acted on
+    normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
+    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, normalizer).to(device)  # noqa: E731
+    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, normalizer).to(device)  # noqa: E731
+    actor, critic = new_actor(), new_critic()
+    critic_target = target_copy(critic).requires_grad_(False)
+    temperature = Temperature(args.initial_alpha, args.alpha_learning_rate, device, args.cudagraphs)
     target_entropy = -args.target_entropy_scale * action_dim
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
     actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
     critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
-    # the temperature's Adam: torch's default kernel on CPU, fused and capturable on CUDA; ElementStepAdam keeps this
-    # run's `capturable` when a checkpoint is loaded
-    alpha_optimizer = ElementStepAdam([log_alpha], lr=args.alpha_learning_rate, fused=True if device.type == "cuda" else None,
-                                      capturable=args.cudagraphs and device.type == "cuda")
-    sampler = make_sampler(args.swd, env.num_envs)
-    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler, env.num_envs, args.n_step, args.gamma)
+    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs,
+                         args.n_step, args.gamma)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
-    def policy(obs: torch.Tensor) -> torch.Tensor:  # evaluation: deterministic, statistics frozen
-        return actor(normalize(obs))
+    def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(x, a), V̄(x') = min Q̄(x', a') − α·log π(a'|x')
+        q_taken = critic(obs, actions).min(dim=0).values
+        next_actions, next_log_prob = actor.sample(next_obs, torch.randn((next_obs.shape[0], action_dim), device=device))
+        return q_taken, critic_target(next_obs, next_actions).min(dim=0).values - temperature.alpha * next_log_prob
 
-    monitor = PlasticityMonitor(
-        args.diagnostics,
-        critic=(critic, critic.activation_probe(), lambda b: critic(normalize(b.obs), b.actions)),
-        actor=(actor, ActivationProbe(relu_layers(actor.encoder), actor.mean), lambda b: actor(normalize(b.obs)),
-               lambda b: actor.distribution_parameters(normalize(b.obs))),
-    )
-    networks = dict(
-        critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(args, obs_dim, action_dim, num_critics).to(device),
-                          critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions), head=critic.head),
-        actor=Resettable(actor, actor_optimizer, None, lambda: Actor(args, obs_dim, env.single_action_space).to(device),
-                         unit_pairs(actor.encoder), lambda b: actor(normalize(b.obs)), output_layers=(actor.mean, actor.log_std)),
-    )
-    resetter = Resetter(args.reset, **networks)
-    remedies = RemedyHooks(args, critic=Trained(critic, critic_optimizer, lambda b: critic(normalize(b.obs), b.actions), (critic.head,)),
-                           actor=Trained(actor, actor_optimizer, lambda b: actor(normalize(b.obs)), (actor.mean, actor.log_std)))
-
-    @torch.no_grad()
-    def fresh_temperature() -> None:  # the oracle's fresh agent also starts from the initial α
-        log_alpha.fill_(math.log(args.initial_alpha))
-        alpha_optimizer.state.clear()
-    stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
-        resetter=resetter, actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer,
-        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, alpha_optimizer=alpha_optimizer, replay=replay,
-        env=env, monitor=monitor,
-    ) | remedies.stateful()
-    stopper = None
-    if args.least.enabled:
-        stopper = stateful["stopper"] = EpisodeStopper(args.least, env.num_envs, env.max_episode_steps, args.total_timesteps, device)
-    global_step, num_updates = 0, 0
-    obs = env.reset(seed=args.seed)
-    if run.resumed:
-        state = run.resumed
-        load_state_dicts(state, **stateful)
-        with torch.no_grad():
-            log_alpha.copy_(state["log_alpha"])
-        obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
-        restore_rng_state(state["rng"])
-
-    def checkpoint_state() -> dict:
-        counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "log_alpha": log_alpha.detach().clone()}
-        return counters | {"rng": capture_rng_state()} | state_dicts(**stateful)
+    plasticity = Plasticity(
+        args,
+        Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target,
+                heads=(critic.head,), unit_pairs=critic.unit_pairs(), probe=critic.activation_probe()),
+        Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, hidden=relu_layers(actor.encoder),
+                heads=(actor.mean, actor.log_std), unit_pairs=unit_pairs(actor.encoder), distribution=lambda b: actor.distribution_parameters(b.obs)),
+        logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
     def actor_objective(batch: Batch, noise: torch.Tensor, reference: Batch | None):
-        x = normalize(batch.obs)
-        alpha = log_alpha.exp().detach()
-        new_actions, log_prob = actor.sample(x, noise)  # ã ~ π(·|x)
-        q_all = critic(x, new_actions)
+        new_actions, log_prob = actor.sample(batch.obs, noise)  # ã ~ π(·|x)
+        q_all = critic(batch.obs, new_actions)
         q_new = q_all.min(dim=0).values if args.actor_q == "min" else q_all.mean(dim=0)
-        actor_loss = (alpha * log_prob - q_new).mean()
-        return remedies.loss("actor", actor_loss, reference), actor_loss.detach(), log_prob.detach()
-
-    def temperature_objective(log_prob: torch.Tensor) -> torch.Tensor:
-        return (-log_alpha.exp() * (log_prob + target_entropy)).mean()
+        actor_loss = (temperature.alpha * log_prob - q_new).mean()
+        return plasticity.loss("actor", actor_loss, reference), actor_loss.detach(), log_prob.detach()
 
     def critic_objective(batch: Batch, next_noise: torch.Tensor, reference: Batch | None):
-        x, next_x = normalize(batch.obs), normalize(batch.next_obs)
         # n-step: r is Σ γ^k r_{t+k} without the intermediate entropy terms, α·log π only at x' = x_{t+m} (as FastSAC)
-        gamma = batch_gamma(batch, args.gamma)
         with torch.no_grad():  # a' ~ π(·|x') of the actor just updated, α just updated
-            next_actions, next_log_prob = actor.sample(next_x, next_noise)
-            if args.critic.distributional:
-                target = soft_categorical_target(batch.rewards, batch.terminated, critic_target.probabilities(next_x, next_actions), next_log_prob,
-                                                 log_alpha.exp(), gamma, critic_target.atoms, args.cir.convex_lambda)
-            else:
-                target = soft_q_target(batch.rewards, batch.terminated, critic_target(next_x, next_actions), next_log_prob, log_alpha.exp(), gamma,
-                                       args.cir.convex_lambda)
-        if args.critic.distributional:  # cross-entropy to the projected soft target distribution
-            logits = critic.logits(x, batch.actions)
-            qf_losses = cross_entropy(logits, target.expand(num_critics, -1, -1)).mean(dim=1)
-            q_values = expected_value(logits, critic.atoms)
-        else:
-            q_values = critic(x, batch.actions)
-            qf_losses = F.mse_loss(q_values, target.expand(num_critics, -1), reduction="none").mean(dim=1)
-        return remedies.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
+            next_actions, next_log_prob = actor.sample(batch.next_obs, next_noise)
+            target = q_target(critic_target, batch.next_obs, next_actions, batch.rewards, bootstrap_discount(batch, args.gamma),
+                              args.cir.convex_lambda, temperature.alpha, next_log_prob)
+        qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
+        return plasticity.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
 
     def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():  # a ~ π(·|norm(s))
-            return actor.sample(normalize(obs), noise)[0]
+            return actor.sample(obs, noise)[0]
 
     actor_objective, temperature_objective, critic_objective, explore = (
-        compiled(f, args.compile) for f in (actor_objective, temperature_objective, critic_objective, explore))
+        compiled(f, args.compile) for f in (actor_objective, temperature.loss, critic_objective, explore))
 
     def update(batch: Batch, actor_noise: torch.Tensor, actor_reference: Batch | None, next_noise: torch.Tensor,
                critic_reference: Batch | None) -> dict[str, torch.Tensor]:
@@ -367,21 +306,21 @@ def main(args: Args) -> dict:
             loss, actor_loss, log_prob = actor_objective(batch, actor_noise, actor_reference)
         actor_optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        remedies.step("actor")
+        plasticity.step("actor")
 
-        alpha_loss = temperature_objective(log_prob)
-        alpha_optimizer.zero_grad(set_to_none=True)
+        alpha_loss = temperature_objective(log_prob, target_entropy)
+        temperature.optimizer.zero_grad(set_to_none=True)
         alpha_loss.backward()
-        alpha_optimizer.step()
+        temperature.optimizer.step()
 
         loss, q_values, qf_losses = critic_objective(batch, next_noise, critic_reference)
         critic_optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        remedies.step("critic")
+        plasticity.step("critic")
         polyak_update(critic_target, critic, args.tau)
         logged = {
             "losses/qf1_values": q_values[0].mean(), "losses/qf1_loss": qf_losses[0], "losses/qf_loss": qf_losses.mean(),
-            "losses/actor_loss": actor_loss, "losses/alpha": log_alpha.detach().exp(), "losses/alpha_loss": alpha_loss.detach(),
+            "losses/actor_loss": actor_loss, "losses/alpha": temperature.alpha, "losses/alpha_loss": alpha_loss.detach(),
             "losses/entropy": -log_prob.mean(),
         }
         if use_cdq:
@@ -389,39 +328,33 @@ def main(args: Args) -> dict:
         return logged
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    update = GraphStep(update, args.cudagraphs, watch=(actor, critic, critic_target, normalizer, log_alpha, actor_optimizer,
-                                                       critic_optimizer, alpha_optimizer))
+    update = GraphStep(update, args.cudagraphs, watch=(actor, critic, critic_target, normalizer, temperature, actor_optimizer,
+                                                       critic_optimizer, temperature.optimizer))
     explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer))
 
-    session = TrainingSession(run, "sac_simba", env, evaluator, start_step=global_step)
+    session = TrainingSession(run, "sac_simba", env, evaluator, plasticity=plasticity, actor=actor, critic=critic, critic_target=critic_target,
+                              temperature=temperature, actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer,
+                              alpha_optimizer=temperature.optimizer, replay=replay)
+    obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
-        # ---- act (the only place the observation statistics are updated) -----------------------------
-        if args.normalize_obs:
-            normalizer.update(obs)
-        schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
+        # ---- act: a ~ U(A) before learning starts, else a ~ π(·|x) ----------------------------------------------
+        normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
+        schedule_step = session.schedule_step(global_step, args.continual.restarts_exploration)
         task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
         if schedule_step < args.learning_starts or task_warmup:
             actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
         else:
             actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
-        # ---- step and store raw observations (normalised with the current statistics when sampled) ----
+        # ---- step and store raw (s, a, r, s', terminated): a truncation, LEAST's early stops included, bootstraps --
         step = env.step(actions)
-        next_obs, truncated = step.obs, step.truncated
-        if stopper is not None:  # LEAST: Q̂ = min Q(x, a), G = |soft TD error| of this transition; a stop is a truncation
-            with torch.no_grad():
-                q_taken = critic(normalize(obs), actions).min(dim=0).values
-                next_x = normalize(step.next_obs)
-                next_actions, next_log_prob = actor.sample(next_x, torch.randn((env.num_envs, action_dim), device=device))
-                next_value = critic_target(next_x, next_actions).min(dim=0).values - log_alpha.exp() * next_log_prob
-            next_obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
-            truncated = truncated | stopper.stopped_now
+        next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
         replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)  # n-step windows end at either
         obs = next_obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
-        # ---- learn: actor → temperature → critic → target, as in SimBa -------------------------------
+        # ---- learn: actor → temperature → critic → target, `updates_per_step` times, as in SimBa ---------------
         if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
             session.learning_started(global_step, num_updates)
             batch = replay.sample(args.batch_size)
@@ -430,31 +363,26 @@ def main(args: Args) -> dict:
                     batch = replay.sample(args.batch_size)
                 # drawn in the order the update uses them: ã's noise, the actor's C-CHAIN batch, a′'s noise, the critic's
                 actor_noise = torch.randn((args.batch_size, action_dim), device=device)
-                actor_reference = reference_batch(args, replay, args.batch_size)
+                actor_reference = plasticity.reference_batch(replay, args.batch_size)
                 next_noise = torch.randn((args.batch_size, action_dim), device=device)
-                losses = update(batch, actor_noise, actor_reference, next_noise, reference_batch(args, replay, args.batch_size))
+                losses = update(batch, actor_noise, actor_reference, next_noise, plasticity.reference_batch(replay, args.batch_size))
                 num_updates += 1
-                monitor.after_update(num_updates, replay, run.logger, global_step)
-                resetter.after_update(num_updates, replay, run.logger, global_step)
-            losses = losses | {"replay/sample_age": replay.age(batch).float().mean()} | remedies.report()
-            if stopper is not None:
-                losses |= stopper.report()
+                plasticity.after_update(num_updates, replay, global_step)
+            losses = losses | {"replay/sample_age": replay.age(batch).float().mean()} | plasticity.report()
 
-        session.after_step(previous_step, global_step, num_updates, losses, policy, checkpoint_state)
+        session.after_step(previous_step, global_step, num_updates, losses, actor, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            on_task_switch(args.continual, networks.values(), replay, (normalizer,), also_on_fresh_start=(fresh_temperature,))
+            plasticity.on_task_switch(args.continual, replay, (normalizer,), also_on_fresh_start=(temperature.reset,))
 
-    return session.finish(global_step, num_updates, policy, checkpoint_state)
+    return session.finish(global_step, num_updates, actor, obs)
 
 
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
-    """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`), statistics frozen."""
+    """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
     obs_dim = int(env.single_observation_space.shape[0])
-    actor = Actor(args, obs_dim, env.single_action_space).to(device)
+    actor = Actor(args, obs_dim, env.single_action_space, RunningMeanStd((obs_dim,), enabled=args.normalize_obs)).to(device)
     actor.load_state_dict(state["actor"])
-    normalizer = RunningMeanStd((obs_dim,)).to(device)
-    normalizer.load_state_dict(state["normalizer"])
-    return nn.Sequential(normalizer if args.normalize_obs else nn.Identity(), actor)
+    return actor
 
 
 if __name__ == "__main__":

@@ -24,35 +24,30 @@ On a GPU, add --compile --cudagraphs: the same math, captured and replayed (clea
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import gymnasium as gym
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import envs
-from cleanrl_plus.checkpoint import capture_rng_state, load_state_dicts, restore_rng_state, state_dicts
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.continual import on_task_switch, restarts_exploration
-from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, clipped_double, cross_entropy, expected_value, project
+from cleanrl_plus.critics import critic_losses, q_target
+from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.exploration import ExplorationScales
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update
+from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
-from plasticity import ActorCriticRemedies, catalogue
+from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
-from plasticity.cir import CIRCritic, convex_min_max
-from plasticity.diagnostics import ActivationProbe, PlasticityMonitor
-from plasticity.hooks import RemedyHooks, Trained, reference_batch
-from plasticity.least import EpisodeStopper
+from plasticity.cir import CIRCritic
+from plasticity.diagnostics import ActivationProbe
 from plasticity.optimizers import make_optimizer
-from plasticity.resets import Resettable, Resetter
 from plasticity.swd import make_sampler
 
 
@@ -105,17 +100,23 @@ class Args(ActorCriticRemedies, RunArgs):
 
 
 class Actor(nn.Module):
-    """μ(s) = tanh(MLP(s))·scale + bias, so actions land inside the Box bounds."""
+    """μ(s) = tanh(MLP(norm(s)))·scale + bias, so actions land inside the Box bounds; `normalize` holds the observation
+    statistics (--normalize-obs; shared with the critics and the targets, updated only by acting)."""
 
-    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
+    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu",
+                 normalize: nn.Module | None = None) -> None:
         super().__init__()
+        self.normalize = normalize or nn.Identity()
         self.net = mlp(obs_dim, action_space.shape[0], hidden, norm, activation)
         low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
         self.register_buffer("action_scale", ((high - low) / 2).float())
         self.register_buffer("action_bias", ((high + low) / 2).float())
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.net(obs)) * self.action_scale + self.action_bias
+        return torch.tanh(self.net(self.normalize(obs))) * self.action_scale + self.action_bias
+
+    def layers(self) -> list[nn.Linear]:
+        return [m for m in self.net if isinstance(m, nn.Linear)]
 
 
 class TwinCritic(nn.Module):
@@ -123,19 +124,20 @@ class TwinCritic(nn.Module):
     logits)."""
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu",
-                 outputs: int = 1) -> None:
+                 outputs: int = 1, normalize: nn.Module | None = None) -> None:
         super().__init__()
+        self.normalize = normalize or nn.Identity()
         self.layers = ensemble_stack(2, (obs_dim + action_dim, *hidden, outputs), norm, activation)
         self.activation = ACTIVATIONS[activation]()
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
+        x = torch.cat([self.normalize(obs), action], dim=-1).expand(2, -1, -1)
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
         return self.layers[-1](x).squeeze(-1)
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([obs, action], dim=-1)
+        x = torch.cat([self.normalize(obs), action], dim=-1)
         for layer in self.layers[:-1]:
             x = self.activation(layer.member(0, x))
         return self.layers[-1].member(0, x).squeeze(-1)
@@ -151,19 +153,19 @@ class TwinCritic(nn.Module):
         return list(zip(self.layers[:-1], self.layers[1:]))
 
 
-def make_critic(obs_dim: int, action_dim: int, args: Args) -> nn.Module:
+def make_critic(obs_dim: int, action_dim: int, args: Args, normalize: nn.Module | None = None) -> nn.Module:
     """Twin critics: MLPs (TD3; --net.* picks norm and activation), or CIR torsos with --cir.critic; with
     --critic.distributional their heads output C51 logits, and called as critics they give the expected values."""
     outputs = args.critic.num_atoms if args.critic.distributional else 1
     if args.cir.critic:
-        base: nn.Module = CIRCritic(obs_dim, action_dim, args.cir, outputs)
+        base: nn.Module = CIRCritic(obs_dim, action_dim, args.cir, outputs, normalize)
     else:
-        base = TwinCritic(obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap), outputs=outputs)
+        base = TwinCritic(obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap), outputs=outputs, normalize=normalize)
     return CategoricalCritic(base, args.critic) if args.critic.distributional else base
 
 
-def make_actor(obs_dim: int, action_space: gym.spaces.Box, args: Args) -> Actor:
-    return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap))
+def make_actor(obs_dim: int, action_space: gym.spaces.Box, args: Args, normalize: nn.Module | None = None) -> Actor:
+    return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap), normalize=normalize)
 
 
 def smoothed_target_action(next_obs: torch.Tensor, actor_target: Actor, smoothing_noise: torch.Tensor, noise_clip: float) -> torch.Tensor:
@@ -172,54 +174,6 @@ def smoothed_target_action(next_obs: torch.Tensor, actor_target: Actor, smoothin
     low = actor_target.action_bias - actor_target.action_scale
     high = actor_target.action_bias + actor_target.action_scale
     return (actor_target(next_obs) + noise).clamp(low, high)
-
-
-def td3_target(
-    batch: Batch,
-    actor_target: Actor,
-    critic_target: TwinCritic,
-    gamma: float,
-    smoothing_noise: torch.Tensor,
-    noise_clip: float,
-    convex_lambda: float = 1.0,
-) -> torch.Tensor:
-    """y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã) (γ^m for an n-step batch, whose r is the n-step return);
-    with CIR's convex target the min becomes λ·min + (1 − λ)·max."""
-    with torch.no_grad():
-        next_action = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, noise_clip)
-        next_q = convex_min_max(critic_target(batch.next_obs, next_action), convex_lambda)
-        return batch.rewards + bootstrap_discount(batch, gamma) * next_q
-
-
-def td3_categorical_target(
-    batch: Batch,
-    actor_target: Actor,
-    critic_target: CategoricalCritic,
-    gamma: float,
-    smoothing_noise: torch.Tensor,
-    noise_clip: float,
-    convex_lambda: float = 1.0,
-) -> torch.Tensor:
-    """C51's target (B, K): Φ(r + γ(1 − terminated)·z) of the target twin with the smaller mean at (s', ã) (FastTD3's
-    clipped double-Q; CIR's convex target mixes the twins), cleanrl_plus/distributional.py."""
-    with torch.no_grad():
-        next_action = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, noise_clip)
-        next_probs = clipped_double(critic_target.probabilities(batch.next_obs, next_action), critic_target.atoms, convex_lambda)
-        return project(critic_target.atoms, batch.rewards, bootstrap_discount(batch, gamma), next_probs)
-
-
-class ExplorationScales(nn.Module):
-    """FastTD3's per-env exploration: env i adds N(0, σᵢ²)·scale noise, σᵢ ~ U[low, high], drawn again when its episode
-    ends (`redraw`, with the random numbers drawn outside any captured step)."""
-
-    def __init__(self, num_envs: int, low: float, high: float, device: torch.device) -> None:
-        super().__init__()
-        self.low, self.high = low, high
-        self.register_buffer("std", low + torch.rand(num_envs, device=device) * (high - low))
-
-    @torch.no_grad()
-    def redraw(self, ended: torch.Tensor) -> None:
-        self.std.copy_(torch.where(ended, self.low + torch.rand_like(self.std) * (self.high - self.low), self.std))
 
 
 def check_scale_flags(args: Args) -> None:
@@ -238,93 +192,52 @@ def main(args: Args) -> dict:
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise UserError(f"TD3 needs continuous (Box) actions; {args.env_id} has {env.single_action_space} — use agents/ddqn.py or agents/ppo.py")
     evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual)
-    obs_dim = int(env.single_observation_space.shape[0])
-    action_dim = int(env.single_action_space.shape[0])
+    obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
 
-    actor = make_actor(obs_dim, env.single_action_space, args).to(device)
-    critic = make_critic(obs_dim, action_dim, args).to(device)
-    actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
+    # raw observations are stored; actor and critics normalise them inside, with the statistics of the observations acted on
+    normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
+    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, normalizer).to(device)  # noqa: E731
+    new_critic = lambda: make_critic(obs_dim, action_dim, args, normalizer).to(device)  # noqa: E731
+    actor, critic = new_actor(), new_critic()
+    actor_target, critic_target = target_copy(actor), target_copy(critic)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
     actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
     critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
-    sampler = make_sampler(args.swd, env.num_envs)
-    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, sampler, env.num_envs, args.n_step, args.gamma)
+    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs,
+                         args.n_step, args.gamma)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
-    # raw observations are stored; actor and critics see them normalised with the current statistics
-    normalizer = RunningMeanStd((obs_dim,)).to(device)
-    normalize = normalizer if args.normalize_obs else nn.Identity()
     noise_scales = ExplorationScales(env.num_envs, args.exploration_noise_min, args.exploration_noise_max, device) \
         if args.exploration_noise_max > 0 else None
 
-    actor_linears = [m for m in actor.net if isinstance(m, nn.Linear)]
-    monitor = PlasticityMonitor(
-        args.diagnostics,
-        critic=(critic, critic.activation_probe(), lambda b: critic(normalize(b.obs), b.actions)),
-        actor=(actor, ActivationProbe(actor_linears[:-1], actor_linears[-1]), lambda b: actor(normalize(b.obs))),
-    )
-    networks = dict(
-        critic=Resettable(critic, critic_optimizer, critic_target, lambda: make_critic(obs_dim, action_dim, args).to(device),
-                          critic.unit_pairs(), lambda b: critic(normalize(b.obs), b.actions), head=critic.head),
-        actor=Resettable(actor, actor_optimizer, actor_target, lambda: make_actor(obs_dim, env.single_action_space, args).to(device),
-                         list(zip(actor_linears[:-1], actor_linears[1:])), lambda b: actor(normalize(b.obs)), head=actor.net[-1]),
-    )
-    resetter = Resetter(args.reset, **networks)
-    remedies = RemedyHooks(args, critic=Trained(critic, critic_optimizer, lambda b: critic(normalize(b.obs), b.actions), (critic.head,)),
-                           actor=Trained(actor, actor_optimizer, lambda b: actor(normalize(b.obs)), (actor.net[-1],)))
-    stateful = dict(  # the resetter loads first: an injected head must exist again before the weights arrive
-        resetter=resetter, actor=actor, critic=critic, actor_target=actor_target, critic_target=critic_target,
-        actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, replay=replay, env=env, monitor=monitor,
-    ) | remedies.stateful()
-    if args.normalize_obs:
-        stateful["normalizer"] = normalizer
-    if noise_scales is not None:
-        stateful["exploration_scales"] = noise_scales
-    stopper = None
-    if args.least.enabled:
-        stopper = stateful["stopper"] = EpisodeStopper(args.least, env.num_envs, env.max_episode_steps, args.total_timesteps, device)
-    global_step, num_updates = 0, 0
-    obs = env.reset(seed=args.seed)
-    if run.resumed:
-        state = run.resumed
-        load_state_dicts(state, **stateful)
-        obs, global_step, num_updates = state["obs"].to(device), state["global_step"], state["num_updates"]
-        restore_rng_state(state["rng"])
+    def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(s, a) of the action taken, V̄(s') = min Q̄(s', μ̄(s'))
+        return critic(obs, actions).min(dim=0).values, critic_target(next_obs, actor_target(next_obs)).min(dim=0).values
 
-    def checkpoint_state() -> dict:
-        counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
-        return counters | state_dicts(**stateful)
+    plasticity = Plasticity(
+        args,
+        Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target,
+                heads=(critic.head,), unit_pairs=critic.unit_pairs(), probe=critic.activation_probe()),
+        Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, actor_target,
+                hidden=actor.layers()[:-1], heads=actor.layers()[-1:]),
+        logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
-    def normalized(batch: Batch) -> Batch:
-        if not args.normalize_obs:
-            return batch
-        return Batch(normalize(batch.obs), batch.actions, batch.rewards, normalize(batch.next_obs), batch.terminated,
-                     batch.insertion_step, batch.discount)
-
     def critic_objective(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None):
-        batch = normalized(batch)
-        target_args = (batch, actor_target, critic_target, args.gamma, smoothing_noise, args.noise_clip, args.cir.convex_lambda)
-        if args.critic.distributional:  # cross-entropy to the projected target distribution
-            target = td3_categorical_target(*target_args)
-            logits = critic.logits(batch.obs, batch.actions)
-            qf_losses = cross_entropy(logits, target.expand(2, -1, -1)).mean(dim=1)
-            q_values = expected_value(logits, critic.atoms)
-        else:
-            target = td3_target(*target_args)
-            q_values = critic(batch.obs, batch.actions)
-            qf_losses = F.mse_loss(q_values, target.expand(2, -1), reduction="none").mean(dim=1)
-        return remedies.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
+        with torch.no_grad():  # y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)  (C51: its projected distribution)
+            next_actions = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, args.noise_clip)
+            target = q_target(critic_target, batch.next_obs, next_actions, batch.rewards, bootstrap_discount(batch, args.gamma),
+                              args.cir.convex_lambda)
+        qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
+        return plasticity.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
 
     def actor_objective(batch: Batch, reference: Batch | None):
-        obs = normalize(batch.obs)
-        actor_loss = -critic.q1(obs, actor(obs)).mean()  # C51: the expected value of Q₁'s distribution
-        return remedies.loss("actor", actor_loss, reference), actor_loss.detach()
+        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean()  # C51: the expected value of Q₁'s distribution
+        return plasticity.loss("actor", actor_loss, reference), actor_loss.detach()
 
     def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():  # a = clip(μ(s) + ε, A), ε = noise·scale·σ (σ per env with --exploration-noise-max)
             std = args.exploration_noise if noise_scales is None else noise_scales.std[:, None]
-            return (actor(normalize(obs)) + noise * actor.action_scale * std).clamp(action_low, action_high)
+            return (actor(obs) + noise * actor.action_scale * std).clamp(action_low, action_high)
 
     critic_objective, actor_objective, explore = (compiled(f, args.compile) for f in (critic_objective, actor_objective, explore))
 
@@ -332,7 +245,7 @@ def main(args: Args) -> dict:
         loss, q_values, qf_losses = critic_objective(batch, smoothing_noise, reference)
         critic_optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        remedies.step("critic")
+        plasticity.step("critic")
         return {"losses/qf1_values": q_values[0].mean(), "losses/qf2_values": q_values[1].mean(),
                 "losses/qf1_loss": qf_losses[0], "losses/qf2_loss": qf_losses[1], "losses/qf_loss": qf_losses.sum() / 2}
 
@@ -341,7 +254,7 @@ def main(args: Args) -> dict:
             loss, actor_loss = actor_objective(batch, reference)
         actor_optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        remedies.step("actor")
+        plasticity.step("actor")
         polyak_update(actor_target, actor, args.tau)
         polyak_update(critic_target, critic, args.tau)
         return {"losses/actor_loss": actor_loss}
@@ -350,71 +263,58 @@ def main(args: Args) -> dict:
     update_critic = GraphStep(update_critic, args.cudagraphs, watch=(critic, critic_target, actor_target, critic_optimizer, normalizer))
     update_actor = GraphStep(update_actor, args.cudagraphs, watch=(actor, critic, actor_target, critic_target, actor_optimizer, normalizer))
     explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([] if noise_scales is None else [noise_scales])))
-    policy = actor if not args.normalize_obs else lambda obs: actor(normalizer(obs))  # evaluation: statistics frozen
 
-    session = TrainingSession(run, "td3", env, evaluator, start_step=global_step)
+    session = TrainingSession(run, "td3", env, evaluator, plasticity=plasticity, actor=actor, critic=critic, actor_target=actor_target,
+                              critic_target=critic_target, actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer,
+                              replay=replay, **({"exploration_scales": noise_scales} if noise_scales is not None else {}))
+    obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
-        # ---- act (random warm-up steps count from the task's start with --continual.reset-exploration) --------
-        if args.normalize_obs:  # the only place the observation statistics are updated
-            normalizer.update(obs)
-        schedule_step = session.schedule_step(global_step, restarts_exploration(args.continual))
+        # ---- act: a ~ U(A) before learning starts (and, with --continual.reset-exploration, at each task's start) --
+        normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
+        schedule_step = session.schedule_step(global_step, args.continual.restarts_exploration)
         task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
         if schedule_step < args.learning_starts or task_warmup:
             actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
         else:
             actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
-        # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) ---------
+        # ---- step and store (s, a, r, s', terminated): a truncation, LEAST's early stops included, still bootstraps --
         step = env.step(actions)
-        next_obs, truncated = step.obs, step.truncated
-        if stopper is not None:  # LEAST: Q̂ = min Q(s, a), G = |TD error| of this transition; a stop is a truncation
-            with torch.no_grad():
-                q_taken = critic(normalize(obs), actions).min(dim=0).values
-                final_obs = normalize(step.next_obs)
-                next_value = critic_target(final_obs, actor_target(final_obs)).min(dim=0).values
-            next_obs = stopper.after_env_step(env, step, q_taken, next_value, args.gamma, global_step)
-            truncated = truncated | stopper.stopped_now
+        next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
         replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)  # n-step windows end at either
         if noise_scales is not None:
             noise_scales.redraw(step.terminated | truncated)
         obs = next_obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
-        # ---- learn -----------------------------------------------------------------------------------
+        # ---- learn: the critics every step, the actor and the targets every `policy_frequency` critic updates --------
         if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
             session.learning_started(global_step, num_updates)
             for gradient_step in range(args.gradient_steps):
                 if gradient_step == 0 or not args.reuse_batch:
                     batch = replay.sample(args.batch_size)
                 smoothing_noise = torch.randn_like(batch.actions) * args.policy_noise
-                losses |= update_critic(batch, smoothing_noise, reference_batch(args, replay, args.batch_size))
+                losses |= update_critic(batch, smoothing_noise, plasticity.reference_batch(replay, args.batch_size))
                 num_updates += 1
                 if num_updates % args.policy_frequency == 0:
-                    losses |= update_actor(batch, reference_batch(args, replay, args.batch_size))
-                monitor.after_update(num_updates, replay, run.logger, global_step)
-                resetter.after_update(num_updates, replay, run.logger, global_step)
-            if stopper is not None:
-                losses |= stopper.report()
-            losses |= {"replay/sample_age": replay.age(batch).float().mean()} | remedies.report()
+                    losses |= update_actor(batch, plasticity.reference_batch(replay, args.batch_size))
+                plasticity.after_update(num_updates, replay, global_step)
+            losses |= {"replay/sample_age": replay.age(batch).float().mean()} | plasticity.report()
 
-        session.after_step(previous_step, global_step, num_updates, losses, policy, checkpoint_state)
+        session.after_step(previous_step, global_step, num_updates, losses, actor, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            on_task_switch(args.continual, networks.values(), replay, (normalizer,) if args.normalize_obs else ())
+            plasticity.on_task_switch(args.continual, replay, (normalizer,))
 
-    return session.finish(global_step, num_updates, policy, checkpoint_state)
+    return session.finish(global_step, num_updates, actor, obs)
 
 
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
-    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`), with --normalize-obs μ(norm(s))."""
-    obs_dim = int(env.single_observation_space.shape[0])
-    actor = make_actor(obs_dim, env.single_action_space, args).to(device)
+    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
+    normalizer = RunningMeanStd((int(env.single_observation_space.shape[0]),), enabled=args.normalize_obs)
+    actor = make_actor(int(env.single_observation_space.shape[0]), env.single_action_space, args, normalizer).to(device)
     actor.load_state_dict(state["actor"])
-    if not args.normalize_obs:
-        return actor
-    normalizer = RunningMeanStd((obs_dim,)).to(device)
-    normalizer.load_state_dict(state["normalizer"])
-    return nn.Sequential(normalizer, actor)
+    return actor
 
 
 if __name__ == "__main__":

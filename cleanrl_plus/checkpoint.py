@@ -14,6 +14,8 @@ import torch
 from cleanrl_plus.errors import UserError, file_system_error
 
 CHECKPOINT_NAME = "checkpoint.pt"
+# 2: one "plasticity" entry for every remedy and diagnostic, observation statistics inside the networks (issue #26)
+CHECKPOINT_FORMAT = 2
 
 
 def write_atomically(path: Path, write: Any) -> None:
@@ -52,10 +54,10 @@ def _os_error_behind(error: BaseException, folder: Path) -> OSError | None:
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    write_atomically(path, lambda file: torch.save(state, file))
+    write_atomically(path, lambda file: torch.save({"format": CHECKPOINT_FORMAT} | state, file))
 
 
-def first_non_finite(state: Any, name: str = "", skip: tuple[str, ...] = ("replay", "rng", "env", "stopper")) -> str | None:
+def first_non_finite(state: Any, skip: tuple[str, ...] = ("replay", "rng", "env", "plasticity.least")) -> str | None:
     """The name of the first floating tensor in a (nested) checkpoint state holding NaN or ±inf, or None.
 
     One device sync for the whole state; replay, RNG, env snapshots and LEAST's episode histories (data, not learned
@@ -68,13 +70,14 @@ def first_non_finite(state: Any, name: str = "", skip: tuple[str, ...] = ("repla
                 named.append((where, value))
         elif isinstance(value, dict):
             for key, item in value.items():
-                if not (where == name and key in skip):
-                    collect(item, f"{where}.{key}" if where else str(key))
+                path = f"{where}.{key}" if where else str(key)
+                if path not in skip:
+                    collect(item, path)
         elif isinstance(value, (list, tuple)):
             for index, item in enumerate(value):
                 collect(item, f"{where}.{index}")
 
-    collect(state, name)
+    collect(state, "")
     if not named:
         return None
     finite: dict[str, bool] = {}
@@ -99,6 +102,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         ) from None
     if not isinstance(state, dict) or "global_step" not in state:
         raise UserError(f"checkpoint {path} is incomplete (no global_step) — delete it to restart the run")
+    if state.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(f"checkpoint {path} was written by an older cleanrl_plus (checkpoint format {state.get('format', 1)}, this "
+                        f"version reads {CHECKPOINT_FORMAT}) — start a new run, or use the version that wrote it")
     return state
 
 
@@ -117,11 +123,3 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def state_dicts(**objects: Any) -> dict[str, Any]:
-    """{name: obj.state_dict()} for modules, optimisers, replay, envs, normalisers alike."""
-    return {name: obj.state_dict() for name, obj in objects.items()}
-
-
-def load_state_dicts(state: dict[str, Any], **objects: Any) -> None:
-    for name, obj in objects.items():
-        obj.load_state_dict(state[name])

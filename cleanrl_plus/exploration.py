@@ -1,8 +1,10 @@
-"""ε-greedy action selection, shared by Double DQN (acting and evaluation) and PPO's Atari evaluation."""
+"""Exploration: ε-greedy action selection, shared by Double DQN (acting and evaluation) and PPO's Atari evaluation, and
+FastTD3's per-env Gaussian exploration scales (TD3 with --exploration-noise-max)."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn as nn
 
 
 def exploration_draws(batch: int, num_actions: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -17,3 +19,17 @@ def epsilon_greedy(q_values: torch.Tensor, epsilon: float | torch.Tensor, draws:
     greedy = q_values.argmax(dim=1)
     random_actions, uniform = exploration_draws(greedy.shape[0], q_values.shape[1], q_values.device) if draws is None else draws
     return torch.where(uniform < epsilon, random_actions, greedy)
+
+
+class ExplorationScales(nn.Module):
+    """FastTD3's per-env exploration (Seo et al. 2025): env i adds N(0, σᵢ²)·scale noise, σᵢ ~ U[low, high], drawn again
+    when its episode ends (`redraw`, with the random numbers drawn outside any captured step)."""
+
+    def __init__(self, num_envs: int, low: float, high: float, device: torch.device) -> None:
+        super().__init__()
+        self.low, self.high = low, high
+        self.register_buffer("std", low + torch.rand(num_envs, device=device) * (high - low))
+
+    @torch.no_grad()
+    def redraw(self, ended: torch.Tensor) -> None:
+        self.std.copy_(torch.where(ended, self.low + torch.rand_like(self.std) * (self.high - self.low), self.std))

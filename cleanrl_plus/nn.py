@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -9,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.normalization import RunningMeanStd
 
 
 class EnsembleLinear(nn.Module):
@@ -114,6 +116,13 @@ def units_for(width: int, activation: str) -> int:
     return width // 2
 
 
+def layer_init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear | nn.Conv2d:
+    """CleanRL's init: orthogonal weights with gain `std`, constant bias."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
 def hidden_linear(in_features: int, units: int, norm: str = "none") -> nn.Linear:
     return NormedLinear(in_features, units) if norm == "layer" else nn.Linear(in_features, units)
 
@@ -165,6 +174,13 @@ class frozen:
     def __exit__(self, *exc: object) -> None:
         for p in self.parameters:
             p.requires_grad_(True)
+
+
+def target_copy(module: nn.Module) -> nn.Module:
+    """A target network for `module`: a copy with its own parameters that reads the same observation statistics (the
+    RunningMeanStd modules inside are shared, not copied: acting updates them, for online and target networks alike)."""
+    shared = {id(m): m for m in module.modules() if isinstance(m, RunningMeanStd)}
+    return copy.deepcopy(module, memo=shared)
 
 
 def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:

@@ -14,9 +14,9 @@ class RunningMeanStd(nn.Module):
     sample count on the host as well, so it runs eagerly, never inside a captured CUDA graph (--cudagraphs).
     """
 
-    def __init__(self, shape: tuple[int, ...], epsilon: float = 1e-8) -> None:
+    def __init__(self, shape: tuple[int, ...], epsilon: float = 1e-8, enabled: bool = True) -> None:
         super().__init__()
-        self.epsilon = epsilon
+        self.epsilon, self.enabled = epsilon, enabled  # disabled: the identity, and `update`/`reset` do nothing
         self.register_buffer("mean", torch.zeros(shape))
         self.register_buffer("var", torch.ones(shape))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
@@ -27,6 +27,8 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
+        if not self.enabled:
+            return
         mean, var = self.mean, self.var
         batch = batch.reshape(-1, *mean.shape).float()
         batch_count = batch.shape[0]
@@ -44,11 +46,15 @@ class RunningMeanStd(nn.Module):
         self.host_count = total
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return x
         return (x - self.mean) / torch.sqrt(self.var + self.epsilon)
 
     @torch.no_grad()
     def reset(self) -> None:
         """Forget the statistics (continual settings: `--continual.reset-obs-norm` at a task switch)."""
+        if not self.enabled:
+            return
         self.mean.zero_()
         self.var.fill_(1.0)
         self.count.zero_()

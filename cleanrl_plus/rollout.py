@@ -13,9 +13,12 @@ V(s_final) while the advantage does not leak into the next episode.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch
+
+from cleanrl_plus.errors import UserError
+from envs.continual import is_continual, parse as parse_continual_id
 
 
 class Minibatch(NamedTuple):
@@ -112,3 +115,17 @@ class RolloutStorage:
     def sample(self, batch_size: int) -> Minibatch:
         """Random transitions of the current rollout (probe batches for diagnostics and ReDo, C-CHAIN's reference batch)."""
         return self.gather(torch.randint(self.num_steps * self.num_envs, (batch_size,), device=self.obs.device))
+
+
+def check_rollout_flags(args: Any, agent: str, frames: bool) -> None:
+    """One-line UserError for rollout settings that cannot work (before anything is created)."""
+    rollout_size = args.num_steps * args.num_envs
+    if args.cudagraphs and rollout_size % args.num_minibatches:
+        raise UserError(f"--cudagraphs replays one minibatch shape, but a rollout of {rollout_size} transitions does not split into "
+                        f"{args.num_minibatches} equal minibatches — pick --num-minibatches dividing {rollout_size}")
+    if frames and args.normalize_obs:
+        raise UserError(f"--normalize-obs standardises vector observations; {agent}'s Nature CNN scales Atari frames by 1/255 — "
+                        "add --no-normalize-obs")
+    if is_continual(args.env_id) and parse_continual_id(args.env_id, args.continual).steps_per_task < rollout_size:
+        raise UserError(f"--continual.steps-per-task {parse_continual_id(args.env_id, args.continual).steps_per_task} is shorter than one "
+                        f"rollout ({args.num_steps} steps × {args.num_envs} envs), so tasks would be skipped — raise it or lower --num-steps")

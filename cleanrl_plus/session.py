@@ -1,5 +1,16 @@
-"""The plumbing around an agent's loop, shared by every agent: periodic logging, evaluation, checkpoints,
-the progress line, SPS clocks and the run summary. The agent file keeps only the algorithm."""
+"""The plumbing around an agent's loop, shared by every agent: resume, periodic logging, evaluation, checkpoints,
+the progress line, SPS clocks and the run summary. The agent file keeps only the algorithm.
+
+    session = TrainingSession(run, "td3", env, evaluator, plasticity=plasticity, actor=actor, replay=replay, …)
+    obs, global_step, num_updates = session.start(env.reset(seed=args.seed))   # a resumed run continues here
+    while global_step < args.total_timesteps and not run.stop_requested:
+        …
+        session.after_step(previous_step, global_step, num_updates, losses, policy, obs)
+    return session.finish(global_step, num_updates, policy, obs)
+
+The objects given as keywords, and the env, are the run's state: each `state_dict()` goes into every checkpoint under its
+keyword, with the counters, the observations to act on next and the RNG states, and `start` loads them back in that
+order."""
 
 from __future__ import annotations
 
@@ -10,6 +21,7 @@ from typing import Any, Callable
 
 import torch
 
+from cleanrl_plus.checkpoint import capture_rng_state, restore_rng_state
 from cleanrl_plus.evaluation import Evaluator
 from cleanrl_plus.progress import Progress
 from cleanrl_plus.run import Run
@@ -25,27 +37,45 @@ def crossed(previous_step: int, global_step: int, every: int) -> bool:
 class TrainingSession:
     burnin_steps = 0  # `cleanrl-plus bench --burnin`: env steps of learning before the learning clock starts over
 
-    def __init__(self, run: Run, agent: str, env: TorchVecEnv, evaluator: Evaluator, start_step: int) -> None:
+    def __init__(self, run: Run, agent: str, env: TorchVecEnv, evaluator: Evaluator, /, **state: Any) -> None:
         self.run, self.agent, self.env, self.evaluator, self.args = run, agent, env, evaluator, run.args
-        self.progress = Progress(self.args.total_timesteps, start_step, f"{agent} {self.args.env_id}", self.args.progress)
+        # name → object with state_dict()/load_state_dict(): what a checkpoint holds and a resume loads, the env included
+        self.state = state | {"env": env}
+
+    def start(self, obs: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+        """(obs, global_step, num_updates) to start the loop from: the given observations and zeros, or, for a resumed
+        run, its checkpoint's, with every registered state and the RNG restored. Starts the clocks and the records."""
+        run, counters = self.run, (obs, 0, 0)
+        if run.resumed:
+            for name, thing in self.state.items():
+                thing.load_state_dict(run.resumed[name])
+            restore_rng_state(run.resumed["rng"])
+            counters = (run.resumed["obs"].to(run.device), run.resumed["global_step"], run.resumed["num_updates"])
+        start_step = counters[1]
+        self.progress = Progress(self.args.total_timesteps, start_step, f"{self.agent} {self.args.env_id}", self.args.progress)
         self.start_time, self.start_step = time.perf_counter(), start_step
         self.learning_clock: tuple[float, int, int] | None = None  # (time, step, updates) when updates began
         self.burnt_in = self.burnin_steps == 0  # the clock restarted after the burn-in (compilation, graph capture)
         self.last_eval: dict[str, Any] = {}
         self.eval_history: list[tuple[int, float]] = []
         # continual envs: the scheduled task, where it began, and per-task records (None: a stationary env)
-        self.task: int | None = getattr(env, "scheduled_task", None)
+        self.task: int | None = getattr(self.env, "scheduled_task", None)
         self.task_start_step = 0
         self.task_switched = False  # True right after the step at which the schedule moved to a new task
-        self.num_updates = 0  # as of the latest after_step, for a summary written when the run stops early
+        self.num_updates = counters[2]  # as of the latest after_step, for a summary written when the run stops early
         self.tasks: dict[int, dict[str, Any]] = {}
         self.recorder = None  # --capture-video: built now, so a missing renderer stops the run before training
         if self.args.capture_video:
-            self.recorder = VideoRecorder(evaluator.env_id, evaluator.seed, run.device, **evaluator.env_kwargs)
+            self.recorder = VideoRecorder(self.evaluator.env_id, self.evaluator.seed, run.device, **self.evaluator.env_kwargs)
         if run.resumed:
             self._restore_history(start_step)
         if self.task is not None:
             self._open_task(self.task, start_step, resumed=run.resumed is not None)
+        return counters
+
+    def checkpoint_state(self, global_step: int, num_updates: int, obs: torch.Tensor) -> dict[str, Any]:
+        counters = {"global_step": global_step, "num_updates": num_updates, "obs": obs, "rng": capture_rng_state()}
+        return counters | {name: thing.state_dict() for name, thing in self.state.items()}
 
     def _restore_history(self, start_step: int) -> None:
         """A resumed run continues the evaluation and per-task records of its summary (up to its checkpoint)."""
@@ -133,9 +163,10 @@ class TrainingSession:
         num_updates: int,
         losses: dict[str, torch.Tensor],
         policy: Callable[[torch.Tensor], torch.Tensor],
-        checkpoint_state: Callable[[], dict[str, Any]],
+        obs: torch.Tensor,
     ) -> None:
-        """Log, evaluate and checkpoint when `global_step` crosses a multiple of the respective interval."""
+        """Log, evaluate and checkpoint when `global_step` crosses a multiple of the respective interval; `obs` are the
+        observations the loop acts on next (a checkpoint keeps them)."""
         args, logger = self.args, self.run.logger
         self.num_updates = num_updates
         if not self.burnt_in and self.learning_clock is not None and global_step >= self.learning_clock[1] + self.burnin_steps:
@@ -154,7 +185,7 @@ class TrainingSession:
             self.evaluate(policy, global_step)
         if crossed(previous_step, global_step, args.checkpoint_every):
             self._log_episodes()  # episodes that ended up to here are logged before, not after, the checkpoint
-            self.run.save(checkpoint_state(), self.summary(global_step, num_updates, False, time.perf_counter()))
+            self.run.save(self.checkpoint_state(global_step, num_updates, obs), self.summary(global_step, num_updates, False, time.perf_counter()))
         self.progress.update(global_step)
 
     def sps(self, now: float, global_step: int) -> float:
@@ -195,7 +226,7 @@ class TrainingSession:
         global_step: int,
         num_updates: int,
         policy: Callable[[torch.Tensor], torch.Tensor],
-        checkpoint_state: Callable[[], dict[str, Any]],
+        obs: torch.Tensor,
     ) -> dict[str, Any]:
         """Final evaluation (if the run finished), final checkpoint and summary, closing message."""
         loop_end, finished = time.perf_counter(), global_step >= self.args.total_timesteps
@@ -209,7 +240,7 @@ class TrainingSession:
         if self.recorder is not None:
             self.recorder.close()
         result = self.summary(global_step, num_updates, finished, loop_end)
-        self.run.save(checkpoint_state(), result)
+        self.run.save(self.checkpoint_state(global_step, num_updates, obs), result)
         self.progress.close(global_step)
         self.run.close()
         self.env.close()

@@ -59,6 +59,11 @@ class ContinualArgs:
     """fresh agent per task: at each switch re-initialise networks, optimisers, targets, replay, normalisers and
     exploration (the reference learner that plasticity is measured against)"""
 
+    @property
+    def restarts_exploration(self) -> bool:
+        """Whether exploration schedules (random warm-up steps, ε decay) count from each task's start."""
+        return self.oracle or self.reset_exploration
+
 
 # Named presets: the published schedules, and CPU-sized variants
 # --------------------------------------------------------------------------------------------------------------

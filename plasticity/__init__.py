@@ -17,8 +17,10 @@ from plasticity.cir import CIRArgs
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
+from plasticity.network import Network
 from plasticity.resets import ResetArgs
 from plasticity.swd import SWDArgs
+from plasticity.wiring import Plasticity
 
 
 @dataclasses.dataclass

@@ -15,7 +15,6 @@ from cleanrl_plus.errors import UserError
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
 ON_POLICY = ("ppo", "gtr")
 SPEED_FLAGS = ("compile", "cudagraphs")  # cleanrl_plus/graphs.py
-SPEED_READY = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents whose update and acting steps are written for --compile/--cudagraphs (issue #16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,17 +117,31 @@ def active(args: Any) -> set[str]:
     return {remedy.name for remedy in REMEDIES if remedy.is_on(args)}
 
 
-def check(agent: str, args: Any) -> None:
-    """One-line UserError for a remedy that does not apply to `agent`, for a conflicting pair, or for a speed flag the
-    agent or a remedy cannot run with."""
+# reset methods that need something of the network's units: ReLU units that can be dormant, one layer reading them
+_NEEDS_RELU = {"redo": "ReDo recycles dormant", "cbp": "CBP replaces"}
+_NEEDS_ONE_READER = {"inject": "replaces one output layer", "cbp": "tracks each unit's one reading layer"}
+
+
+def check(agent: str, args: Any, activation: str = "relu", shared_torso: bool = False) -> None:
+    """One-line UserError for a remedy that does not apply to `agent`, to its networks (their hidden `activation`; a
+    `shared_torso` whose units feed several heads, as PPO's Nature CNN), for a conflicting pair, or for a speed flag a
+    remedy cannot run with."""
     for remedy in REMEDIES:
         if remedy.is_on(args) and not remedy.applies_to(agent):
             raise UserError(f"{remedy.name} ({remedy.flags}) does not apply to {agent}: {remedy.not_for[agent]}")
     for problem in conflicts(active(args)):
         raise UserError(problem)
+    if agent in ON_POLICY and _get(args, "continual.random_steps_per_task", -1) > 0:
+        raise UserError(f"--continual.random-steps-per-task fills a replay buffer; {agent} is on-policy — drop the flag")
+    method = _get(args, "reset.method", "off")
+    if method in _NEEDS_RELU and activation == "tanh":
+        raise UserError(f"{_NEEDS_RELU[method]} ReLU units; {agent} with tanh units has none — add --net.activation relu")
+    if shared_torso and method != "off" and _get(args, "reset.networks") != "both":
+        raise UserError(f"on Atari, {agent}'s policy and value heads share one torso, so a reset touches both — drop --reset.networks")
+    if shared_torso and method in _NEEDS_ONE_READER:
+        raise UserError(f"--reset.method {method} {_NEEDS_ONE_READER[method]}, but {agent}'s Nature-CNN units feed two heads on Atari — "
+                        "use redo, regrama, full, shrink-perturb or layers")
     for flag in (flag for flag in SPEED_FLAGS if _get(args, flag, False)):
-        if agent not in SPEED_READY:
-            raise UserError(f"--{flag} is not wired into agents/{agent}.py yet (only {', '.join(SPEED_READY)}; issue #16) — drop --{flag}")
         for remedy in REMEDIES:
             if remedy.is_on(args) and flag in remedy.not_with:
                 raise UserError(f"{remedy.name} ({remedy.flags}) cannot run with --{flag}: {remedy.not_with[flag]} — drop one of them")

@@ -42,13 +42,6 @@ class CIRArgs:
     """twin-critic target λ·min + (1 − λ)·max: 1 = clipped double-Q; CIR on DMC uses 0.3"""
 
 
-def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
-    """λ·min_i q_i + (1 − λ)·max_i q_i over the leading (critic) dimension; exactly the min when λ = 1."""
-    if convex_lambda == 1.0:
-        return q.min(dim=0).values
-    return convex_lambda * q.min(dim=0).values + (1.0 - convex_lambda) * q.max(dim=0).values
-
-
 def avg_l1_norm(z: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """0.1·z / max(mean_j |z_j|, eps): every feature vector gets a mean absolute value of 0.1 (TD7's AvgL1Norm)."""
     return 0.1 * z / z.abs().mean(dim=-1, keepdim=True).clamp_min(eps)
@@ -87,13 +80,14 @@ class CIRCritic(nn.Module):
     """Twin Q-functions with CIR torsos, TD3's critic interface: forward → (2, B); q1 → (B,) (C51 logits: `outputs`
     per critic, (2, B, outputs) and (B, outputs))."""
 
-    def __init__(self, obs_dim: int, action_dim: int, args: CIRArgs, outputs: int = 1) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, args: CIRArgs, outputs: int = 1, normalize: nn.Module | None = None) -> None:
         super().__init__()
+        self.normalize = normalize or nn.Identity()  # the agent's observation statistics, shared, not learned
         self.encoder = CIREncoder(2, obs_dim + action_dim, args.width, args.shared_layer_norm)
         self.head = EnsembleLinear(2, args.width, outputs)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
+        x = torch.cat([self.normalize(obs), action], dim=-1).expand(2, -1, -1)
         return self.head(self.encoder(x)).squeeze(-1)
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

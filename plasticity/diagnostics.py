@@ -27,7 +27,7 @@ need no special code: ensemble layers (E, B, H) count E·H units.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 import torch
 import torch.nn as nn
@@ -251,25 +251,17 @@ def churn_report(name: str, before: torch.Tensor, after: torch.Tensor, batch_siz
     return report
 
 
-class WatchedNetwork(NamedTuple):
-    module: nn.Module
-    probe: ActivationProbe
-    forward: Callable  # forward(batch) runs the module on a replay batch: the output churn compares and the NTK sums
-    distribution: Callable | None = None  # stochastic policies: batch → parameters for `policy_kl` (KL churn)
-
-
 class PlasticityMonitor:
     """Runs `network_report` for each named network every `args.every` updates on a fresh probe batch, the NTK
     report every `args.ntk_every` updates and churn across every `args.churn_every`-th update.
 
-    networks: name → (module, probe, forward) or (module, probe, forward, distribution), see WatchedNetwork.
-    The initial parameters (for distance from init) and a pending churn reference are part of the monitor's
-    state, hence of checkpoints.
+    Each network (plasticity.network.Network) is reported under its `tag`. The initial parameters (for distance from
+    init) and a pending churn reference are part of the monitor's state, hence of checkpoints.
     """
 
-    def __init__(self, args: DiagnosticsArgs, **networks: tuple) -> None:
+    def __init__(self, args: DiagnosticsArgs, networks: list) -> None:
         self.args = args
-        self.networks = {name: WatchedNetwork(*network) for name, network in networks.items()}
+        self.networks = {net.tag: net for net in networks}
         self.initial = {name: [p.detach().clone() for p in net.module.parameters()] for name, net in self.networks.items()}
         # (batch, {name: output}, {name: distribution parameters}) taken right before the update that churn measures
         self.churn_reference = None
@@ -317,7 +309,4 @@ class PlasticityMonitor:
 
     def load_state_dict(self, state: dict) -> None:
         self.initial = state["initial"]
-        reference = state.get("churn_reference")
-        if reference is not None and len(reference) == 2:  # checkpoints from before KL churn
-            reference = (*reference, {})
-        self.churn_reference = reference
+        self.churn_reference = state["churn_reference"]

@@ -16,7 +16,6 @@ them right without a host sync. C-CHAIN's reference batch is drawn by the agent 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -24,6 +23,7 @@ import torch.nn as nn
 from cleanrl_plus.replay import Batch
 from plasticity.architecture import NaPArgs, NetArgs, NormProjector
 from plasticity.cchain import CChainArgs, ChurnReducer
+from plasticity.network import Network
 from plasticity.optimizers import TRAC, OptimArgs
 from plasticity.regularizers import (RegArgs, WeightClipArgs, WeightClipper, l2_init_penalty, l2_penalty, parseval_penalty,
                                      rows_as_units, trainable, weight_layers)
@@ -45,18 +45,8 @@ class RemedyArgs:
     """base optimiser (Adam or Kron) and the TRAC wrapper (plasticity/optimizers.py)"""
 
 
-@dataclasses.dataclass
-class Trained:
-    """A network with its own loss and optimiser, as the hooks see it."""
-
-    module: nn.Module
-    optimizer: torch.optim.Optimizer
-    outputs: Callable  # outputs(reference_batch) → the tensor C-CHAIN keeps stable
-    heads: tuple[nn.Module, ...] = ()  # output layers (Parseval leaves them out)
-
-
 class _NetworkHooks:
-    def __init__(self, args: RemedyArgs, net: Trained) -> None:
+    def __init__(self, args: RemedyArgs, net: Network) -> None:
         self.args, self.net = args, net
         self.parameters = list(net.module.parameters())
         self.initial = [p.detach().clone() for p in self.parameters] if args.reg.l2_init else []
@@ -64,7 +54,7 @@ class _NetworkHooks:
         self.hidden_layers = [(layer, ensemble) for layer, ensemble in weight_layers(net.module) if id(layer) not in head_ids]
         self.projector = NormProjector(net.module) if args.nap.enabled else None
         self.clipper = WeightClipper(net.module, args.clip.kappa) if args.clip.kappa > 0 else None
-        self.churn = ChurnReducer(args.cchain, net.module, net.outputs) if args.cchain.enabled else None
+        self.churn = ChurnReducer(args.cchain, net.module, net.forward) if args.cchain.enabled else None
         self.trac = TRAC(net.optimizer, args.optim.trac_s_init) if args.optim.trac else None
         self.logged: dict[str, torch.Tensor] = {}
         # the remedies each hook applies: fixed by the flags, so a captured step counts them right
@@ -119,22 +109,15 @@ class _NetworkHooks:
 class RemedyHooks:
     """The loss/step hooks for the named networks of one agent; `acted` counts what each remedy did (device tensors)."""
 
-    def __init__(self, args: RemedyArgs, **networks: Trained) -> None:
-        self.networks = {name: _NetworkHooks(args, net) for name, net in networks.items()}
+    def __init__(self, args: RemedyArgs, networks: list[Network]) -> None:
+        self.networks = {net.name: _NetworkHooks(args, net) for net in networks}
         self.acted: dict[str, torch.Tensor] = {}
         for hooks in self.networks.values():
             device = next(hooks.net.module.parameters()).device
             for remedy in hooks.loss_remedies + hooks.step_remedies:
                 self.acted.setdefault(remedy, torch.zeros((), dtype=torch.int64, device=device))
-        reg = args.reg
-        self.any_on = bool(reg.l2 or reg.l2_init or reg.parseval or args.clip.kappa or args.nap.enabled or args.cchain.enabled or args.optim.trac)
 
-    def stateful(self) -> dict[str, "RemedyHooks"]:
-        """{"remedies": self} for the agent's checkpointed objects when a loss/step remedy is on, else {}, so checkpoints
-        of runs without them keep the keys they had before these remedies existed (and still resume)."""
-        return {"remedies": self} if self.any_on else {}
-
-    def loss(self, name: str, main_loss: torch.Tensor, reference: Batch | Callable | None = None) -> torch.Tensor:
+    def loss(self, name: str, main_loss: torch.Tensor, reference: Batch | None = None) -> torch.Tensor:
         """main_loss + this network's regularisers; `reference` is C-CHAIN's reference batch (None when it is off)."""
         hooks = self.networks[name]
         total = hooks.loss(main_loss, reference)
@@ -162,9 +145,8 @@ class RemedyHooks:
     def load_state_dict(self, state: dict) -> None:
         for name, hooks in self.networks.items():
             hooks.load_state_dict(state["networks"][name])
-        for remedy, count in state["acted"].items():  # host ints in checkpoints from before --cudagraphs
-            if remedy in self.acted:
-                self.acted[remedy].copy_(torch.as_tensor(count))
+        for remedy, count in state["acted"].items():
+            self.acted[remedy].copy_(count)
 
 
 def reference_batch(args: RemedyArgs, replay, batch_size: int) -> Batch | None:

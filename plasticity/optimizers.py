@@ -141,3 +141,14 @@ def make_optimizer(args: OptimArgs, parameters, lr: float, device: torch.device,
 
     heavyball.utils.compile_mode = None  # module docstring: inductor fails on CPU here
     return heavyball.PSGDKron(parameters, lr=lr, weight_decay=adam_kwargs.get("weight_decay", 0.0))
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, learning_rate: torch.Tensor, value: float) -> None:
+    """lr ← value in every parameter group and in those added later (a plasticity-injected head). Adam's groups share
+    `learning_rate`, changed in place, so a captured optimiser step reads each new value; Kron (eager only) gets the
+    float, which heavyball's own lr arithmetic expects."""
+    learning_rate.fill_(value)
+    shared = learning_rate if isinstance(optimizer, torch.optim.Adam) else value
+    optimizer.defaults["lr"] = shared
+    for group in optimizer.param_groups:
+        group["lr"] = shared

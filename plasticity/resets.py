@@ -65,6 +65,7 @@ import torch.nn as nn
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear
 from plasticity.diagnostics import ActivationProbe, measuring, unit_scores
+from plasticity.network import Network
 from plasticity.regularizers import weight_layers
 
 DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000, "cbp": 1, "layers": 200_000, "regrama": 1_000}
@@ -102,54 +103,40 @@ class ResetArgs:
     their moments; off: PyTorch's per-tensor count, so their first update is ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g)"""
 
 
-@dataclasses.dataclass
-class Resettable:
-    """A network with what a reset must keep consistent: its optimiser, its target and how to build a fresh one."""
-
-    module: nn.Module
-    optimizer: torch.optim.Optimizer
-    target: nn.Module | None
-    make_fresh: Callable[[], nn.Module]
-    unit_pairs: list[tuple[nn.Module, nn.Module]]  # (layer feeding a ReLU, layer reading it) for ReDo and CBP
-    forward: Callable  # forward(batch) runs the module on a replay batch (for ReDo's scores)
-    head: nn.Module | None = None  # the output layer plasticity injection replaces (None: the network has several heads)
-    output_layers: tuple[nn.Module, ...] = ()  # several heads reading the same features: one layer for layer resetting
-
-
 def drop_optimizer_state(optimizer: torch.optim.Optimizer, parameters) -> None:
     for parameter in parameters:
         optimizer.state.pop(parameter, None)
 
 
 @torch.no_grad()
-def full_reset(net: Resettable) -> None:
-    net.module.load_state_dict(net.make_fresh().state_dict())
+def full_reset(net: Network) -> None:
+    net.module.load_state_dict(net.rebuild().state_dict())
     drop_optimizer_state(net.optimizer, net.module.parameters())
     if net.target is not None:
         net.target.load_state_dict(net.module.state_dict())
 
 
 @torch.no_grad()
-def shrink_and_perturb(net: Resettable, alpha: float) -> None:
-    for parameter, fresh in zip(net.module.parameters(), net.make_fresh().parameters()):
+def shrink_and_perturb(net: Network, alpha: float) -> None:
+    for parameter, fresh in zip(net.module.parameters(), net.rebuild().parameters()):
         parameter.mul_(alpha).add_(fresh, alpha=1.0 - alpha)
     drop_optimizer_state(net.optimizer, net.module.parameters())
 
 
-def depth_levels(net: Resettable) -> list[list[nn.Module]]:
+def depth_levels(net: Network) -> list[list[nn.Module]]:
     """The network's trainable weight layers from input to output, one list per depth (several heads share the last)."""
-    heads = list(net.output_layers)
+    heads = list(net.heads)
     layers = [layer for layer, _ in weight_layers(net.module)
               if layer not in heads and any(p.requires_grad for p in layer.parameters())]
     return [[layer] for layer in layers] + ([heads] if heads else [])
 
 
 @torch.no_grad()
-def reset_last_layers(net: Resettable, count: int) -> list[nn.Module]:
+def reset_last_layers(net: Network, count: int) -> list[nn.Module]:
     """Fresh init of the last `count` layers (from a freshly built network), their optimiser state dropped, and the
     target's same layers overwritten; returns the layers reset."""
     names = {module: name for name, module in net.module.named_modules()}
-    fresh = dict(net.make_fresh().named_modules())
+    fresh = dict(net.rebuild().named_modules())
     chosen = [layer for level in depth_levels(net)[-count:] for layer in level]
     for layer in chosen:
         layer.load_state_dict(fresh[names[layer]].state_dict())
@@ -175,7 +162,7 @@ def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor)
 
 
 @torch.no_grad()
-def reinitialise_units(net: Resettable, layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor, fresh_in: nn.Module,
+def reinitialise_units(net: Network, layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor, fresh_in: nn.Module,
                        element_steps: bool = True) -> None:
     """Fresh incoming weights (from `fresh_in`, the same layer freshly built) and zero bias for `units`, zero
     outgoing weights, and zero Adam moments of exactly those entries; with `element_steps` their step counts restart
@@ -192,14 +179,14 @@ def reinitialise_units(net: Resettable, layer_in: nn.Module, layer_out: nn.Modul
                 state[moment].masked_fill_(mask, 0.0)
 
 
-def fresh_layers(net: Resettable) -> dict[nn.Module, nn.Module]:
+def fresh_layers(net: Network) -> dict[nn.Module, nn.Module]:
     """Each layer of `net.module` → the same layer of a freshly built network (its own initialiser)."""
-    fresh = dict(net.make_fresh().named_modules())
+    fresh = dict(net.rebuild().named_modules())
     return {module: fresh[name] for name, module in net.module.named_modules()}
 
 
 @torch.no_grad()
-def recycle_dormant(net: Resettable, batch, tau: float, element_steps: bool = True) -> float:
+def recycle_dormant(net: Network, batch, tau: float, element_steps: bool = True) -> float:
     """ReDo on every (layer_in, layer_out) pair; returns the fraction of hidden units recycled."""
     probe = ActivationProbe([pair[0] for pair in net.unit_pairs], net.unit_pairs[-1][1])
     hidden, _ = probe(lambda: net.forward(batch))
@@ -225,7 +212,7 @@ def gradient_scores(layer_in: nn.Module) -> torch.Tensor | None:
 
 
 @torch.no_grad()
-def recycle_low_gradient(net: Resettable, tau: float, element_steps: bool = True) -> float:
+def recycle_low_gradient(net: Network, tau: float, element_steps: bool = True) -> float:
     """ReGraMa on every (layer_in, layer_out) pair; returns the fraction of hidden units recycled."""
     fresh = None
     recycled, total = 0, 0
@@ -321,7 +308,7 @@ class ContinualBackprop:
     """CBP for one network: statistics from forward pre-hooks on the layers reading its hidden units, `step()` after
     each update."""
 
-    def __init__(self, net: Resettable, replacement_rate: float, maturity: int, decay: float, element_steps: bool = True) -> None:
+    def __init__(self, net: Network, replacement_rate: float, maturity: int, decay: float, element_steps: bool = True) -> None:
         self.net, self.replacement_rate, self.maturity, self.decay = net, replacement_rate, maturity, decay
         self.element_steps = element_steps
         self.layers = [UnitStatistics(layer_in, layer_out) for layer_in, layer_out in net.unit_pairs]
@@ -394,10 +381,10 @@ def _replace(root: nn.Module, name: str, module: nn.Module) -> None:
     setattr(root.get_submodule(parent) if parent else root, attribute, module)
 
 
-def inject_plasticity(net: Resettable) -> None:
+def inject_plasticity(net: Network) -> None:
     """Swap `net.head` for an InjectedHead in the network and its target, and move the optimiser onto θ′."""
     name = next(n for n, m in net.module.named_modules() if m is net.head)
-    fresh = dict(net.make_fresh().named_modules())[name]
+    fresh = dict(net.rebuild().named_modules())[name]
     injected = InjectedHead(net.head, fresh)
     _replace(net.module, name, injected)
     old_parameters = set(net.head.parameters())
@@ -416,11 +403,11 @@ def inject_plasticity(net: Resettable) -> None:
 class Resetter:
     """Applies the configured method to the chosen networks every `every` updates; logs what it did."""
 
-    def __init__(self, args: ResetArgs, **networks: Resettable) -> None:
+    def __init__(self, args: ResetArgs, networks: list[Network]) -> None:
         self.args = args
         self.every = args.every or DEFAULT_EVERY.get(args.method, 0)
-        chosen = tuple(networks) if args.networks == "both" else (args.networks,)  # PPO on frames: one network, "agent"
-        self.networks = {name: net for name, net in networks.items() if name in chosen}
+        chosen = [net.name for net in networks] if args.networks == "both" else [args.networks]  # PPO on frames: one, "agent"
+        self.networks = {net.name: net for net in networks if net.name in chosen}
         self.count = 0
         self.injected: list[str] = []
         for name, net in self.networks.items():

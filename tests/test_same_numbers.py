@@ -47,6 +47,12 @@ def _diagnostics(every: int = 20) -> dict:
                                             churn_batch=32))
 
 
+def _relu() -> dict:  # PPO's ReLU networks (recorded as --activation relu, now --net.activation relu: one flag)
+    from plasticity.architecture import NetArgs
+
+    return dict(net=NetArgs(activation="relu"))
+
+
 def _reset(**kwargs) -> dict:
     from plasticity.resets import ResetArgs
 
@@ -103,9 +109,9 @@ CASES: dict[str, tuple[str, dict]] = {
     "ddqn-oracle-sp": ("ddqn", _DDQN | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=800)
                        | _continual(steps_per_task=400, num_tasks=2, oracle=True) | _reset(method="shrink-perturb", every=16)),
     "ppo-remedies": ("ppo", _PPO | _remedies("fourier") | _diagnostics(8)),
-    "ppo-continuous-redo": ("ppo", _PPO | dict(env_id="Pendulum-v1", total_timesteps=512, activation="relu") | _reset(method="redo", every=8) | _diagnostics(8)),
+    "ppo-continuous-redo": ("ppo", _PPO | dict(env_id="Pendulum-v1", total_timesteps=512) | _relu() | _reset(method="redo", every=8) | _diagnostics(8)),
     "ppo-oracle-cbp": ("ppo", _PPO | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=1024)
-                       | dict(activation="relu") | _continual(steps_per_task=512, num_tasks=2, oracle=True) | _reset(method="cbp", cbp_maturity=10, cbp_replacement_rate=0.05)),
+                       | _relu() | _continual(steps_per_task=512, num_tasks=2, oracle=True) | _reset(method="cbp", cbp_maturity=10, cbp_replacement_rate=0.05)),
     "ppo-atari-regrama": ("ppo", dict(env_id="ALE/Breakout-v5", total_timesteps=256, num_envs=2, num_steps=64, num_minibatches=2,
                                       update_epochs=1) | _reset(method="regrama", every=2) | _diagnostics(2)),
     "gtr-remedies": ("gtr", _PPO | _remedies("crelu", dict(method="full", every=4)) | _diagnostics(8)),

@@ -1,0 +1,57 @@
+"""The critic target and loss TD3 and SAC share, for scalar critics and for C51 critics (cleanrl_plus/distributional.py).
+
+    y = r + d·(λ·min_i Q̄_i(s', a') + (1 − λ)·max_i Q̄_i(s', a') − α·log π(a'|s'))     d = γ^m(1 − terminated)
+    C51: Φ(r − d·α·log π(a'|s') + d·z) of the target critic with the smaller mean (λ = 1) or the mixture (λ < 1)
+    minimise Σ_i (Q_i(s, a) − y)²   (C51: Σ_i cross-entropy(p_i(s, a), y))
+
+λ = 1 is clipped double-Q (Fujimoto et al. 2018); λ < 1 CIR's convex target (plasticity/cir.py). The entropy term is
+SAC's (Haarnoja et al. 2018), absent for TD3; with n-step batches r is the n-step return and the entropy term enters
+only at the bootstrap state, as FastSAC (Seo et al. 2025). One critic: its own value, whatever λ.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from cleanrl_plus.distributional import CategoricalCritic, clipped_double, cross_entropy, expected_value, project
+
+
+def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
+    """λ·min_i q_i + (1 − λ)·max_i q_i over the leading (critic) dimension; exactly the min when λ = 1."""
+    if convex_lambda == 1.0:
+        return q.min(dim=0).values
+    return convex_lambda * q.min(dim=0).values + (1.0 - convex_lambda) * q.max(dim=0).values
+
+
+def q_target(
+    critic_target: nn.Module,
+    next_obs: torch.Tensor,
+    next_actions: torch.Tensor,
+    rewards: torch.Tensor,
+    discount: torch.Tensor,
+    convex_lambda: float = 1.0,
+    alpha: torch.Tensor | None = None,
+    next_log_prob: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The target of every critic (module docstring): (B,) for scalar critics, (B, K) for C51; `alpha` and
+    `next_log_prob` give SAC's soft target. Call it under torch.no_grad()."""
+    if isinstance(critic_target, CategoricalCritic):
+        next_probs = clipped_double(critic_target.probabilities(next_obs, next_actions), critic_target.atoms, convex_lambda)
+        shifted = rewards if alpha is None else rewards - discount * alpha * next_log_prob
+        return project(critic_target.atoms, shifted, discount, next_probs)
+    next_value = convex_min_max(critic_target(next_obs, next_actions), convex_lambda)
+    if alpha is not None:
+        next_value = next_value - alpha * next_log_prob
+    return rewards + discount * next_value
+
+
+def critic_losses(critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each critic's loss (E,), its Q-values (E, B)): the mean squared TD error, or for C51 the cross-entropy to the
+    projected target distribution and the expected values."""
+    if isinstance(critic, CategoricalCritic):
+        logits = critic.logits(obs, actions)
+        return cross_entropy(logits, target.expand(logits.shape[0], -1, -1)).mean(dim=1), expected_value(logits, critic.atoms)
+    q_values = critic(obs, actions)
+    return F.mse_loss(q_values, target.expand(q_values.shape[0], -1), reduction="none").mean(dim=1), q_values

@@ -1,0 +1,109 @@
+"""One object per agent that owns every remedy and diagnostic of its networks: `Plasticity`.
+
+    plasticity = Plasticity(args, critic, actor, logger=run.logger)       # each a plasticity.network.Network
+    loss = plasticity.loss("critic", td_loss, reference)                  # + L2, L2-init, Parseval, C-CHAIN
+    optimizer.zero_grad(); loss.backward(); plasticity.step("critic")     # TRAC or the step, NaP, clipping
+    plasticity.after_update(num_updates, replay, global_step)             # diagnostics, then resets
+    next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)   # LEAST's early stops
+    plasticity.on_task_switch(args.continual, replay, normalizers)        # what a continual switch resets
+
+Adding a remedy touches plasticity/ and its catalogue entry, not the agents. Its state (resets, diagnostics, loss
+and step remedies, LEAST) is one entry of the agent's checkpoint; the resets load first, so that an injected head
+exists again before the networks' weights arrive — register it with the session before the networks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import torch
+import torch.nn as nn
+
+from plasticity.diagnostics import PlasticityMonitor
+from plasticity.hooks import RemedyHooks
+from plasticity.least import EpisodeStopper
+from plasticity.network import Network
+from plasticity.resets import Resetter, full_reset
+
+# (obs, actions, next_obs) → (Q̂(s, a) of the actions taken, V̄(s')): how LEAST judges an agent's episodes
+EpisodeValues = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class Plasticity:
+    """The remedy hooks, resets, diagnostics and LEAST of an agent's networks (module docstring)."""
+
+    def __init__(self, args: Any, *networks: Network, logger: Any, env: Any = None, episode_values: EpisodeValues | None = None) -> None:
+        self.args, self.logger, self.networks = args, logger, networks
+        self.reset_units = [unit for net in networks for unit in net.reset_units()]
+        watched = [part for net in networks for part in (net.parts or (net,))]
+        self.monitor = PlasticityMonitor(args.diagnostics, watched) if hasattr(args, "diagnostics") else None
+        self.resetter = Resetter(args.reset, self.reset_units)
+        self.hooks = RemedyHooks(args, list(networks))
+        least = getattr(args, "least", None)
+        self.stopper, self.episode_values = None, episode_values
+        if least is not None and least.enabled:
+            self.stopper = EpisodeStopper(least, env.num_envs, env.max_episode_steps, args.total_timesteps, env.device)
+
+    def loss(self, name: str, main_loss: torch.Tensor, reference: Any = None) -> torch.Tensor:
+        """main_loss + the named network's regularisers; `reference` is C-CHAIN's batch (`reference_batch`)."""
+        return self.hooks.loss(name, main_loss, reference)
+
+    def step(self, name: str) -> None:
+        """The named network's optimiser step (through TRAC when on), then NaP's projection and weight clipping."""
+        self.hooks.step(name)
+
+    def reference_batch(self, source: Any, batch_size: int) -> Any:
+        """C-CHAIN's reference batch, drawn from the replay (or rollout) apart from the training batch; None when off."""
+        return source.sample(batch_size) if self.args.cchain.enabled else None
+
+    def after_update(self, num_updates: int, source: Any, global_step: int) -> None:
+        """After each gradient update: the diagnostics that are due, then the reset that is due."""
+        if self.monitor is not None:
+            self.monitor.after_update(num_updates, source, self.logger, global_step)
+        self.resetter.after_update(num_updates, source, self.logger, global_step)
+
+    def after_env_step(self, env: Any, step: Any, obs: torch.Tensor, actions: torch.Tensor, global_step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(observations to act on next, truncated): LEAST's stops end their episodes as truncations; without LEAST the
+        step's own."""
+        if self.stopper is None:
+            return step.obs, step.truncated
+        with torch.no_grad():
+            q_taken, next_value = self.episode_values(obs, actions, step.next_obs)
+        next_obs = self.stopper.after_env_step(env, step, q_taken, next_value, self.args.gamma, global_step)
+        return next_obs, step.truncated | self.stopper.stopped_now
+
+    def report(self) -> dict[str, torch.Tensor]:
+        """remedies/* of the last update and least/* (device tensors, no sync)."""
+        return self.hooks.report() | (self.stopper.report() if self.stopper is not None else {})
+
+    def on_task_switch(self, settings: Any, replay: Any = None, normalizers: Iterable[nn.Module] = (),
+                       also_on_fresh_start: Iterable[Callable[[], None]] = ()) -> None:
+        """What the agent keeps across a continual task switch (--continual.*): everything by default; the oracle gets a
+        fresh agent (networks re-drawn, optimiser moments dropped, targets re-synced, replay emptied, normalisers
+        restarted, and `also_on_fresh_start`, e.g. SAC's temperature)."""
+        if settings.oracle:
+            for network in self.reset_units:
+                full_reset(network)
+            for reset in also_on_fresh_start:
+                reset()
+        if replay is not None and (settings.oracle or settings.reset_replay):
+            replay.clear()
+        if settings.oracle or settings.reset_obs_norm:
+            for normalizer in normalizers:
+                normalizer.reset()
+
+    def state_dict(self) -> dict:
+        state = {"resets": self.resetter.state_dict(), "remedies": self.hooks.state_dict()}
+        if self.monitor is not None:
+            state["diagnostics"] = self.monitor.state_dict()
+        if self.stopper is not None:
+            state["least"] = self.stopper.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.resetter.load_state_dict(state["resets"])  # first: an injected head must exist again before the weights arrive
+        self.hooks.load_state_dict(state["remedies"])
+        if self.monitor is not None:
+            self.monitor.load_state_dict(state["diagnostics"])
+        if self.stopper is not None:
+            self.stopper.load_state_dict(state["least"])
