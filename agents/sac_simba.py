@@ -249,8 +249,9 @@ def main(args: Args) -> dict:
 
     # raw observations are stored; actor and critics normalise them inside, with the statistics of the observations acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, normalizer).to(device)  # noqa: E731
-    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, normalizer).to(device)  # noqa: E731
+    inputs = normalizer if args.normalize_obs else None  # what the networks apply to s (None: s as it is)
+    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, inputs).to(device)  # noqa: E731
+    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, inputs).to(device)  # noqa: E731
     actor, critic = new_actor(), new_critic()
     critic_target = target_copy(critic).requires_grad_(False)
     temperature = Temperature(args.initial_alpha, args.alpha_learning_rate, device, args.cudagraphs)
@@ -380,7 +381,7 @@ def main(args: Args) -> dict:
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
     """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
     obs_dim = int(env.single_observation_space.shape[0])
-    actor = Actor(args, obs_dim, env.single_action_space, RunningMeanStd((obs_dim,), enabled=args.normalize_obs)).to(device)
+    actor = Actor(args, obs_dim, env.single_action_space, RunningMeanStd((obs_dim,)) if args.normalize_obs else None).to(device)
     actor.load_state_dict(state["actor"])
     return actor
 

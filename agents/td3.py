@@ -196,8 +196,9 @@ def main(args: Args) -> dict:
 
     # raw observations are stored; actor and critics normalise them inside, with the statistics of the observations acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, normalizer).to(device)  # noqa: E731
-    new_critic = lambda: make_critic(obs_dim, action_dim, args, normalizer).to(device)  # noqa: E731
+    inputs = normalizer if args.normalize_obs else None  # what the networks apply to s (None: s as it is)
+    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, inputs).to(device)  # noqa: E731
+    new_critic = lambda: make_critic(obs_dim, action_dim, args, inputs).to(device)  # noqa: E731
     actor, critic = new_actor(), new_critic()
     actor_target, critic_target = target_copy(actor), target_copy(critic)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
@@ -311,7 +312,7 @@ def main(args: Args) -> dict:
 
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
     """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
-    normalizer = RunningMeanStd((int(env.single_observation_space.shape[0]),), enabled=args.normalize_obs)
+    normalizer = RunningMeanStd((int(env.single_observation_space.shape[0]),)) if args.normalize_obs else None
     actor = make_actor(int(env.single_observation_space.shape[0]), env.single_action_space, args, normalizer).to(device)
     actor.load_state_dict(state["actor"])
     return actor

@@ -10,7 +10,7 @@ targets, clip bounds, C-CHAIN's snapshot and means, TRAC's tuner) is checkpointe
 
 Both hooks are capture-ready (cleanrl_plus/graphs.py): which remedies act is fixed by the flags, state changes in
 place, and the event counts (`remedies/<remedy>_events`) are device tensors, so a compiled or replayed step keeps
-them right without a host sync. C-CHAIN's reference batch is drawn by the agent (`reference_batch`), only when it is on.
+them right without a host sync. C-CHAIN's reference batch is drawn by the agent (`Plasticity.reference_batch`), only when it is on.
 """
 
 from __future__ import annotations
@@ -147,8 +147,3 @@ class RemedyHooks:
             hooks.load_state_dict(state["networks"][name])
         for remedy, count in state["acted"].items():
             self.acted[remedy].copy_(count)
-
-
-def reference_batch(args: RemedyArgs, replay, batch_size: int) -> Batch | None:
-    """C-CHAIN's reference batch, drawn from the replay apart from the training batch; None when C-CHAIN is off."""
-    return replay.sample(batch_size) if args.cchain.enabled else None

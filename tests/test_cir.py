@@ -10,7 +10,8 @@ import torch
 from agents import sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.errors import UserError
-from plasticity.cir import CIRArgs, CIREncoder, avg_l1_norm, convex_min_max
+from cleanrl_plus.critics import convex_min_max
+from plasticity.cir import CIRArgs, CIREncoder, avg_l1_norm
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.resets import ResetArgs
 
@@ -20,12 +21,6 @@ def test_convex_target_is_the_hand_computed_combination_and_min_at_lambda_one():
     torch.testing.assert_close(convex_min_max(q, 0.3), torch.tensor([0.3 * 1 + 0.7 * 3, 0.3 * 2 + 0.7 * 5]))
     torch.testing.assert_close(convex_min_max(q, 0.3), q.mean(0) + 0.2 * (q[0] - q[1]).abs())  # mean + (½ − λ)|ΔQ|
     assert torch.equal(convex_min_max(q, 1.0), q.min(0).values)
-
-
-def test_sac_target_uses_the_convex_combination_and_respects_termination():
-    next_q = torch.tensor([[2.0, 2.0], [4.0, 4.0]])
-    target = sac_simba.soft_q_target(torch.ones(2), torch.tensor([0.0, 1.0]), next_q, torch.zeros(2), torch.tensor(0.0), 0.5, 0.3)
-    torch.testing.assert_close(target, torch.tensor([1 + 0.5 * (0.3 * 2 + 0.7 * 4), 1.0]))
 
 
 def test_avg_l1_norm_sets_the_mean_absolute_value_to_a_tenth():

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 import envs
-from agents import ppo
+from agents import ddqn, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
-from cleanrl_plus.continual import on_task_switch
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.normalization import ObservationNormalizer
 from cleanrl_plus.replay import ReplayBuffer
 from envs.continual import PRESETS, ContinualArgs
-from plasticity.resets import Resettable
+from plasticity.network import Network
+from plasticity.wiring import Plasticity
 
 
 def schedule(steps: int, tasks: int, seed: int = -1) -> ContinualArgs:
@@ -222,17 +222,17 @@ def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_d
     optimizer = torch.optim.Adam(net.parameters())
     net(torch.ones(1, 3)).sum().backward()
     optimizer.step()
-    network = Resettable(net, optimizer, None, lambda: torch.nn.Linear(3, 2), [], lambda b: None)
+    plasticity = Plasticity(ddqn.Args(), Network("critic", net, optimizer, lambda b: None, lambda: torch.nn.Linear(3, 2)), logger=None)
     replay = ReplayBuffer(8, (3,), (2,))
     replay.add(torch.ones(2, 3), torch.ones(2, 2), torch.ones(2), torch.ones(2, 3), torch.zeros(2))
     normalizer = ObservationNormalizer((3,), enabled=True)
     normalizer(torch.full((4, 3), 5.0), update=True)
     weights = net.weight.detach().clone()
 
-    on_task_switch(ContinualArgs(), [network], replay, [normalizer])
+    plasticity.on_task_switch(ContinualArgs(), replay, [normalizer])
     assert torch.equal(net.weight, weights) and len(replay) == 2 and normalizer.rms.count > 0 and optimizer.state
 
-    on_task_switch(ContinualArgs(oracle=True), [network], replay, [normalizer])
+    plasticity.on_task_switch(ContinualArgs(oracle=True), replay, [normalizer])
     assert not torch.equal(net.weight, weights) and len(replay) == 0 and normalizer.rms.count == 0
     assert not optimizer.state
     replay.add(torch.full((1, 3), 7.0), torch.ones(1, 2), torch.ones(1), torch.ones(1, 3), torch.zeros(1))

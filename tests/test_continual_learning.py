@@ -41,7 +41,7 @@ def test_persistent_ppo_collapses_after_switches_and_the_oracle_does_not(tmp_pat
 # persistent agent ends about 2 of its 5 post-switch tasks collapsed, though 0 to 5 by seed (tanh units at this size:
 # about 1); the oracle none in 100 measured, though it can end as low as ≈ 20, hence the slack. docs/testing.md.
 SMALL_ENV, SMALL_TASKS = "continual:obs-offset:torch:CartPole-v1", 6
-SMALL_FLAGS = PPO_CONTINUAL_CARTPOLE_RECIPE + (" --activation relu --learning-rate 3e-3 --eval-every 0 --checkpoint-every 0"
+SMALL_FLAGS = PPO_CONTINUAL_CARTPOLE_RECIPE + (" --net.activation relu --learning-rate 3e-3 --eval-every 0 --checkpoint-every 0"
                                                f" --continual.steps-per-task 10240 --continual.num-tasks {SMALL_TASKS} --no-progress")
 PERSISTENT_COLLAPSES = 4  # seeds are run until the persistent agent has ended this many post-switch tasks collapsed …
 MAX_SEEDS = 8  # … within this many seeds (a seed gives ≈ 2: one or two seeds usually suffice)

@@ -27,7 +27,7 @@ from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
 from cleanrl_plus.nn import adam
 from envs.continual import ContinualArgs
-from plasticity.architecture import NaPArgs
+from plasticity.architecture import NaPArgs, NetArgs
 from plasticity.cchain import CChainArgs
 from plasticity.cir import CIRArgs
 from plasticity.least import LEASTArgs
@@ -165,13 +165,14 @@ def test_remedy_state_changes_in_place_so_a_captured_step_keeps_updating_it():
     """A replayed graph writes into the tensors it captured: every tensor the loss/step remedies keep (C-CHAIN's
     snapshot, means and coefficient, TRAC's tuner, NaP targets, event counters) must stay the same tensor across
     updates, its value changing in place."""
-    from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
+    from plasticity.hooks import RemedyArgs, RemedyHooks
+    from plasticity.network import Network
 
     torch.manual_seed(0)
     critic = td3.TwinCritic(3, 1, (16, 16), norm="layer")
     optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     flags = RemedyArgs(**{key: value for key, value in LOSS_REMEDIES.items()})
-    hooks = RemedyHooks(flags, critic=Trained(critic, optimizer, lambda b: critic(b[0], b[1]), (critic.head,)))
+    hooks = RemedyHooks(flags, [Network("critic", critic, optimizer, lambda b: critic(b[0], b[1]), lambda: None, heads=(critic.head,))])
     pointers, values = [], []
     for update in range(6):
         obs, action = torch.randn(32, 3), torch.randn(32, 1)
@@ -280,7 +281,7 @@ def test_compiled_td3_follows_the_oracle_through_task_switches(runs_dir, monkeyp
 # ---- SAC+SimBa and Double DQN under --compile ---------------------------------------------------------------------
 SAC_TINY = dict(env_id="Pendulum-v1", batch_size=32, actor_width=16, critic_width=16, critic_blocks=1, mlp_hidden_sizes=(16, 16),
                 eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
-SAC_STATE = ("actor", "critic", "critic_target", "normalizer", "log_alpha")
+SAC_STATE = ("actor", "critic", "critic_target", "temperature")  # the observation statistics are inside the networks
 # SAC's many-env flags (docs/agents/sac_simba.md): C51 twin critics, 3-step returns over two envs (normalisation is on)
 SAC_SCALE = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), clipped_double_q="on")
 DDQN_TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
@@ -433,7 +434,7 @@ def test_each_step_is_captured_once_and_replayed_with_every_input_copied_in(agen
 PPO_TINY = dict(num_envs=2, num_steps=64, num_minibatches=4, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=1, eval_every=0,
                 progress=False, anneal_clip=True, threads=1)  # one thread: two OpenMP threads crawl on a shared box
 ON_POLICY = {"ppo-discrete": (ppo, "CartPole-v1"), "ppo-continuous": (ppo, "Pendulum-v1"), "gtr": (gtr, "Pendulum-v1")}
-PPO_STATE = ("agent", "optimizer", "obs_normalizer", "reward_scaler", "trust_region", "remedies", "obs")
+PPO_STATE = ("agent", "optimizer", "obs_normalizer", "reward_scaler", "trust_region", "plasticity", "obs")
 
 
 def _run_on_policy(name: str, **flags) -> dict:
@@ -596,12 +597,9 @@ def test_ppo_cudagraphs_refuses_a_rollout_that_does_not_split_into_equal_minibat
     assert not Path(runs_dir).exists() or not any(Path(runs_dir).iterdir())
 
 
-def test_agents_without_the_speed_machinery_refuse_the_flags(monkeypatch):
+def test_every_agent_takes_the_speed_flags():
     from plasticity import catalogue
 
-    with monkeypatch.context() as patch, pytest.raises(UserError, match="--compile is not wired into agents/sac_simba.py yet"):
-        patch.setattr(catalogue, "SPEED_READY", ("td3",))  # as before SAC was converted
-        catalogue.check("sac_simba", sac_simba.Args(compile=True))
     for agent, args in (("td3", td3.Args), ("sac_simba", sac_simba.Args), ("ddqn", ddqn.Args), ("ppo", ppo.Args), ("gtr", gtr.Args)):
         catalogue.check(agent, args(compile=True, cudagraphs=True))
 
@@ -851,7 +849,7 @@ def _ppo_cuda_state(result: dict) -> dict:
 @pytest.mark.cuda
 @pytest.mark.parametrize("name, flags", [
     ("ppo-discrete", dict()), ("ppo-continuous", dict()), ("gtr", dict()), ("ppo-continuous", LOSS_REMEDIES),
-    ("ppo-continuous", dict(activation="relu", reset=ResetArgs(method="redo", every=20))),
+    ("ppo-continuous", dict(net=NetArgs(activation="relu"), reset=ResetArgs(method="redo", every=20))),
 ], ids=["discrete", "continuous", "gtr", "loss-and-step-remedies", "redo"])
 def test_ppo_and_gtr_cudagraphs_follow_eager_ones(name, flags, runs_dir):
     common = dict(total_timesteps=768, runs_dir=runs_dir, device="cuda", **flags)

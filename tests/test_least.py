@@ -73,7 +73,7 @@ def test_td3_with_least_stops_episodes_as_truncations(runs_dir):
     result = td3.main(td3.Args(env_id="Pendulum-v1", total_timesteps=1_500, learning_starts=500, eval_every=0, eval_episodes=1,
                                log_every=500, runs_dir=runs_dir, progress=False, batch_size=32, hidden_sizes=(32, 32), least=least))
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
-    assert float(state["stopper"]["stopped"]) > 0 and float(state["stopper"]["steps_saved"]) > 0
+    assert float(state["plasticity"]["least"]["stopped"]) > 0 and float(state["plasticity"]["least"]["steps_saved"]) > 0
     assert state["replay"]["terminated"].sum() == 0
 
 

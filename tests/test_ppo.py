@@ -14,6 +14,7 @@ from conftest import assert_states_equal
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, generalized_advantages
+from plasticity.architecture import NetArgs
 
 TINY = dict(num_steps=64, num_minibatches=2, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=2, progress=False, eval_every=0)
 
@@ -241,7 +242,7 @@ def test_ppo_redo_needs_relu_units(runs_dir):
     from cleanrl_plus.errors import UserError
     from plasticity.resets import ResetArgs
 
-    with pytest.raises(UserError, match="--activation relu"):
+    with pytest.raises(UserError, match="--net.activation relu"):
         ppo.main(ppo.Args(env_id="CartPole-v1", total_timesteps=64, runs_dir=runs_dir, reset=ResetArgs(method="redo"), **TINY))
     assert not Path(runs_dir).exists()  # refused before anything was written
 
@@ -279,7 +280,7 @@ def test_ppo_runs_each_reset_method_and_logs_it(runs_dir, method):
 
     from plasticity.resets import ResetArgs
 
-    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, log_every=64, runs_dir=runs_dir, activation="relu",
+    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, log_every=64, runs_dir=runs_dir, net=NetArgs(activation="relu"),
                     reset=ResetArgs(method=method, every=3), **TINY)
     result = ppo.main(args)
     events = EventAccumulator(result["run_dir"]).Reload()

@@ -109,14 +109,15 @@ def test_a_resume_failing_after_start_up_leaves_args_and_events_untouched(tmp_pa
     so even a failure the up-front checks cannot foresee (here: loading the networks) changes no file but run.lock
     (which names the process that last held the run)."""
     from agents import td3
+    from plasticity import Plasticity
 
     run_dir = _td3_run(tmp_path, "--total-timesteps", "150")
     before = _hashes(run_dir)
 
-    def broken(state, **objects):
+    def broken(self, state):
         raise UserError("networks do not fit the checkpoint")
 
-    monkeypatch.setattr(td3, "load_state_dicts", broken)
+    monkeypatch.setattr(Plasticity, "load_state_dict", broken)  # the first state a resume loads
     args = td3.Args(resume=str(run_dir), env_id="Pendulum-v1", total_timesteps=300, batch_size=32, hidden_sizes=(32, 32), eval_episodes=2,
                     buffer_size=10000, threads=1, progress=False, learning_starts=100, eval_every=0, runs_dir=str(tmp_path), run_name="run")
     with pytest.raises(UserError, match="do not fit"):

@@ -160,7 +160,7 @@ def test_remedy_state_survives_a_resume_bit_identically(runs_dir):
     for name in ("actor", "critic"):
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
-    trac_a, trac_b = a["remedies"]["networks"]["critic"]["trac"], b["remedies"]["networks"]["critic"]["trac"]
+    trac_a, trac_b = a["plasticity"]["remedies"]["networks"]["critic"]["trac"], b["plasticity"]["remedies"]["networks"]["critic"]["trac"]
     assert torch.equal(trac_a["s"], trac_b["s"]) and trac_a["steps"] == trac_b["steps"] > 0
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
-from agents.sac_simba import Actor, Args, main, soft_q_target
+from agents.sac_simba import Actor, Args, main
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.simba import ResidualBlock, SimbaEncoder
@@ -69,42 +69,19 @@ def test_actor_log_prob_matches_torch_distributions():
     assert ((-10 <= log_std) & (log_std <= 2)).all()
 
 
-def test_soft_q_target_by_hand_for_twin_and_single_critics():
-    rewards, terminated = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
-    next_log_prob, alpha = torch.tensor([-1.0, 2.0]), torch.tensor(0.5)
-    twin = soft_q_target(rewards, terminated, torch.tensor([[1.0, 5.0], [2.0, 3.0]]), next_log_prob, alpha, gamma=0.9)
-    # min(1, 2) = 1 → 1 + 0.9·(1 − 0.5·(−1)) = 2.35; second is terminal → 0
-    torch.testing.assert_close(twin, torch.tensor([2.35, 0.0]))
-    single = soft_q_target(rewards, torch.zeros(2), torch.tensor([[2.0, 3.0]]), next_log_prob, alpha, gamma=0.9)
-    # 1 + 0.9·(2 + 0.5) = 3.25;  0 + 0.9·(3 − 1) = 1.8
-    torch.testing.assert_close(single, torch.tensor([3.25, 1.8]))
-
-
-def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand():
-    """Φ(r + d·(z − α·log π)) on atoms −1, 0, 1, 2 from the target critic with the smaller mean, d = γ^m(1 − terminated)."""
-    from agents.sac_simba import soft_categorical_target
-
-    atoms = torch.tensor([-1.0, 0.0, 1.0, 2.0])
-    on_zero, on_two = torch.tensor([0.0, 1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, 1.0])  # means 0 and 2
-    twin = torch.stack([torch.stack([on_two, on_zero]), torch.stack([on_zero, on_two])])  # the smaller: on_zero, both rows
-    target = soft_categorical_target(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 1.0]), twin, torch.tensor([-1.0, -1.0]),
-                                     torch.tensor(0.5), torch.tensor([0.5, 0.25]), atoms)
-    # row 0: 0.5 + 0.5·(0 + 0.5) = 0.75 → ¼ on z = 0, ¾ on z = 1; row 1 terminal: 0.5 → ½ and ½
-    torch.testing.assert_close(target, torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
-    one = soft_categorical_target(torch.tensor([0.0]), torch.tensor([0.0]), on_two[None, None], torch.tensor([2.0]), torch.tensor(0.5),
-                                  0.5, atoms)
-    # 0 + 0.5·(2 − 0.5·2) = 0.5 from the only critic
-    torch.testing.assert_close(one, torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
-
-
 def _checkpoint(result: dict) -> dict:
     return load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+
+
+def _statistics(state: dict) -> dict:
+    """The observation statistics, which the actor (like the critics) holds as its `normalize` module."""
+    return {key.removeprefix("normalize."): value for key, value in state["actor"].items() if key.startswith("normalize.")}
 
 
 def test_normaliser_sees_only_acting_observations_and_critic_mode_follows_the_task(runs_dir):
     result = main(Args(env_id="Pendulum-v1", total_timesteps=300, learning_starts=100, eval_every=0, runs_dir=runs_dir, **TINY))
     state = _checkpoint(result)
-    normalizer, replay = state["normalizer"], state["replay"]
+    normalizer, replay = _statistics(state), state["replay"]
     assert normalizer["count"].item() == 300  # one update per acting step; replay batches never touch it
     torch.testing.assert_close(normalizer["mean"], replay["obs"].mean(0), atol=1e-5, rtol=1e-4)
     assert state["critic"]["head.weight"].shape[0] == 1  # Pendulum never terminates: one critic
@@ -127,8 +104,9 @@ def test_resume_continues_bit_identically_with_normaliser_and_temperature(runs_d
     half = main(Args(total_timesteps=230, exp_name="split", **common))
     resumed = main(Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))
     a, b = _checkpoint(straight), _checkpoint(resumed)
-    assert torch.equal(a["log_alpha"], b["log_alpha"]) and not torch.equal(a["log_alpha"], torch.tensor(0.01).log())
-    for name in ("actor", "critic", "critic_target", "normalizer"):
+    assert torch.equal(a["temperature"]["log_alpha"], b["temperature"]["log_alpha"])
+    assert not torch.equal(a["temperature"]["log_alpha"], torch.tensor(0.01).log())
+    for name in ("actor", "critic", "critic_target", "temperature"):  # the statistics are inside the networks
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
 
@@ -151,10 +129,10 @@ def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_s
     acted = []
     sample = Actor.sample
 
-    def recording_sample(self, x, noise):
-        if x.shape[0] == 1:  # one env: the acting step (updates sample batches of 32)
-            acted.append((x.clone(), noise.clone()))
-        return sample(self, x, noise)
+    def recording_sample(self, obs, noise):
+        if obs.shape[0] == 1:  # one env: the acting step (updates sample batches of 32); x as the actor normalises s
+            acted.append((self.normalize(obs).clone(), noise.clone()))
+        return sample(self, obs, noise)
 
     monkeypatch.setattr(Actor, "sample", recording_sample)
     result = main(Args(env_id="Pendulum-v1", total_timesteps=260, learning_starts=200, eval_every=0, runs_dir=runs_dir, **TINY))
@@ -195,11 +173,14 @@ def test_runs_without_the_many_env_flags_are_unchanged_bit_for_bit(name, runs_di
                        critic_blocks=1, mlp_hidden_sizes=(16, 16), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000,
                        runs_dir=runs_dir, **flags))
     state, digest = _checkpoint(result), hashlib.sha256()
+    # as recorded: each network without the statistics it now holds inside, then the statistics, then log α
+    parts = {network: {key: value for key, value in state[network].items() if "normalize." not in key}
+             for network in ("actor", "critic", "critic_target")} | {"normalizer": _statistics(state)}
     for network in ("actor", "critic", "critic_target", "normalizer"):
-        for key, value in sorted(state[network].items()):
+        for key, value in sorted(parts[network].items()):
             digest.update(key.encode())
             digest.update(value.numpy().tobytes())
-    digest.update(state["log_alpha"].numpy().tobytes())
+    digest.update(state["temperature"]["log_alpha"].numpy().tobytes())
     assert digest.hexdigest()[:16] == DEFAULT_RUN_DIGESTS[name]
 
 
@@ -210,9 +191,9 @@ def test_scale_flags_resume_bit_identically(runs_dir):
     half = main(Args(total_timesteps=230, exp_name="split", **common))
     resumed = main(Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))
     a, b = _checkpoint(straight), _checkpoint(resumed)
-    assert torch.equal(a["log_alpha"], b["log_alpha"])
+    assert torch.equal(a["temperature"]["log_alpha"], b["temperature"]["log_alpha"])
     assert a["critic"]["base.head.weight"].shape == (2, 16, 21)  # twin C51 heads
-    for name in ("actor", "critic", "critic_target", "normalizer"):
+    for name in ("actor", "critic", "critic_target", "temperature"):  # the statistics are inside the networks
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
     assert torch.equal(a["replay"]["episode_end"], b["replay"]["episode_end"]) and a["replay"]["episode_end"].any()

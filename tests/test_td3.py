@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.td3 import Actor, Args, TwinCritic, main, td3_target
+from agents.td3 import Actor, Args, TwinCritic, main, smoothed_target_action
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.replay import Batch
 
@@ -49,7 +49,11 @@ def test_td3_target_on_a_hand_computed_batch():
     )
     # noise (×scale 2, clipped to ±0.5·2): 0.1 → +0.2; 5 → clipped +1 then action clamped to 2; −0.3 → −0.6
     noise = torch.tensor([[0.1], [5.0], [-0.3]])
-    target = td3_target(batch, actor_target, critic_target, gamma=0.9, smoothing_noise=noise, noise_clip=0.5)
+    from cleanrl_plus.critics import q_target
+    from cleanrl_plus.replay import bootstrap_discount
+
+    next_actions = smoothed_target_action(batch.next_obs, actor_target, noise, noise_clip=0.5)
+    target = q_target(critic_target, batch.next_obs, next_actions, batch.rewards, bootstrap_discount(batch, 0.9))
     # ã = 1.2, 2.0, 0.4; Q1 = ã + 10; Q2 = 2(ã + 10) − 15; min(Q1, Q2)
     q_min = [min(a + 10, 2 * (a + 10) - 15) for a in (1.2, 2.0, 0.4)]  # 11.2 → 7.4, 12 → 9, 10.4 → 5.8
     expected = torch.tensor([1.0 + 0.9 * q_min[0], -1.0, 0.5 + 0.9 * q_min[2]])
@@ -145,7 +149,7 @@ def test_scale_flags_resume_bit_identically(runs_dir):
     half = main(Args(total_timesteps=440, exp_name="split", **common))
     resumed = main(Args(total_timesteps=800, exp_name="split", resume=half["run_dir"], **common))
     a, b = (load_checkpoint(Path(run["run_dir"]) / "checkpoint.pt") for run in (straight, resumed))
-    for name in ("actor", "critic", "actor_target", "critic_target", "normalizer", "exploration_scales"):
+    for name in ("actor", "critic", "actor_target", "critic_target", "exploration_scales"):  # the statistics are inside
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
     assert torch.equal(a["replay"]["episode_end"], b["replay"]["episode_end"]) and a["replay"]["episode_end"].any()
@@ -159,7 +163,10 @@ def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
                        **_scale_flags(num_envs=2)))
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
     acted_on = state["replay"]["obs"]  # updated before acting, once per vector step: exactly the stored s
-    statistics = state["normalizer"]
+    statistics = {key.removeprefix("normalize."): value for key, value in state["actor"].items() if key.startswith("normalize.")}
+    for network in ("critic", "actor_target", "critic_target"):  # one set of statistics, shared by all four networks
+        copies = {key.rpartition("normalize.")[2]: value for key, value in state[network].items() if "normalize." in key}
+        assert copies.keys() == statistics.keys() and all(torch.equal(copies[key], statistics[key]) for key in copies), network
     assert statistics["count"] == 600
     torch.testing.assert_close(statistics["mean"], acted_on.mean(0), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(statistics["var"], acted_on.var(0, unbiased=False), rtol=1e-4, atol=1e-5)
@@ -167,7 +174,7 @@ def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
     from cleanrl_plus.normalization import RunningMeanStd
 
     policy = td3_load_policy(result, state)
-    assert isinstance(policy[0], RunningMeanStd) and torch.equal(policy[0].mean, statistics["mean"])
+    assert isinstance(policy.normalize, RunningMeanStd) and torch.equal(policy.normalize.mean, statistics["mean"])
 
 
 def td3_load_policy(result, state):

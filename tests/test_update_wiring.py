@@ -410,7 +410,7 @@ def test_ppo_update_wiring(monkeypatch, runs_dir):
     assert len(recorder.steps) == 8  # 2 rollouts × 2 epochs × 2 minibatches
     clipped_somewhere = False
     for k in (1, 3, 5):  # later minibatches: π_θ ≠ π_old, so the clip can bite
-        agent = with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, args.activation), recorder.steps[k].before)
+        agent = with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), recorder.steps[k].before)
         loss, ratio = hand_ppo_loss(agent, recorder.samples[k][0], args)
         clipped_somewhere |= bool(((ratio - 1).abs() > args.clip_coef).any())
         assert_gradients_equal(loss, agent, recorder.steps[k])
@@ -428,7 +428,7 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
     assert len(recorder.steps) == 8
 
     def agent_with(values):
-        return with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, args.activation), values)
+        return with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), values)
 
     # the 2nd rollout's anchor mixes π_old of rollout 2 (weight 1/(1 + η)) and of rollout 1 (η/(1 + η))
     old_policies = [agent_with(recorder.steps[4].before), agent_with(recorder.steps[0].before)]

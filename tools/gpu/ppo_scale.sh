@@ -24,7 +24,7 @@ cd "$REPO"
 
 # the recipes (docs/agents/ppo.md, "Many envs"); --num-envs, budgets and cadences are added per use
 CARTPOLE="--num-steps 16 --num-minibatches 4 --update-epochs 4 --learning-rate 3e-3"
-ANT="--env-id warp:Ant-v5 --num-envs ${ANT_ENVS:-4096} --num-steps 80 --num-minibatches 32 --update-epochs 4 --gamma 0.97 --gae-lambda 0.95 --clip-coef 0.3 --no-clip-vloss --ent-coef 0.01 --learning-rate 3e-4 --no-anneal-lr --hidden-sizes 256 256 --activation relu"
+ANT="--env-id warp:Ant-v5 --num-envs ${ANT_ENVS:-4096} --num-steps 80 --num-minibatches 32 --update-epochs 4 --gamma 0.97 --gae-lambda 0.95 --clip-coef 0.3 --no-clip-vloss --ent-coef 0.01 --learning-rate 3e-4 --no-anneal-lr --hidden-sizes 256 256 --net.activation relu"
 
 say() { echo "$*"; }
 time_left() { echo $((DEADLINE - SECONDS)); }
