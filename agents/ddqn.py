@@ -39,7 +39,7 @@ import envs
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import MinAtarCNN, MLPTorso, NatureCNN
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.evaluator import Evaluator
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled

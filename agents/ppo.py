@@ -42,7 +42,7 @@ import envs
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import orthogonal_nature_cnn
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.evaluator import Evaluator
 from cleanrl_plus.exploration import epsilon_greedy
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, layer_init, units_for

@@ -44,9 +44,9 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import critic_losses, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.evaluator import Evaluator
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update, target_copy
+from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay
 from cleanrl_plus.run import cli_main, start_run
@@ -56,7 +56,7 @@ from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
 from plasticity.cir import CIREncoder, cir_activation_probe
 from plasticity.diagnostics import ActivationProbe
-from plasticity.optimizers import make_optimizer
+from plasticity.optimizers import ElementStepAdam, make_optimizer
 from plasticity.swd import make_sampler
 
 

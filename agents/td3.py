@@ -35,7 +35,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import critic_losses, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.evaluator import Evaluator
 from cleanrl_plus.exploration import ExplorationScales
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update, target_copy

@@ -176,23 +176,20 @@ def read_saved_args(run_dir: Path) -> dict[str, Any]:
     return saved
 
 
-def _recorded_agent(run_dir: Path, saved: dict[str, Any]) -> str | None:
-    """args.json names its agent; runs from before that record it in summary.json (written with each checkpoint)."""
-    if "agent" in saved:
-        return str(saved["agent"])
-    try:
-        return str(json.loads((run_dir / "summary.json").read_text())["agent"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def check_agent(run_dir: Path, saved: dict[str, Any], agent: str) -> None:
+    """Refuse a run that args.json says another agent wrote, or that names no agent (an older cleanrl_plus wrote it)."""
+    recorded = saved.get("agent")
+    if recorded is None:
+        raise UserError(f"--resume {run_dir}: its args.json names no agent (an older cleanrl_plus wrote it) — start a new run")
+    if recorded != agent:
+        raise UserError(f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent}.py — "
+                        f"resume it with python agents/{recorded}.py --resume {run_dir}")
 
 
 def check_resume(args: RunArgs, run_dir: Path) -> None:
     """Refuse a --resume whose agent or fixed flags differ from the run's, before anything in it is written."""
     saved = read_saved_args(run_dir)
-    agent, recorded = agent_of(type(args)), _recorded_agent(run_dir, saved)
-    if recorded is not None and recorded != agent:
-        raise UserError(f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent}.py — "
-                        f"resume it with python agents/{recorded}.py --resume {run_dir}")
+    check_agent(run_dir, saved, agent_of(type(args)))
     given = flatten_args(json.loads(json.dumps(dataclasses.asdict(args))))
     if given.get("continual.schedule_seed", 0) < 0:  # start_run records the seed it defaults to
         given["continual.schedule_seed"] = given["seed"]
@@ -207,10 +204,7 @@ def check_resume(args: RunArgs, run_dir: Path) -> None:
 
 def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:
     saved = read_saved_args(run_dir)
-    recorded = _recorded_agent(run_dir, saved)
-    if recorded is not None and recorded != agent_of(args_type):
-        raise UserError(f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent_of(args_type)}.py — "
-                        f"resume it with python agents/{recorded}.py --resume {run_dir}")
+    check_agent(run_dir, saved, agent_of(args_type))
     saved.pop("agent", None)
     fields = {field.name for field in dataclasses.fields(args_type)}
     unknown = sorted(set(saved) - fields)

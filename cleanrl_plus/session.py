@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 from cleanrl_plus.checkpoint import capture_rng_state, restore_rng_state
-from cleanrl_plus.evaluation import Evaluator
+from cleanrl_plus.evaluator import Evaluator
 from cleanrl_plus.progress import Progress
 from cleanrl_plus.run import Run
 from cleanrl_plus.video import VideoRecorder, log_video

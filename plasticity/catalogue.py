@@ -1,7 +1,7 @@
 """The remedy catalogue: every remedy, its paper and flags, and which agents it applies to (and why not elsewhere).
 
-`REMEDIES` is the one place applicability is declared: `cleanrl-plus remedies` prints the agent × remedy matrix
-from it, docs/remedies/index.md is checked against it by a test, and `check(agent, args)` turns an inapplicable or
+`REMEDIES` is the one place applicability is declared: `cleanrl-plus remedies` (commands/remedies.py) prints the agent
+× remedy matrix from it, docs/remedies/index.md is checked against it by a test, and `check(agent, args)` turns an inapplicable or
 conflicting choice into a one-line UserError at start-up, before any run directory exists.
 """
 
@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any, Callable
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.registry import AGENTS
 
-AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
 ON_POLICY = ("ppo", "gtr")
 SPEED_FLAGS = ("compile", "cudagraphs")  # cleanrl_plus/graphs.py
 
@@ -157,20 +157,3 @@ def matrix() -> str:
     speed = [f"- {remedy.name} × --{flag}: {why}" for remedy in REMEDIES for flag, why in remedy.not_with.items()]
     return ("\n".join(lines) + "\n\nNot applicable:\n" + "\n".join(notes) + "\n\nNot with the speed flags (docs/speed.md):\n"
             + "\n".join(speed) + "\n")
-
-
-def parse(argv: list[str]) -> bool:
-    """`cleanrl-plus remedies` takes no flags but --help; True when help was asked for."""
-    if argv and argv[0] in ("-h", "--help"):
-        return True
-    if argv:
-        raise UserError(f"cleanrl-plus remedies takes no arguments, got {' '.join(argv)}")
-    return False
-
-
-def main(argv: list[str]) -> None:
-    """`cleanrl-plus remedies`: print the matrix."""
-    if parse(argv):
-        print("usage: cleanrl-plus remedies   (prints the agent × remedy applicability matrix, from plasticity/catalogue.py)")
-        return
-    print(matrix(), end="")

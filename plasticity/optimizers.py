@@ -1,4 +1,5 @@
-"""Optimiser remedies (--optim.*): TRAC around the base optimiser, and PSGD-Kron from the `heavyball` package.
+"""The optimisers: every agent's Adam (`ElementStepAdam`, whose entries resets can restart), and the optimiser remedies
+(--optim.*): TRAC around the base optimiser, and PSGD-Kron from the `heavyball` package.
 
 - TRAC (Muppidi, Zhang, Yang, "Fast TRAC: a parameter-free optimizer for lifelong reinforcement learning", NeurIPS
   2024; official code ComputationalRobotics/TRAC, `package/src/trac_optimizer/trac.py`, read for the rule below).
@@ -32,7 +33,95 @@ from typing import Literal
 
 import torch
 
-from cleanrl_plus.nn import adam
+
+class ElementStepAdam(torch.optim.Adam):
+    """torch.optim.Adam (AdamW with `decoupled_weight_decay=True`) whose entries can restart with a fresh bias correction.
+
+    PyTorch counts Adam steps per tensor, so an entry whose moments a remedy zeroes (ReDo, CBP) takes its next update
+    with bias corrections ≈ 1: ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g), 3.2× lr for β = (0.9, 0.999), 0.1× lr for (0.99, 0.99)
+    (spec pitfall §6.6.4). `restart(p, mask)` zeroes m and v of the masked entries and gives p per-element counts tᵢ
+    (0 there, the tensor's t elsewhere), as CBP's reference AdamGnT keeps; from then on p steps with
+    m̂ = m/(1 − β₁^tᵢ), v̂ = v/(1 − β₂^tᵢ), so a restarted entry's first update is lr·g/(|g| + ε) ≈ lr·sign(g), a fresh
+    Adam's, and the other entries follow ordinary Adam. Parameters never restarted take the parent's fused/foreach
+    step and cost nothing extra. The counts are kept as optimiser state `beta1_power` = β₁^tᵢ and `beta2_power` =
+    β₂^tᵢ (a multiply per step; recomputing exp(tᵢ·log β) made the step ≈ 2× slower on CPU), hence checkpointed.
+    With `capturable=True` (CUDA graphs) every count lives on the device and the per-element step is device-only too.
+    """
+
+    def __init__(self, params, **kwargs) -> None:
+        if kwargs.get("amsgrad"):
+            raise ValueError("ElementStepAdam does not support amsgrad")
+        super().__init__(params, **kwargs)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """As Adam's, but `capturable` stays this run's choice: torch takes it from the saved groups, and a run resumed
+        with --cudagraphs switched on or off would otherwise keep the saved run's setting."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            group["capturable"] = self.defaults["capturable"]
+
+    @torch.no_grad()
+    def restart(self, parameter: torch.Tensor, mask: torch.Tensor) -> None:
+        """m = v = 0 and tᵢ = 0 (β^tᵢ = 1) for the entries of `parameter` in `mask` (a bool tensor broadcastable to it)."""
+        state = self.state.get(parameter)
+        if not state:  # never stepped: its first step is a fresh Adam's anyway
+            return
+        state["exp_avg"].masked_fill_(mask, 0.0)
+        state["exp_avg_sq"].masked_fill_(mask, 0.0)
+        if "beta1_power" not in state:  # β^t of the tensor's count t for every entry
+            betas = next(group["betas"] for group in self.param_groups if any(p is parameter for p in group["params"]))
+            step = state["step"].to(parameter.device, torch.float32)
+            for key, beta in zip(("beta1_power", "beta2_power"), betas):
+                state[key] = torch.pow(beta, step).expand_as(parameter).clone()
+        state["beta1_power"].masked_fill_(mask, 1.0)
+        state["beta2_power"].masked_fill_(mask, 1.0)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        restarted = [(p, group) for group in self.param_groups for p in group["params"]
+                     if p.grad is not None and "beta1_power" in self.state.get(p, ())]
+        grads = [p.grad for p, _ in restarted]
+        for p, _ in restarted:  # the parent's step skips parameters without a gradient
+            p.grad = None
+        try:
+            super().step()
+        finally:
+            for (p, _), grad in zip(restarted, grads):
+                p.grad = grad
+        for p, group in restarted:
+            self._step_per_element(p, group)
+        return loss
+
+    def _step_per_element(self, p: torch.Tensor, group: dict) -> None:
+        """Adam/AdamW on one parameter, with the bias corrections of each entry's own count tᵢ."""
+        state = self.state[p]
+        beta1, beta2 = group["betas"]
+        lr, weight_decay = group["lr"], group["weight_decay"]
+        grad = -p.grad if group["maximize"] else p.grad
+        if weight_decay and group["decoupled_weight_decay"]:
+            p.mul_(1 - lr * weight_decay)
+        elif weight_decay:
+            grad = grad.add(p, alpha=weight_decay)
+        state["step"] += 1
+        beta1_power, beta2_power = state["beta1_power"].mul_(beta1), state["beta2_power"].mul_(beta2)  # tᵢ ← tᵢ + 1
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        # θ ← θ − lr·m̂/(√v̂ + ε), m̂ = m/(1 − β₁^tᵢ), v̂ = v/(1 − β₂^tᵢ)
+        denominator = exp_avg_sq.div(1 - beta2_power).sqrt_().add_(group["eps"])
+        p.addcdiv_(exp_avg.div(1 - beta1_power).mul_(-lr), denominator)  # lr may be a tensor (PPO anneals it in place)
+
+
+def adam(parameters, lr: float, device: torch.device, capturable: bool = False, **kwargs) -> ElementStepAdam:
+    """Adam (AdamW with decoupled_weight_decay=True) with the fused kernel where the device supports it (one kernel for
+    all parameters), and entries that resets can restart (ElementStepAdam). `capturable` (CUDA graphs, --cudagraphs)
+    keeps its step counts on the device; on CPU it stays off, so eager runs keep today's numerics."""
+    return ElementStepAdam(parameters, lr=lr, fused=device.type in ("cpu", "cuda"), capturable=capturable and device.type == "cuda", **kwargs)
+
 
 TRAC_BETAS = (0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
 
@@ -132,7 +221,7 @@ class TRAC:
 
 def make_optimizer(args: OptimArgs, parameters, lr: float, device: torch.device, capturable: bool = False,
                    **adam_kwargs) -> torch.optim.Optimizer:
-    """The agent's base optimiser: `cleanrl_plus.nn.adam` with the agent's settings (`capturable` for --cudagraphs), or
+    """The agent's base optimiser: `adam` (above) with the agent's settings (`capturable` for --cudagraphs), or
     PSGD-Kron with the same lr and weight decay (Adam's betas/eps do not carry over; the remedy catalogue refuses it
     with --compile/--cudagraphs). TRAC wraps it later, in the remedy hooks."""
     if args.name == "adam":

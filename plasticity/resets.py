@@ -47,7 +47,7 @@ Adam state of recycled entries (spec pitfall §6.6.4): PyTorch counts Adam steps
 moments of some entries makes their next update ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g) — 3.2× lr for β = (0.9, 0.999),
 0.1× lr for CBP's (0.99, 0.99) — and keeps it off lr·sign(g) for ~1/(1 − β₂) updates. With
 `--reset.per-element-adam-steps` (default) ReDo and CBP restart those entries' bias correction too (per-element step
-counts, `cleanrl_plus.nn.ElementStepAdam`), so their first update is lr·sign(g), a fresh Adam's. On for both: CBP's
+counts, `plasticity.optimizers.ElementStepAdam`), so their first update is lr·sign(g), a fresh Adam's. On for both: CBP's
 reference (AdamGnT) keeps per-element steps, and the ReDo PyTorch port (timoklein/redo) found resetting step counts
 crucial; Dopamine's optax ReDo keeps one shared count (`--reset.no-per-element-adam-steps`, the old behaviour).
 """
@@ -63,9 +63,10 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear
+from cleanrl_plus.nn import EnsembleLinear
 from plasticity.diagnostics import ActivationProbe, measuring, unit_scores
 from plasticity.network import Network
+from plasticity.optimizers import ElementStepAdam
 from plasticity.regularizers import weight_layers
 
 DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000, "cbp": 1, "layers": 200_000, "regrama": 1_000}
@@ -421,7 +422,7 @@ class Resetter:
                 raise UserError(f"{method} does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
                                 f"would change the output — use --reset.networks to leave it out, or another --reset.method")
             if args.per_element_adam_steps and not isinstance(net.optimizer, ElementStepAdam):
-                raise UserError(f"{method} with per-element Adam steps needs the {name}'s optimiser built by cleanrl_plus.nn.adam "
+                raise UserError(f"{method} with per-element Adam steps needs the {name}'s optimiser built by plasticity.optimizers.adam "
                                 f"(an ElementStepAdam), not {type(net.optimizer).__name__} — or add --reset.no-per-element-adam-steps")
         if args.method == "layers" and args.layers < 1:
             raise UserError(f"--reset.layers is how many of the last layers to re-initialise; it must be ≥ 1, got {args.layers}")

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
-from cleanrl_plus.nn import adam
+from plasticity.optimizers import adam
 from plasticity.diagnostics import ntk_report
 from plasticity.network import Network
 from plasticity.resets import ResetArgs, Resetter

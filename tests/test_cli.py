@@ -98,7 +98,7 @@ def test_resume_of_a_directory_that_is_not_a_run(tmp_path):
      ("ppo", ["--agent-flags=--num-steps 100 --num-minibatches 2 --update-epochs 1"])],
 )
 def test_bench_reports_steps_and_updates_per_second(agent, extra):
-    result = run_script("-m", "cleanrl_plus.cli", "bench", agent, "--env-id", "Pendulum-v1", "--steps", "200", "--warmup", "100", "--threads", "1", "--json-out", *extra)
+    result = run_script("-m", "commands.cli", "bench", agent, "--env-id", "Pendulum-v1", "--steps", "200", "--warmup", "100", "--threads", "1", "--json-out", *extra)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["env_steps_per_second"] > 0 and report["updates_per_second"] > 0
@@ -119,12 +119,12 @@ def test_sac_rejects_discrete_action_envs(tmp_path):
 
 
 def test_unknown_cli_command():
-    result = run_script("-m", "cleanrl_plus.cli", "nope")
+    result = run_script("-m", "commands.cli", "nope")
     _assert_one_line_error(result, "unknown command 'nope' — run `cleanrl-plus --help` for the list")
 
 
 def test_bench_env_times_the_environment_alone():
-    result = run_script("-m", "cleanrl_plus.cli", "bench", "env", "--env-id", "torch:CartPole-v1", "--num-envs", "64",
+    result = run_script("-m", "commands.cli", "bench", "env", "--env-id", "torch:CartPole-v1", "--num-envs", "64",
                         "--steps", "6400", "--threads", "1", "--json-out")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -136,7 +136,7 @@ def test_output_cut_short_by_the_reader_is_not_a_traceback(tmp_path):
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "cleanrl_plus.cli", "sweep", "--seeds", *map(str, range(1, 400)), "--dry-run",
+    command = [sys.executable, "-m", "commands.cli", "sweep", "--seeds", *map(str, range(1, 400)), "--dry-run",
                "--runs-dir", str(tmp_path)]
     reader = subprocess.Popen(["head", "-c", "10"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     result = subprocess.run(command, stdout=reader.stdin, stderr=subprocess.PIPE, text=True, timeout=120)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cleanrl_plus.report import find_run_dirs
+from commands.report import find_run_dirs
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from agents import ppo
-from cleanrl_plus import sweep
-from cleanrl_plus.compare import PPO_CONTINUAL_CARTPOLE_RECIPE
+from commands import sweep
+from commands.compare import PPO_CONTINUAL_CARTPOLE_RECIPE
 from cleanrl_plus.config import parse_args
 
 COLLAPSED = 20.0  # CartPole's pole drops at once: ≈ 9 steps

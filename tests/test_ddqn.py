@@ -148,7 +148,7 @@ def test_command_line_errors_are_one_line(tmp_path):
 
 @pytest.mark.parametrize("backend", ["atari", "envpool"])
 def test_bench_reports_env_frames_and_updates_on_atari(backend):
-    from cleanrl_plus.bench import BenchArgs, bench
+    from commands.bench import BenchArgs, bench
 
     if backend == "envpool":
         pytest.importorskip("envpool")

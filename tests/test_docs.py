@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cleanrl_plus import cli, sweep
+from commands import cli, sweep
 from cleanrl_plus.config import parse_args
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cleanrl_plus.cli import main as cli_main
+from commands.cli import main as cli_main
 from cleanrl_plus.config import parse_args
-from cleanrl_plus.evaluate import EvalArgs, evaluate_run
+from commands.eval import EvalArgs, evaluate_run
 
 TINY = ["--eval-every", "0", "--eval-episodes", "3", "--no-progress", "--threads", "1", "--log-every", "100"]
 RUNS = {
@@ -72,7 +72,7 @@ def test_eval_mistakes_are_one_line(argv, message, tmp_path, capsys):
     run_dir.mkdir()
     (run_dir / "checkpoint.pt").write_bytes(b"")
     (run_dir / "summary.json").write_text(json.dumps({"agent": "ppo"}))
-    (run_dir / "args.json").write_text(json.dumps({"env_id": "continual:cartpole-offset-small", "continual": {"num_tasks": 2}}))
+    (run_dir / "args.json").write_text(json.dumps({"agent": "ppo", "env_id": "continual:cartpole-offset-small", "continual": {"num_tasks": 2}}))
     with pytest.raises(SystemExit) as exit:
         cli_main([a.format(tmp=tmp_path, run=run_dir) for a in argv])
     assert exit.value.code == 2

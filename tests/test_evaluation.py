@@ -1,4 +1,4 @@
-"""The evaluator (cleanrl_plus/evaluation.py) on real envs: each episode's return stops at its end, every
+"""The evaluator (cleanrl_plus/evaluator.py) on real envs: each episode's return stops at its end, every
 evaluation starts from the same states without touching the training RNG, and a continual run evaluates on the
 task the agent is in."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from cleanrl_plus.evaluation import EVAL_SEED_OFFSET, Evaluator
+from cleanrl_plus.evaluator import EVAL_SEED_OFFSET, Evaluator
 from envs.continual import ContinualArgs
 
 

@@ -25,7 +25,7 @@ from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.distributional import CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
-from cleanrl_plus.nn import adam
+from plasticity.optimizers import adam
 from envs.continual import ContinualArgs
 from plasticity.architecture import NaPArgs, NetArgs
 from plasticity.cchain import CChainArgs
@@ -191,7 +191,7 @@ def test_remedy_state_changes_in_place_so_a_captured_step_keeps_updating_it():
 
 def test_a_loaded_optimiser_keeps_this_runs_capturable_setting():
     """torch takes `capturable` from the saved groups: a resume that switches --cudagraphs would keep the old one."""
-    from cleanrl_plus.nn import ElementStepAdam
+    from plasticity.optimizers import ElementStepAdam
 
     parameter = nn.Parameter(torch.zeros(3))
     saved = ElementStepAdam([parameter], lr=1e-3, capturable=True).state_dict()

@@ -5,7 +5,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.nn import ElementStepAdam, EnsembleLinear, frozen, polyak_update
+from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update
+from plasticity.optimizers import ElementStepAdam
 
 
 def test_ensemble_linear_equals_separate_linear_layers():

@@ -94,12 +94,14 @@ def test_gtr_refuses_to_resume_a_ppo_run(tmp_path):
     assert _hashes(run_dir) == before
 
 
-def test_runs_from_before_the_agent_was_recorded_are_checked_by_their_summary(tmp_path):
+def test_runs_whose_args_name_no_agent_or_another_are_refused_in_one_line(tmp_path):
     from agents import gtr
     from cleanrl_plus.config import check_resume
 
-    (tmp_path / "args.json").write_text(json.dumps({"seed": 1, "env_id": "CartPole-v1"}))
-    (tmp_path / "summary.json").write_text(json.dumps({"agent": "ppo"}))
+    (tmp_path / "args.json").write_text(json.dumps({"seed": 1, "env_id": "CartPole-v1"}))  # an older cleanrl_plus wrote no agent
+    with pytest.raises(UserError, match="names no agent"):
+        check_resume(gtr.Args(env_id="CartPole-v1"), tmp_path)
+    (tmp_path / "args.json").write_text(json.dumps({"agent": "ppo", "seed": 1, "env_id": "CartPole-v1"}))
     with pytest.raises(UserError, match="written by agents/ppo.py, not agents/gtr.py"):
         check_resume(gtr.Args(env_id="CartPole-v1"), tmp_path)
 
@@ -201,7 +203,7 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
     for name in ("actor", "critic", "actor_target", "critic_target"):
         assert all(torch.isfinite(t).all() for t in state[name].values()), name
 
-    from cleanrl_plus.report import write_report
+    from commands.report import write_report
 
     healthy = _td3_run(tmp_path, "--total-timesteps", "150", "--eval-every", "100", name="healthy")
     report_md = write_report([str(run_dir), str(healthy)], out_dir=tmp_path / "report", reps=50).read_text()
@@ -212,7 +214,7 @@ def test_a_sweep_keeps_a_diverged_run_and_does_not_rerun_it(tmp_path):
     """Rerunning a sweep resumed a diverged run from its last good checkpoint, which diverged again (same flags)."""
     runs_dir = tmp_path / "runs"
     flags = " ".join(TINY) + " --learning-rate 1e6 --total-timesteps 3000 --log-every 100 --checkpoint-every 100 --eval-every 500"
-    command = [sys.executable, "-m", "cleanrl_plus.cli", "sweep", "--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1",
+    command = [sys.executable, "-m", "commands.cli", "sweep", "--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1",
                "--flags", flags, "--runs-dir", str(runs_dir), "--workers", "1"]
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     name = "Pendulum-v1__td3__1"
@@ -257,7 +259,7 @@ def test_non_finite_flag_values_are_refused(tmp_path, value):
 def test_report_skips_a_run_with_non_finite_evaluations_with_a_note(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
-    from cleanrl_plus.report import write_report
+    from commands.report import write_report
 
     runs = tmp_path / "runs"
     for seed, values in [(1, [1.0, 2.0]), (2, [1.0, float("nan")])]:
@@ -386,7 +388,7 @@ def test_a_real_full_disk_where_this_machine_can_mount_a_small_tmpfs(tmp_path):
 
 
 def test_a_second_writer_is_refused_and_a_kill_minus_9_releases_the_run(tmp_path):
-    from cleanrl_plus.sweep import command_for, manifest, parse
+    from commands.sweep import command_for, manifest, parse
 
     sweep_argv = ["--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1", "--runs-dir", str(tmp_path), "--workers", "1",
                   "--flags", "--total-timesteps 1000000 --checkpoint-every 200 --eval-every 0 " + " ".join(TINY)]
@@ -402,7 +404,7 @@ def test_a_second_writer_is_refused_and_a_kill_minus_9_releases_the_run(tmp_path
         _one_line_error(result, f"{spec.dir} is being written by process {writer.pid} (another --resume or sweep?)")
 
         before = sorted(p.name for p in tmp_path.iterdir())
-        sweep = run_script("-m", "cleanrl_plus.cli", "sweep", *sweep_argv)
+        sweep = run_script("-m", "commands.cli", "sweep", *sweep_argv)
         assert sweep.returncode == 2 and f"{spec.name}: held by process {writer.pid}" in sweep.stderr, sweep.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing moved aside or started
         assert writer.poll() is None  # the live run was not disturbed
@@ -471,7 +473,7 @@ def test_wrong_action_space_is_exactly_one_line_and_leaves_nothing(tmp_path, age
 
 
 def test_sweep_plan_values_of_the_wrong_type_are_refused(tmp_path):
-    from cleanrl_plus.sweep import load_plan
+    from commands.sweep import load_plan
 
     for body, expected in [('seeds = "one"', "seeds must be a list of int values, got 'one'"),
                            ("seeds = [1, true]", "seeds must be a list of int values, got True"),
@@ -485,10 +487,10 @@ def test_sweep_plan_values_of_the_wrong_type_are_refused(tmp_path):
 
 
 def test_sweep_dry_run_parses_each_configuration_with_its_agents_parser(tmp_path):
-    result = run_script("-m", "cleanrl_plus.cli", "sweep", "--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1",
+    result = run_script("-m", "commands.cli", "sweep", "--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1",
                         "--config", "baseline=", "bad=--reset.metod shrink-perturb", "--runs-dir", str(tmp_path), "--dry-run")
     _one_line_error(result, "configuration 'bad' of td3: '--reset.metod shrink-perturb' is refused by agents/td3.py (Unrecognized options: --reset.metod")
-    result = run_script("-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1",
+    result = run_script("-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1",
                         "--config", "fast=--learning-rate -1", "--runs-dir", str(tmp_path), "--dry-run")
     _one_line_error(result, "configuration 'fast' of ppo: --learning-rate must be > 0, got -1.0")
     assert not any(tmp_path.iterdir())

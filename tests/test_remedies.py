@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
-from cleanrl_plus.nn import CReLU, EnsembleLinear, FourierFeatures, NormedLinear, adam, mlp
+from cleanrl_plus.nn import CReLU, EnsembleLinear, FourierFeatures, NormedLinear, mlp
+from plasticity.optimizers import adam
 from plasticity.architecture import NormProjector
 from plasticity.cchain import CChainArgs, ChurnReducer
 from plasticity.hooks import RemedyArgs, RemedyHooks

@@ -214,7 +214,7 @@ def _args_with(remedy):
 
 
 def test_remedies_command_prints_the_matrix_and_the_docs_table_matches_it():
-    proc = subprocess.run([sys.executable, "-m", "cleanrl_plus.cli", "remedies"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "commands.cli", "remedies"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == catalogue.matrix()
     for remedy in catalogue.REMEDIES:

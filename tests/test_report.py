@@ -9,7 +9,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import run_script
-from cleanrl_plus import report
+from commands import report
 from cleanrl_plus.errors import UserError
 
 REPS = 500  # enough for stable intervals, fast enough for CI
@@ -215,7 +215,7 @@ def test_errors_are_one_line_user_errors(tmp_path):
     with pytest.raises(UserError, match="--reps must be >= 1"):
         report.write_report([str(tmp_path / "runs")], tmp_path / "out", reps=0)
 
-    result = run_script("-m", "cleanrl_plus.cli", "report", str(tmp_path / "empty"), timeout=60)
+    result = run_script("-m", "commands.cli", "report", str(tmp_path / "empty"), timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert [line for line in result.stderr.splitlines() if line.strip()] == [
         f"error: no runs with evaluations found in {tmp_path / 'empty'} — pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"]

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
-from cleanrl_plus.nn import adam
+from plasticity.optimizers import adam
 from plasticity.diagnostics import ActivationProbe, dormant_fraction
 from plasticity.network import Network
 from plasticity.resets import full_reset, recycle_dormant, shrink_and_perturb

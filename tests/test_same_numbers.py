@@ -164,7 +164,7 @@ def _scalars_digest(run_dir: str, digest) -> int:
 
 def _policy_digest(module, args, run_dir: str, digest) -> None:
     from cleanrl_plus.checkpoint import load_checkpoint
-    from cleanrl_plus.evaluation import Evaluator
+    from cleanrl_plus.evaluator import Evaluator
 
     evaluator = Evaluator(args.env_id, 4, 123, torch.device("cpu"), continual=args.continual)
     state = load_checkpoint(Path(run_dir) / "checkpoint.pt")

@@ -1,9 +1,9 @@
-"""rliable-style statistics (cleanrl_plus/stats.py) against hand-computed values, and the bootstrap's coverage."""
+"""rliable-style statistics (commands/stats.py) against hand-computed values, and the bootstrap's coverage."""
 
 import numpy as np
 import pytest
 
-from cleanrl_plus import stats
+from commands import stats
 
 
 def test_iqm_is_the_mean_of_the_middle_half_of_all_scores_pooled():

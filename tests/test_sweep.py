@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from cleanrl_plus import sweep
+from commands import sweep
 from cleanrl_plus.errors import UserError
 from conftest import REPO
 
@@ -59,7 +59,7 @@ def test_a_toml_plan_gives_defaults_that_flags_override(tmp_path):
 
 
 def _sweep_command(runs_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "2",
+    return [sys.executable, "-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "2",
             "--flags", TINY_PPO + " --checkpoint-every 256", "--runs-dir", str(runs_dir), "--workers", "2", *extra]
 
 
@@ -122,7 +122,7 @@ def test_ray_executor_runs_the_sweep_on_a_local_ray_instance(tmp_path):
 
 
 def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):
-    from cleanrl_plus import compare
+    from commands import compare
 
     runs_dir = tmp_path / "compare"
     report = compare.main(["--env-id", "CartPole-v1", "--seeds", "2", "--flags", TINY_PPO, "--runs-dir", str(runs_dir),

@@ -10,4 +10,4 @@ if [ -d /tmp/site/ale_py/roms ] && [ ! -e $ENVPOOL_ASSETS_PATH/atari/roms ]; the
     mkdir -p $ENVPOOL_ASSETS_PATH/atari $ENVPOOL_ASSETS_PATH/vizdoom/maps
     ln -s /tmp/site/ale_py/roms $ENVPOOL_ASSETS_PATH/atari/roms
 fi
-cleanrl-plus() { python3 -m cleanrl_plus.cli "$@"; }
+cleanrl-plus() { python3 -m commands.cli "$@"; }

@@ -47,7 +47,7 @@ cartpole() {
         [ $DRY = 1 ] && continue
         [ "$(time_left)" -lt 60 ] && { say "    skipped: deadline"; continue; }
         local log=$W/cartpole-$n-${extra// /}.log
-        timeout -k 10 $(($(time_left) - 10 < 200 ? $(time_left) - 10 : 200)) $PY -m cleanrl_plus.cli "${args[@]}" >"$log" 2>&1
+        timeout -k 10 $(($(time_left) - 10 < 200 ? $(time_left) - 10 : 200)) $PY -m commands.cli "${args[@]}" >"$log" 2>&1
         local code=$? line
         line=$(grep '^{' "$log" | tail -1)
         $PY - "$line" "$code" "$n" "$extra" "cleanrl-plus ${args[*]}" >>"$csv" <<'EOF'
@@ -106,7 +106,7 @@ ant_poll() {
 }
 
 continual_start() {
-    local args=(-m cleanrl_plus.cli sweep benchmarks/warp-continual.toml --runs-dir $W/runs/warp-continual)
+    local args=(-m commands.cli sweep benchmarks/warp-continual.toml --runs-dir $W/runs/warp-continual)
     say "setsid $PY ${args[*]}"
     [ $DRY = 1 ] && return
     date +%s.%N >$W/continual.start
@@ -126,7 +126,7 @@ continual_poll() {
         cp "$run_dir/summary.json" "$OUTDIR/continual/$(basename "$run_dir").summary.json" 2>/dev/null
     done
     cp $W/continual.log "$OUTDIR/"
-    $PY -m cleanrl_plus.cli report $W/runs/warp-continual --baseline ppo 2>&1 | tail -20
+    $PY -m commands.cli report $W/runs/warp-continual --baseline ppo 2>&1 | tail -20
 }
 
 case "${1:-}" in

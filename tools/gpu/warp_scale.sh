@@ -43,7 +43,7 @@ for model in $MODELS; do
         [ $DRY = 1 ] && continue
         left=$((DEADLINE - SECONDS)); [ $left -lt 30 ] && { echo "    skipped: deadline"; continue; }
         log="$W/logs/$model-$n.log"
-        timeout -k 10 $((left - 10 < RUN_TIMEOUT ? left - 10 : RUN_TIMEOUT)) $PY -m cleanrl_plus.cli "${args[@]}" >"$log" 2>&1
+        timeout -k 10 $((left - 10 < RUN_TIMEOUT ? left - 10 : RUN_TIMEOUT)) $PY -m commands.cli "${args[@]}" >"$log" 2>&1
         code=$?
         $PY - "$log" "$code" "$model" "$n" "$GPU" "$TORCH" "$WARP" "cleanrl-plus ${args[*]}" >>"$CSV" <<'EOF'
 import csv, json, sys

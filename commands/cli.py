@@ -26,8 +26,8 @@ Agents run as scripts: python agents/td3.py --help
 
 
 # command → the module whose main(argv) runs it and whose parse(argv) parses its flags
-COMMANDS = {"compare": "cleanrl_plus.compare", "sweep": "cleanrl_plus.sweep", "report": "cleanrl_plus.report",
-            "bench": "cleanrl_plus.bench", "eval": "cleanrl_plus.evaluate", "remedies": "plasticity.catalogue"}
+COMMANDS = {"compare": "commands.compare", "sweep": "commands.sweep", "report": "commands.report",
+            "bench": "commands.bench", "eval": "commands.eval", "remedies": "commands.remedies"}
 
 
 def _module(command: str):

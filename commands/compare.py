@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tyro
 
-from cleanrl_plus import sweep
+from commands import sweep
 from cleanrl_plus.errors import UserError
 
 # rl-zoo's PPO CartPole recipe (spec §4.1) with a constant learning rate, as in the continual CartPole measurements
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> Path:
     results = sweep.run_sweep(plan)
     if any(r["state"] != "finished" for r in results):
         raise UserError("some runs did not finish (listed above) — rerun the same command to resume them")
-    from cleanrl_plus.report import write_report
+    from commands.report import write_report
 
     oracle = f"{args.agent}-oracle" if args.oracle else None
     return write_report([args.runs_dir], Path(args.runs_dir) / "report", baseline=args.agent, oracle=oracle, reps=args.reps, verbose=True)

@@ -16,7 +16,7 @@ remedy configuration its own exp_name. Writes into --out (default: `<first runs 
 
 Definitions (also written at the end of report.md): final = the last evaluation (train metric: the mean of the
 last 10% of the training-return points); AUC = the trapezoidal area under the return curve between its first and
-last point divided by that interval, i.e. the run's time-averaged return. Statistics: cleanrl_plus/stats.py.
+last point divided by that interval, i.e. the run's time-averaged return. Statistics: commands/stats.py.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, Iterable, Literal
 import numpy as np
 import tyro
 
-from cleanrl_plus import stats
+from commands import stats
 from cleanrl_plus.errors import UserError, did_you_mean
 
 METRIC_TAGS = {"eval": "eval/episodic_return", "train": "charts/episodic_return"}

@@ -10,7 +10,6 @@ The agent's own `load_policy(args, env, state, device)` rebuilds the evaluation 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
 from typing import Annotated, Literal
@@ -18,6 +17,7 @@ from typing import Annotated, Literal
 import tyro
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.registry import agent_module
 
 
 @dataclasses.dataclass
@@ -44,7 +44,7 @@ def evaluate_run(options: EvalArgs) -> dict:
     """Evaluate a saved run; returns {"agent", "env_id", "task", "returns", "mean", "std", "video"}."""
     from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint
     from cleanrl_plus.config import load_saved_args
-    from cleanrl_plus.evaluation import Evaluator
+    from cleanrl_plus.evaluator import Evaluator
     from cleanrl_plus.run import resolve_device
 
     run_dir = Path(options.run_dir)
@@ -54,8 +54,8 @@ def evaluate_run(options: EvalArgs) -> dict:
         raise UserError(f"{run_dir}: no {CHECKPOINT_NAME} there — pass the directory of a run that saved a checkpoint")
     try:
         agent = json.loads((run_dir / "summary.json").read_text())["agent"]
-        module = importlib.import_module(f"agents.{agent}")
-    except (OSError, json.JSONDecodeError, KeyError, ModuleNotFoundError):
+        module = agent_module(agent)
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
         raise UserError(f"{run_dir}: summary.json does not name a known agent — pass a run directory written by cleanrl_plus") from None
     args = load_saved_args(module.Args, run_dir)
     device = resolve_device(options.device)

@@ -36,9 +36,9 @@ from typing import Any, Callable, Literal
 import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.registry import AGENTS, agent_module
 from cleanrl_plus.runlock import run_dir_holder
 
-AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
 BASELINE = "baseline"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -156,12 +156,11 @@ def check_agent_flags(spec: RunSpec) -> None:
     """Parse and range-check a run's flags with its agent's own parser, so that a bad configuration fails the sweep
     (and --dry-run) at once instead of every run it would have started."""
     import contextlib
-    import importlib
     import io
 
     from cleanrl_plus.config import parse_args, validate_args
 
-    args_type = importlib.import_module(f"agents.{spec.agent}").Args
+    args_type = agent_module(spec.agent).Args
     printed = io.StringIO()
     try:
         with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import json
 import shlex
 import tempfile
@@ -19,13 +18,11 @@ import torch
 import tyro
 
 from cleanrl_plus.errors import UserError
-
-AGENTS = {"td3": "agents.td3", "sac_simba": "agents.sac_simba", "ddqn": "agents.ddqn", "ppo": "agents.ppo", "gtr": "agents.gtr"}
-
+from cleanrl_plus.registry import AGENTS, agent_module
 
 @dataclasses.dataclass
 class BenchArgs:
-    agent: tyro.conf.Positional[Literal["td3", "sac_simba", "ddqn", "ppo", "gtr", "env"]]
+    agent: tyro.conf.Positional[Literal[(*AGENTS, "env")]]
     """which agent's training loop to time ('env': the environment alone, random actions)"""
     env_id: str = "Hopper-v5"
     """environment to run"""
@@ -95,7 +92,7 @@ def bench_env(args: BenchArgs) -> dict:
 def bench(args: BenchArgs) -> dict:
     if args.agent == "env":
         return bench_env(args)
-    module = importlib.import_module(AGENTS[args.agent])
+    module = agent_module(args.agent)
     off_policy = any(field.name == "learning_starts" for field in dataclasses.fields(module.Args))
     warmup = args.warmup if off_policy else 0  # on-policy agents learn from the first rollout: all steps are timed
     with tempfile.TemporaryDirectory() as runs_dir, _burnin(args.burnin):

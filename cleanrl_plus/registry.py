@@ -1,0 +1,15 @@
+"""The agents, by name: the one list every command and the remedy catalogue read."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents/<name>.py, each with Args, main and load_policy
+
+
+def agent_module(name: str) -> ModuleType:
+    """agents/<name>.py, imported (a name not in AGENTS is a KeyError: callers check names first)."""
+    if name not in AGENTS:
+        raise KeyError(name)
+    return importlib.import_module(f"agents.{name}")
