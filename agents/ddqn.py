@@ -53,7 +53,7 @@ from plasticity.architecture import torso_settings
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.optimizers import make_optimizer
-from plasticity.resets import ResetArgs
+from plasticity.resets import ResetArgs, rebuild_injected_heads
 from plasticity.swd import SWDArgs, make_sampler
 
 NetworkKind = Literal["auto", "nature-cnn", "minatar-cnn", "mlp"]
@@ -285,7 +285,7 @@ def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`): ε-greedy in Q with ε = --eval-epsilon."""
     q_network = QNetwork(args.network, tuple(env.single_observation_space.shape), int(env.single_action_space.n), args.hidden_sizes,
                          *torso_settings(args.net, args.nap))
-    q_network.to(device).load_state_dict(state["q_network"])
+    rebuild_injected_heads(q_network.to(device), state["q_network"]).load_state_dict(state["q_network"])
     return lambda obs: epsilon_greedy(q_network(obs), args.eval_epsilon)
 
 

@@ -57,7 +57,7 @@ from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
 from plasticity.optimizers import make_optimizer, set_learning_rate
-from plasticity.resets import ResetArgs
+from plasticity.resets import ResetArgs, rebuild_injected_heads
 
 torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost more than the math here
 
@@ -462,7 +462,7 @@ def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`)."""
     obs_shape, space = tuple(env.single_observation_space.shape), env.single_action_space
     agent = make_actor_critic(obs_shape, space, args.hidden_sizes, *reversed(network_settings(args))).to(device)
-    agent.load_state_dict(state["agent"])
+    rebuild_injected_heads(agent, state["agent"]).load_state_dict(state["agent"])
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     obs_normalizer.load_state_dict(state["obs_normalizer"])
     return evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)

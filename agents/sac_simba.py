@@ -57,6 +57,7 @@ from plasticity.architecture import torso_settings
 from plasticity.cir import CIREncoder, cir_activation_probe
 from plasticity.diagnostics import ActivationProbe
 from plasticity.optimizers import ElementStepAdam, make_optimizer
+from plasticity.resets import rebuild_injected_heads
 from plasticity.swd import make_sampler
 
 
@@ -382,7 +383,7 @@ def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module
     """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
     obs_dim = int(env.single_observation_space.shape[0])
     actor = Actor(args, obs_dim, env.single_action_space, RunningMeanStd((obs_dim,)) if args.normalize_obs else None).to(device)
-    actor.load_state_dict(state["actor"])
+    rebuild_injected_heads(actor, state["actor"]).load_state_dict(state["actor"])
     return actor
 
 

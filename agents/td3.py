@@ -48,6 +48,7 @@ from plasticity.architecture import torso_settings
 from plasticity.cir import CIRCritic
 from plasticity.diagnostics import ActivationProbe
 from plasticity.optimizers import make_optimizer
+from plasticity.resets import rebuild_injected_heads
 from plasticity.swd import make_sampler
 
 
@@ -314,7 +315,7 @@ def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module
     """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
     normalizer = RunningMeanStd((int(env.single_observation_space.shape[0]),)) if args.normalize_obs else None
     actor = make_actor(int(env.single_observation_space.shape[0]), env.single_action_space, args, normalizer).to(device)
-    actor.load_state_dict(state["actor"])
+    rebuild_injected_heads(actor, state["actor"]).load_state_dict(state["actor"])
     return actor
 
 

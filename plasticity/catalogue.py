@@ -108,13 +108,17 @@ def conflicts(on: set[str]) -> list[str]:
                                 f"never dormant; Fourier units never silent) — drop --net.activation or pick another --reset.method")
     if "CIR" in on and on & {"LayerNorm", *_DOUBLING}:
         problems.append("CIR's critic torso is fixed by its paper (its own LayerNorms, ReLU) — drop --net.norm/--net.activation or --cir.critic")
+    if "plasticity injection" in on and "continual oracle" in on:
+        problems.append("--continual.oracle gives a fresh agent at every switch, but plasticity injection changes the network's "
+                        "structure once — drop one of them (the oracle is the reference to compare injection against)")
     if "Kron (PSGD)" in on and any(r.family == "resets" and r.name in on for r in REMEDIES):
         problems.append("the reset family edits Adam's per-parameter state, which Kron does not keep — use --optim.name adam with --reset.method")
     return problems
 
 
 def active(args: Any) -> set[str]:
-    return {remedy.name for remedy in REMEDIES if remedy.is_on(args)}
+    """The remedies switched on, and "continual oracle" (the reference learner, which conflicts with some)."""
+    return {remedy.name for remedy in REMEDIES if remedy.is_on(args)} | ({"continual oracle"} if _get(args, "continual.oracle") else set())
 
 
 # reset methods that need something of the network's units: ReLU units that can be dormant, one layer reading them

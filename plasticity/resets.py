@@ -401,6 +401,15 @@ def inject_plasticity(net: Network) -> None:
     net.head = injected
 
 
+def rebuild_injected_heads(module: nn.Module, state: dict[str, torch.Tensor]) -> nn.Module:
+    """`module`, freshly built, with the injected heads that its checkpointed `state` has (keys '<head>.fresh.*'), so
+    that the state loads into it (`cleanrl-plus eval` of a run that injected plasticity)."""
+    for name in sorted({key.rpartition(".fresh.")[0] for key in state if ".fresh." in key}):
+        head = module.get_submodule(name)
+        _replace(module, name, InjectedHead(head, copy.deepcopy(head)))
+    return module
+
+
 class Resetter:
     """Applies the configured method to the chosen networks every `every` updates; logs what it did."""
 

@@ -87,6 +87,22 @@ def test_corrupt_checkpoint_is_a_clear_error_and_is_kept(tmp_path):
     assert checkpoint.stat().st_size == 1000
 
 
+def test_a_checkpoint_from_an_older_format_is_refused_in_one_line_and_kept(tmp_path):
+    import torch
+
+    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--total-timesteps", "120", "--learning-starts", "100", "--eval-every", "0", "--runs-dir", str(tmp_path), "--no-progress", *TINY_FLAGS)
+    assert result.returncode == 0, result.stderr
+    checkpoint = next(tmp_path.iterdir()) / "checkpoint.pt"
+    state = torch.load(checkpoint, weights_only=False)
+    del state["format"]  # as written before the format was recorded (issue #26's new wiring)
+    torch.save(state, checkpoint)
+    before = checkpoint.read_bytes()
+    result = run_script("agents/td3.py", "--resume", str(checkpoint.parent))
+    _assert_one_line_error(result, f"checkpoint {checkpoint} was written by an older cleanrl_plus (checkpoint format 1, this version "
+                                   "reads 2) — start a new run, or use the version that wrote it")
+    assert checkpoint.read_bytes() == before
+
+
 def test_resume_of_a_directory_that_is_not_a_run(tmp_path):
     result = run_script("agents/td3.py", "--resume", str(tmp_path))
     _assert_one_line_error(result, f"--resume {tmp_path}: no args.json there — pass the directory of a run started by cleanrl_plus")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from commands.cli import main as cli_main
 from cleanrl_plus.config import parse_args
@@ -36,6 +37,16 @@ def test_eval_reproduces_the_runs_final_evaluation(agent, tmp_path):
     run_dir, summary = train(agent, tmp_path, RUNS[agent])
     result = evaluate_run(EvalArgs(run_dir, episodes=3))
     assert result["agent"] == agent
+    assert result["returns"] == pytest.approx(summary["eval"]["returns"], rel=1e-5, abs=1e-4)
+
+
+@pytest.mark.parametrize("agent", ["td3", "ddqn", "ppo"])  # SAC's actor has two heads (mean, log σ): injection refuses it
+def test_eval_rebuilds_an_injected_head(agent, tmp_path):
+    """Plasticity injection changed the policy's structure during the run: eval builds it again from the checkpoint."""
+    run_dir, summary = train(agent, tmp_path, RUNS[agent] + ["--reset.method", "inject", "--reset.every", "50"])
+    assert any(".fresh." in key for key in torch.load(Path(run_dir) / "checkpoint.pt", weights_only=False)[
+        {"td3": "actor", "ddqn": "q_network", "ppo": "agent"}[agent]])
+    result = evaluate_run(EvalArgs(run_dir, episodes=3))
     assert result["returns"] == pytest.approx(summary["eval"]["returns"], rel=1e-5, abs=1e-4)
 
 

@@ -171,6 +171,10 @@ def test_remedy_state_survives_a_resume_bit_identically(runs_dir):
     ("ddqn", ["--optim.name", "kron", "--reset.method", "full"], "Kron does not keep"),
     ("td3", ["--cir.critic", "--net.norm", "layer"], "CIR's critic torso"),
     ("sac_simba", ["--net.norm", "layer"], "SimBa blocks already hold LayerNorms"),
+    ("ppo", ["--env-id", "continual:cartpole-offset-small", "--continual.oracle", "--reset.method", "inject"], "--continual.oracle gives a fresh"),
+    ("ppo", ["--reset.method", "redo"], "with tanh units has none — add --net.activation relu"),
+    ("ppo", ["--env-id", "ALE/Breakout-v5", "--reset.method", "cbp"], "Nature-CNN units feed two heads"),
+    ("ppo", ["--env-id", "continual:cartpole-offset-small", "--continual.random-steps-per-task", "10"], "is on-policy"),
 ])
 def test_an_inapplicable_remedy_is_a_one_line_error_before_any_run_directory(agent, flags, message, tmp_path):
     runs = tmp_path / "runs"
