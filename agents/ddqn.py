@@ -44,11 +44,12 @@ from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import polyak_update, target_copy
-from cleanrl_plus.replay import Batch, ReplayBuffer
+from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession, crossed
 from envs.continual import base_env_id
 from plasticity import Network, Plasticity, catalogue
+from plasticity.network import Layout
 from plasticity.architecture import torso_settings
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
@@ -163,6 +164,9 @@ class QNetwork(nn.Module):
         """The fully connected layers, each feeding a ReLU, then the head: what diagnostics and ReDo act on."""
         return [m for m in self.torso.modules() if isinstance(m, nn.Linear)] + [self.head]
 
+    def layout(self) -> Layout:
+        return Layout(hidden=self.linear_layers()[:-1], heads=(self.head,))
+
 
 def network_for(obs_shape: tuple[int, ...]) -> NetworkKind:
     if len(obs_shape) == 1:
@@ -190,8 +194,7 @@ def main(args: Args) -> dict:
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend, continual=args.continual)
-    if not isinstance(env.single_action_space, gym.spaces.Discrete):
-        raise UserError(f"Double DQN needs discrete actions; {args.env_id} has {env.single_action_space} — use agents/td3.py or agents/sac_simba.py")
+    envs.check_actions(env, args.env_id, gym.spaces.Discrete, "Double DQN", "agents/td3.py or agents/sac_simba.py")
     evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend, continual=args.continual)
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
 
@@ -200,16 +203,15 @@ def main(args: Args) -> dict:
 
     q_network = new_q_network()
     q_target = target_copy(q_network)
-    optimizer = make_optimizer(args.optim, q_network.parameters(), args.learning_rate, device, capturable=args.cudagraphs)
+    optimizer = make_optimizer(args, q_network.parameters(), device)
     obs = env.reset(seed=args.seed)
     sampler = make_sampler(args.swd, env.num_envs)
     if getattr(env, "frame_stack", 0) > 1:
         replay: ReplayBuffer = FrameStackReplay(args.buffer_size, obs_shape, (), device, env.num_envs, sampler=sampler)
     else:
         replay = ReplayBuffer(args.buffer_size, obs_shape, (), device, obs.dtype, torch.int64, sampler=sampler)
-    linears = q_network.linear_layers()
-    plasticity = Plasticity(args, Network("critic", q_network, optimizer, lambda b: q_network(b.obs), new_q_network, q_target,
-                                          hidden=linears[:-1], heads=linears[-1:]), logger=run.logger)
+    plasticity = Plasticity(args, Network("critic", q_network, optimizer, lambda b: q_network(b.obs), new_q_network, q_target),
+                            logger=run.logger)
     td_loss = F.smooth_l1_loss if args.loss == "huber" else F.mse_loss
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the loss and the acting step,
@@ -229,11 +231,7 @@ def main(args: Args) -> dict:
 
     def update(batch: Batch, reference: Batch | None) -> dict[str, torch.Tensor]:
         loss, logged = td_objective(batch, reference)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(q_network.parameters(), args.max_grad_norm)
-        plasticity.step("critic")
+        plasticity.minimise("critic", loss, args.max_grad_norm)
         return logged
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
@@ -241,29 +239,26 @@ def main(args: Args) -> dict:
     act = GraphStep(act, args.cudagraphs, watch=(q_network,))
     eval_policy = lambda observation: epsilon_greedy(q_network(observation), args.eval_epsilon)  # noqa: E731
 
-    session = TrainingSession(run, "ddqn", env, evaluator, plasticity=plasticity, q_network=q_network, q_target=q_target,
-                              optimizer=optimizer, replay=replay)
+    session = TrainingSession(run, "ddqn", env, evaluator, **plasticity.checkpointed(), replay=replay)
     obs, global_step, num_updates = session.start(obs)
     losses: dict[str, Any] = {}
     exploration_steps = args.exploration_fraction * args.total_timesteps
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: ε-greedy on the whole batch of envs ----------------------------------------------------------
-        schedule_step = session.schedule_step(global_step, args.continual.restarts_exploration)  # continual: per task if asked
-        task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
-        epsilon = 1.0 if task_warmup else linear_schedule(args.start_e, args.end_e, exploration_steps, schedule_step)
+        _, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)  # DQN acts ε-greedily from the start
+        # ε over the run (over each task with --continual.reset-exploration); 1 in a task's --continual.random-steps-per-task
+        epsilon = 1.0 if session.in_task_warmup(global_step) else \
+            linear_schedule(args.start_e, args.end_e, exploration_steps, session.schedule_step(global_step))
         # ε as a device tensor filled from the host (a kernel argument, no copy to wait for), so one graph serves every ε
         draws = exploration_draws(env.num_envs, num_actions, device)
         actions = act(obs, torch.full((), epsilon, device=device), draws)
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) -----------------
-        step = env.step(actions)
-        replay.add(obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
-        obs = step.obs
+        _, obs, _ = step_and_store(env, replay, obs, actions, plasticity, global_step)
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn -------------------------------------------------------------------------------------------
-        if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
-            session.learning_started(global_step, num_updates)
+        if learn:
             if crossed(previous_step, global_step, args.train_frequency):
                 for _ in range(args.gradient_steps):
                     batch = replay.sample(args.batch_size)
@@ -285,7 +280,7 @@ def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`): ε-greedy in Q with ε = --eval-epsilon."""
     q_network = QNetwork(args.network, tuple(env.single_observation_space.shape), int(env.single_action_space.n), args.hidden_sizes,
                          *torso_settings(args.net, args.nap))
-    rebuild_injected_heads(q_network.to(device), state["q_network"]).load_state_dict(state["q_network"])
+    rebuild_injected_heads(q_network.to(device), state["critic"]).load_state_dict(state["critic"])
     return lambda obs: epsilon_greedy(q_network(obs), args.eval_epsilon)
 
 

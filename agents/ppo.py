@@ -307,7 +307,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     new_agent = lambda: make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731
     agent = new_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
-    optimizer = make_optimizer(args.optim, agent.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adam_settings)
+    optimizer = make_optimizer(args, agent.parameters(), device, **adam_settings)
     # the annealed lr and clip range ε are tensors changed in place, so a captured update reads each iteration's values;
     # float64 on a CPU, where the fused Adam kernel then reads the very double it read as a Python float
     schedule_dtype = torch.float64 if device.type == "cpu" else torch.float32  # CUDA's fused Adam reads a float32 lr
@@ -357,11 +357,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
 
     def update(indices: torch.Tensor, clip_coef: torch.Tensor, reference: Minibatch | None) -> dict[str, torch.Tensor]:
         loss, stats = ppo_objective(storage.gather(indices), clip_coef, reference)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        # the parameters the optimiser trains: a plasticity-injected network's frozen old head keeps its last gradient
-        nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], args.max_grad_norm)
-        plasticity.step("agent")
+        plasticity.minimise("agent", loss, args.max_grad_norm)  # clip ‖∇‖ ≤ max_grad_norm, then the optimiser step
         return stats
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
@@ -369,9 +365,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     estimate_advantages = GraphStep(estimate_advantages, args.cudagraphs, watch=(agent.critic,))
     update = GraphStep(update, args.cudagraphs, watch=(agent, optimizer))
 
-    session = TrainingSession(run, agent_name, env, evaluator, plasticity=plasticity, agent=agent, optimizer=optimizer,
-                              obs_normalizer=obs_normalizer, reward_scaler=reward_scaler,
-                              **({"trust_region": trust_region} if trust_region is not None else {}))
+    session = TrainingSession(run, agent_name, env, evaluator, **plasticity.checkpointed(), obs_normalizer=obs_normalizer,
+                              reward_scaler=reward_scaler, **({"trust_region": trust_region} if trust_region else {}))
     obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=args.seed), update=True))
     session.learning_started(global_step, num_updates)
     batch_size = args.num_steps * env.num_envs

@@ -41,21 +41,22 @@ import torch.nn.functional as F
 
 import envs
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.critics import critic_losses, q_target
+from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import Evaluator
+from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay
+from cleanrl_plus.replay import Batch, make_replay, step_and_store
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
-from plasticity.cir import CIREncoder, cir_activation_probe
-from plasticity.diagnostics import ActivationProbe
+from plasticity.cir import CIREncoder, cir_layout
+from plasticity.network import Layout
 from plasticity.optimizers import ElementStepAdam, make_optimizer
 from plasticity.resets import rebuild_injected_heads
 from plasticity.swd import make_sampler
@@ -167,6 +168,9 @@ class Actor(nn.Module):
         mean, log_std = self._distribution(x)
         return {"mean": mean, "log_std": log_std}
 
+    def layout(self) -> Layout:  # two heads read the last hidden layer: its units cannot be recycled
+        return Layout(hidden=relu_layers(self.encoder), heads=(self.mean, self.log_std), unit_pairs=unit_pairs(self.encoder))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The deterministic action used for evaluation: tanh(μ(x))."""
         return torch.tanh(self._distribution(x)[0]) * self.action_scale + self.action_bias
@@ -190,11 +194,10 @@ class Critic(nn.Module):
         inputs = torch.cat([self.normalize(x), action], dim=-1).expand(self.num_critics, -1, -1)
         return self.head(self.encoder(inputs)).squeeze(-1)
 
-    def activation_probe(self) -> ActivationProbe:
-        return cir_activation_probe(self.encoder, self.head) if self.cir else ActivationProbe(relu_layers(self.encoder), self.head)
-
-    def unit_pairs(self) -> list:
-        return [] if self.cir else unit_pairs(self.encoder, self.head)  # ReDo cannot pass CIR's LayerNorms and skips
+    def layout(self) -> Layout:
+        if self.cir:
+            return cir_layout(self.encoder, self.head)
+        return Layout(hidden=relu_layers(self.encoder), heads=(self.head,), unit_pairs=unit_pairs(self.encoder, self.head))
 
 
 def make_critic(args: Args, obs_dim: int, action_dim: int, num_critics: int, normalize: nn.Module | None = None) -> nn.Module:
@@ -205,25 +208,44 @@ def make_critic(args: Args, obs_dim: int, action_dim: int, num_critics: int, nor
     return CategoricalCritic(Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms, normalize), args.critic)
 
 
-class Temperature(nn.Module):
-    """α = exp(log α) with its own Adam (no weight decay), from α₀ = --initial-alpha; `reset` starts both afresh."""
+def critics_for(args: Args, env, logger) -> int:
+    """Two critics with clipped double-Q where episodes can terminate, one where they cannot (--clipped-double-q auto, as
+    SimBa); says which."""
+    use_cdq = env.can_terminate if args.clipped_double_q == "auto" else args.clipped_double_q == "on"
+    print(f"sac_simba: {2 if use_cdq else 1} critic{'s with clipped double-Q' if use_cdq else ''} ({args.env_id} can terminate: {env.can_terminate})")
+    logger.writer.add_text("critics", f"{2 if use_cdq else 1} (clipped double-Q: {use_cdq})")
+    return 2 if use_cdq else 1
 
-    def __init__(self, initial_alpha: float, learning_rate: float, device: torch.device, capturable: bool) -> None:
+
+class Temperature(nn.Module):
+    """α = exp(log α) from α₀ = --initial-alpha, learned towards the target entropy H̄ = −scale·|A| with its own Adam
+    (--alpha-learning-rate, no weight decay); `reset` starts both afresh."""
+
+    def __init__(self, args: Args, action_dim: int, device: torch.device) -> None:
         super().__init__()
-        self.initial_alpha = initial_alpha
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha), device=device))
+        self.initial_alpha, self.target_entropy = args.initial_alpha, -args.target_entropy_scale * action_dim
+        self.objective = compiled(self.loss, args.compile)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(args.initial_alpha), device=device))
         # torch's default kernel on CPU, fused and capturable on CUDA; ElementStepAdam keeps this run's `capturable`
         # when a checkpoint is loaded
-        self.optimizer = ElementStepAdam([self.log_alpha], lr=learning_rate, fused=True if device.type == "cuda" else None,
-                                         capturable=capturable and device.type == "cuda")
+        self.optimizer = ElementStepAdam([self.log_alpha], lr=args.alpha_learning_rate, fused=True if device.type == "cuda" else None,
+                                         capturable=args.cudagraphs and device.type == "cuda")
 
     @property
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.detach().exp()
 
-    def loss(self, log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    def loss(self, log_prob: torch.Tensor) -> torch.Tensor:
         """E[−α·(log π(ã|x) + H̄)]."""
-        return (-self.log_alpha.exp() * (log_prob + target_entropy)).mean()
+        return (-self.log_alpha.exp() * (log_prob + self.target_entropy)).mean()
+
+    def minimise(self, log_prob: torch.Tensor) -> torch.Tensor:
+        """One Adam step on the loss; returns it (detached)."""
+        loss = self.objective(log_prob)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
 
     @torch.no_grad()
     def reset(self) -> None:
@@ -239,43 +261,33 @@ def main(args: Args) -> dict:
     device = run.device
     env_kwargs = {"action_repeat": args.action_repeat} if envs.backend_for(args.env_id) == "dmc" else {}
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual, **env_kwargs)
-    if not isinstance(env.single_action_space, gym.spaces.Box):
-        raise UserError(f"SAC needs continuous (Box) actions; {args.env_id} has {env.single_action_space} — use agents/ddqn.py or agents/ppo.py")
+    envs.check_actions(env, args.env_id, gym.spaces.Box, "SAC", "agents/ddqn.py or agents/ppo.py")
     evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual, **env_kwargs)
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
-    use_cdq = env.can_terminate if args.clipped_double_q == "auto" else args.clipped_double_q == "on"
-    num_critics = 2 if use_cdq else 1
-    print(f"sac_simba: {num_critics} critic{'s with clipped double-Q' if use_cdq else ''} ({args.env_id} can terminate: {env.can_terminate})")
-    run.logger.writer.add_text("critics", f"{num_critics} (clipped double-Q: {use_cdq})")
-
-    # raw observations are stored; actor and critics normalise them inside, with the statistics of the observations acted on
+    num_critics = critics_for(args, env, run.logger)
+    # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    inputs = normalizer if args.normalize_obs else None  # what the networks apply to s (None: s as it is)
+    inputs = normalizer if args.normalize_obs else None
     new_actor = lambda: Actor(args, obs_dim, env.single_action_space, inputs).to(device)  # noqa: E731
     new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, inputs).to(device)  # noqa: E731
     actor, critic = new_actor(), new_critic()
     critic_target = target_copy(critic).requires_grad_(False)
-    temperature = Temperature(args.initial_alpha, args.alpha_learning_rate, device, args.cudagraphs)
-    target_entropy = -args.target_entropy_scale * action_dim
+    temperature = Temperature(args, action_dim, device)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
-    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
-    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
-    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs,
-                         args.n_step, args.gamma)
+    actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
+    critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
+    replay = make_replay(args, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
     def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(x, a), V̄(x') = min Q̄(x', a') − α·log π(a'|x')
-        q_taken = critic(obs, actions).min(dim=0).values
         next_actions, next_log_prob = actor.sample(next_obs, torch.randn((next_obs.shape[0], action_dim), device=device))
-        return q_taken, critic_target(next_obs, next_actions).min(dim=0).values - temperature.alpha * next_log_prob
+        next_value = critic_target(next_obs, next_actions).min(dim=0).values - temperature.alpha * next_log_prob
+        return critic(obs, actions).min(dim=0).values, next_value
 
-    plasticity = Plasticity(
-        args,
-        Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target,
-                heads=(critic.head,), unit_pairs=critic.unit_pairs(), probe=critic.activation_probe()),
-        Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, hidden=relu_layers(actor.encoder),
-                heads=(actor.mean, actor.log_std), unit_pairs=unit_pairs(actor.encoder), distribution=lambda b: actor.distribution_parameters(b.obs)),
-        logger=run.logger, env=env, episode_values=episode_values)
+    critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
+    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor,
+                        distribution=lambda b: actor.distribution_parameters(b.obs))
+    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
@@ -290,8 +302,7 @@ def main(args: Args) -> dict:
         # n-step: r is Σ γ^k r_{t+k} without the intermediate entropy terms, α·log π only at x' = x_{t+m} (as FastSAC)
         with torch.no_grad():  # a' ~ π(·|x') of the actor just updated, α just updated
             next_actions, next_log_prob = actor.sample(batch.next_obs, next_noise)
-            target = q_target(critic_target, batch.next_obs, next_actions, batch.rewards, bootstrap_discount(batch, args.gamma),
-                              args.cir.convex_lambda, temperature.alpha, next_log_prob)
+            target = q_target(critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda, temperature.alpha, next_log_prob)
         qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
         return plasticity.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
 
@@ -299,66 +310,42 @@ def main(args: Args) -> dict:
         with torch.no_grad():  # a ~ π(·|norm(s))
             return actor.sample(obs, noise)[0]
 
-    actor_objective, temperature_objective, critic_objective, explore = (
-        compiled(f, args.compile) for f in (actor_objective, temperature.loss, critic_objective, explore))
+    actor_objective, critic_objective, explore = (compiled(f, args.compile) for f in (actor_objective, critic_objective, explore))
 
     def update(batch: Batch, actor_noise: torch.Tensor, actor_reference: Batch | None, next_noise: torch.Tensor,
                critic_reference: Batch | None) -> dict[str, torch.Tensor]:
         with frozen(critic):  # the gradient flows through Q to the action, not into the critic's weights
             loss, actor_loss, log_prob = actor_objective(batch, actor_noise, actor_reference)
-        actor_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        plasticity.step("actor")
-
-        alpha_loss = temperature_objective(log_prob, target_entropy)
-        temperature.optimizer.zero_grad(set_to_none=True)
-        alpha_loss.backward()
-        temperature.optimizer.step()
-
+        plasticity.minimise("actor", loss)
+        alpha_loss = temperature.minimise(log_prob)
         loss, q_values, qf_losses = critic_objective(batch, next_noise, critic_reference)
-        critic_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        plasticity.step("critic")
+        plasticity.minimise("critic", loss)
         polyak_update(critic_target, critic, args.tau)
-        logged = {
-            "losses/qf1_values": q_values[0].mean(), "losses/qf1_loss": qf_losses[0], "losses/qf_loss": qf_losses.mean(),
-            "losses/actor_loss": actor_loss, "losses/alpha": temperature.alpha, "losses/alpha_loss": alpha_loss.detach(),
-            "losses/entropy": -log_prob.mean(),
-        }
-        if use_cdq:
-            logged |= {"losses/qf2_values": q_values[1].mean(), "losses/qf2_loss": qf_losses[1]}
-        return logged
+        return critic_report(q_values, qf_losses) | {"losses/actor_loss": actor_loss, "losses/alpha": temperature.alpha,
+                                                     "losses/alpha_loss": alpha_loss, "losses/entropy": -log_prob.mean()}
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
     update = GraphStep(update, args.cudagraphs, watch=(actor, critic, critic_target, normalizer, temperature, actor_optimizer,
                                                        critic_optimizer, temperature.optimizer))
     explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer))
 
-    session = TrainingSession(run, "sac_simba", env, evaluator, plasticity=plasticity, actor=actor, critic=critic, critic_target=critic_target,
-                              temperature=temperature, actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer,
+    session = TrainingSession(run, "sac_simba", env, evaluator, **plasticity.checkpointed(), temperature=temperature,
                               alpha_optimizer=temperature.optimizer, replay=replay)
     obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: a ~ U(A) before learning starts, else a ~ π(·|x) ----------------------------------------------
+        act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
         normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
-        schedule_step = session.schedule_step(global_step, args.continual.restarts_exploration)
-        task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
-        if schedule_step < args.learning_starts or task_warmup:
-            actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
-        else:
-            actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
-        # ---- step and store raw (s, a, r, s', terminated): a truncation, LEAST's early stops included, bootstraps --
-        step = env.step(actions)
-        next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
-        replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)  # n-step windows end at either
+        actions = uniform_or_explore(act_randomly, explore, obs, action_low, action_high)
+        # ---- step and store raw (s, a, r, s', terminated): a truncation, LEAST's early stops included, bootstraps ----------
+        step, next_obs, truncated = step_and_store(env, replay, obs, actions, plasticity, global_step)
         obs = next_obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
         # ---- learn: actor → temperature → critic → target, `updates_per_step` times, as in SimBa ---------------
-        if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
-            session.learning_started(global_step, num_updates)
+        if learn:
             batch = replay.sample(args.batch_size)
             for update_index in range(args.updates_per_step):
                 if update_index > 0 and not args.reuse_batch:

@@ -32,21 +32,21 @@ import torch.nn as nn
 
 import envs
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.critics import critic_losses, q_target
+from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import Evaluator
-from cleanrl_plus.exploration import ExplorationScales
+from cleanrl_plus.exploration import ExplorationScales, uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay
+from cleanrl_plus.replay import Batch, make_replay, step_and_store
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
+from plasticity.network import Layout
 from plasticity.architecture import torso_settings
 from plasticity.cir import CIRCritic
-from plasticity.diagnostics import ActivationProbe
 from plasticity.optimizers import make_optimizer
 from plasticity.resets import rebuild_injected_heads
 from plasticity.swd import make_sampler
@@ -116,8 +116,9 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.net(self.normalize(obs))) * self.action_scale + self.action_bias
 
-    def layers(self) -> list[nn.Linear]:
-        return [m for m in self.net if isinstance(m, nn.Linear)]
+    def layout(self) -> Layout:
+        layers = [m for m in self.net if isinstance(m, nn.Linear)]
+        return Layout(hidden=layers[:-1], heads=layers[-1:])
 
 
 class TwinCritic(nn.Module):
@@ -143,15 +144,8 @@ class TwinCritic(nn.Module):
             x = self.activation(layer.member(0, x))
         return self.layers[-1].member(0, x).squeeze(-1)
 
-    @property
-    def head(self) -> nn.Module:
-        return self.layers[-1]
-
-    def activation_probe(self) -> ActivationProbe:
-        return ActivationProbe(self.layers[:-1], self.layers[-1])
-
-    def unit_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
-        return list(zip(self.layers[:-1], self.layers[1:]))
+    def layout(self) -> Layout:
+        return Layout(hidden=self.layers[:-1], heads=(self.layers[-1],))
 
 
 def make_critic(obs_dim: int, action_dim: int, args: Args, normalize: nn.Module | None = None) -> nn.Module:
@@ -190,45 +184,38 @@ def main(args: Args) -> dict:
     run = start_run(args)
     device = run.device
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
-    if not isinstance(env.single_action_space, gym.spaces.Box):
-        raise UserError(f"TD3 needs continuous (Box) actions; {args.env_id} has {env.single_action_space} — use agents/ddqn.py or agents/ppo.py")
+    envs.check_actions(env, args.env_id, gym.spaces.Box, "TD3", "agents/ddqn.py or agents/ppo.py")
     evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual)
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
-
-    # raw observations are stored; actor and critics normalise them inside, with the statistics of the observations acted on
+    # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    inputs = normalizer if args.normalize_obs else None  # what the networks apply to s (None: s as it is)
+    inputs = normalizer if args.normalize_obs else None
     new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, inputs).to(device)  # noqa: E731
     new_critic = lambda: make_critic(obs_dim, action_dim, args, inputs).to(device)  # noqa: E731
     actor, critic = new_actor(), new_critic()
     actor_target, critic_target = target_copy(actor), target_copy(critic)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
-    actor_optimizer = make_optimizer(args.optim, actor.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
-    critic_optimizer = make_optimizer(args.optim, critic.parameters(), args.learning_rate, device, capturable=args.cudagraphs, **adamw)
-    replay = make_replay(args.buffer_size, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs,
-                         args.n_step, args.gamma)
+    actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
+    critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
+    replay = make_replay(args, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs)
     action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
-    noise_scales = ExplorationScales(env.num_envs, args.exploration_noise_min, args.exploration_noise_max, device) \
-        if args.exploration_noise_max > 0 else None
+    noise_scales = None  # --exploration-noise-max: FastTD3's σ per env
+    if args.exploration_noise_max > 0:
+        noise_scales = ExplorationScales(env.num_envs, args.exploration_noise_min, args.exploration_noise_max, device)
 
     def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(s, a) of the action taken, V̄(s') = min Q̄(s', μ̄(s'))
         return critic(obs, actions).min(dim=0).values, critic_target(next_obs, actor_target(next_obs)).min(dim=0).values
 
-    plasticity = Plasticity(
-        args,
-        Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target,
-                heads=(critic.head,), unit_pairs=critic.unit_pairs(), probe=critic.activation_probe()),
-        Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, actor_target,
-                hidden=actor.layers()[:-1], heads=actor.layers()[-1:]),
-        logger=run.logger, env=env, episode_values=episode_values)
+    critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
+    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, actor_target)
+    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
     def critic_objective(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None):
         with torch.no_grad():  # y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)  (C51: its projected distribution)
             next_actions = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, args.noise_clip)
-            target = q_target(critic_target, batch.next_obs, next_actions, batch.rewards, bootstrap_discount(batch, args.gamma),
-                              args.cir.convex_lambda)
+            target = q_target(critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda)
         qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
         return plasticity.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
 
@@ -245,54 +232,42 @@ def main(args: Args) -> dict:
 
     def update_critic(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None) -> dict[str, torch.Tensor]:
         loss, q_values, qf_losses = critic_objective(batch, smoothing_noise, reference)
-        critic_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        plasticity.step("critic")
-        return {"losses/qf1_values": q_values[0].mean(), "losses/qf2_values": q_values[1].mean(),
-                "losses/qf1_loss": qf_losses[0], "losses/qf2_loss": qf_losses[1], "losses/qf_loss": qf_losses.sum() / 2}
+        plasticity.minimise("critic", loss)
+        return critic_report(q_values, qf_losses)
 
     def update_actor(batch: Batch, reference: Batch | None) -> dict[str, torch.Tensor]:
         with frozen(critic):  # the gradient flows through Q₁ to the action, not into the critic's weights
             loss, actor_loss = actor_objective(batch, reference)
-        actor_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        plasticity.step("actor")
+        plasticity.minimise("actor", loss)
         polyak_update(actor_target, actor, args.tau)
         polyak_update(critic_target, critic, args.tau)
         return {"losses/actor_loss": actor_loss}
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(critic, critic_target, actor_target, critic_optimizer, normalizer))
-    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(actor, critic, actor_target, critic_target, actor_optimizer, normalizer))
-    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([] if noise_scales is None else [noise_scales])))
+    watched = (actor, critic, actor_target, critic_target, normalizer)
+    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(*watched, critic_optimizer))
+    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(*watched, actor_optimizer))
+    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([noise_scales] if noise_scales else [])))
 
-    session = TrainingSession(run, "td3", env, evaluator, plasticity=plasticity, actor=actor, critic=critic, actor_target=actor_target,
-                              critic_target=critic_target, actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer,
-                              replay=replay, **({"exploration_scales": noise_scales} if noise_scales is not None else {}))
+    session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay,
+                              **({"exploration_scales": noise_scales} if noise_scales else {}))
     obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
-        # ---- act: a ~ U(A) before learning starts (and, with --continual.reset-exploration, at each task's start) --
+        # ---- act: a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A) ------------------------------------
+        act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
         normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
-        schedule_step = session.schedule_step(global_step, args.continual.restarts_exploration)
-        task_warmup = session.in_task_warmup(global_step)  # continual: random steps at each task's start, if asked
-        if schedule_step < args.learning_starts or task_warmup:
-            actions = action_low + torch.rand((env.num_envs, action_dim), device=device) * (action_high - action_low)
-        else:
-            actions = explore(obs, torch.randn((env.num_envs, action_dim), device=device))
-        # ---- step and store (s, a, r, s', terminated): a truncation, LEAST's early stops included, still bootstraps --
-        step = env.step(actions)
-        next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
-        replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)  # n-step windows end at either
+        actions = uniform_or_explore(act_randomly, explore, obs, action_low, action_high)
+        # ---- step and store (s, a, r, s', terminated): a truncation, LEAST's early stops included, bootstraps ----------
+        step, next_obs, truncated = step_and_store(env, replay, obs, actions, plasticity, global_step)
         if noise_scales is not None:
             noise_scales.redraw(step.terminated | truncated)
         obs = next_obs
         previous_step, global_step = global_step, global_step + env.num_envs
 
-        # ---- learn: the critics every step, the actor and the targets every `policy_frequency` critic updates --------
-        if schedule_step + env.num_envs > args.learning_starts and not task_warmup:
-            session.learning_started(global_step, num_updates)
+        # ---- learn: sample a batch; the critics every update, the actor and targets every `policy_frequency` ----------
+        if learn:
             for gradient_step in range(args.gradient_steps):
                 if gradient_step == 0 or not args.reuse_batch:
                     batch = replay.sample(args.batch_size)

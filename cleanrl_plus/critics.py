@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from cleanrl_plus.distributional import CategoricalCritic, clipped_double, cross_entropy, expected_value, project
+from cleanrl_plus.replay import Batch, bootstrap_discount
 
 
 def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
@@ -27,16 +28,16 @@ def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
 
 def q_target(
     critic_target: nn.Module,
-    next_obs: torch.Tensor,
+    batch: Batch,
     next_actions: torch.Tensor,
-    rewards: torch.Tensor,
-    discount: torch.Tensor,
+    gamma: float,
     convex_lambda: float = 1.0,
     alpha: torch.Tensor | None = None,
     next_log_prob: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The target of every critic (module docstring): (B,) for scalar critics, (B, K) for C51; `alpha` and
-    `next_log_prob` give SAC's soft target. Call it under torch.no_grad()."""
+    """The target of every critic for a replay batch and the actions a' at its s' (module docstring): (B,) for scalar
+    critics, (B, K) for C51; `alpha` and `next_log_prob` give SAC's soft target. Call it under torch.no_grad()."""
+    next_obs, rewards, discount = batch.next_obs, batch.rewards, bootstrap_discount(batch, gamma)
     if isinstance(critic_target, CategoricalCritic):
         next_probs = clipped_double(critic_target.probabilities(next_obs, next_actions), critic_target.atoms, convex_lambda)
         shifted = rewards if alpha is None else rewards - discount * alpha * next_log_prob
@@ -55,3 +56,11 @@ def critic_losses(critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor, t
         return cross_entropy(logits, target.expand(logits.shape[0], -1, -1)).mean(dim=1), expected_value(logits, critic.atoms)
     q_values = critic(obs, actions)
     return F.mse_loss(q_values, target.expand(q_values.shape[0], -1), reduction="none").mean(dim=1), q_values
+
+
+def critic_report(q_values: torch.Tensor, qf_losses: torch.Tensor) -> dict[str, torch.Tensor]:
+    """CleanRL's critic tags: losses/qf{i}_values and losses/qf{i}_loss of each critic, losses/qf_loss their mean."""
+    report = {"losses/qf_loss": qf_losses.mean()}
+    for i in range(len(qf_losses)):
+        report |= {f"losses/qf{i + 1}_values": q_values[i].mean(), f"losses/qf{i + 1}_loss": qf_losses[i]}
+    return report

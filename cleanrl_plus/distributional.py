@@ -101,13 +101,6 @@ class CategoricalCritic(nn.Module):
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return expected_value(self.base.q1(obs, action), self.atoms)
 
-    # what resets and diagnostics read: the base critic's layers (its head outputs the logits)
-    @property
-    def head(self) -> nn.Module:
-        return self.base.head
-
-    def activation_probe(self):
-        return self.base.activation_probe()
-
-    def unit_pairs(self) -> list:
-        return self.base.unit_pairs()
+    def layout(self):
+        """What resets and diagnostics read: the base critic's layers (its head outputs the logits)."""
+        return self.base.layout()

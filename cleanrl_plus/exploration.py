@@ -3,8 +3,20 @@ FastTD3's per-env Gaussian exploration scales (TD3 with --exploration-noise-max)
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn as nn
+
+
+def uniform_or_explore(act_randomly: bool, explore: Callable, obs: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """The actions of an off-policy actor-critic in a Box [low, high]: drawn uniformly while it acts at random (before
+    learning starts), else `explore(obs, noise)` with noise ~ N(0, I) of shape (envs, |A|), drawn here, outside any
+    compiled or captured step."""
+    shape = (obs.shape[0], low.shape[-1])
+    if act_randomly:
+        return low + torch.rand(shape, device=low.device) * (high - low)
+    return explore(obs, torch.randn(shape, device=low.device))
 
 
 def exploration_draws(batch: int, num_actions: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -230,9 +230,23 @@ class NStepReplay(ReplayBuffer):
         return Batch(obs, self.actions[index], returns, next_obs, self.terminated[last], self.insertion_step[index], self.powers[steps])
 
 
-def make_replay(capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device, sampler,
-                num_envs: int, n_step: int, gamma: float) -> ReplayBuffer:
-    """The replay of an off-policy agent: one-step transitions, or n-step returns computed when sampled (--n-step)."""
-    if n_step > 1:
-        return NStepReplay(capacity, obs_shape, action_shape, device, sampler=sampler, num_envs=num_envs, n_step=n_step, gamma=gamma)
-    return ReplayBuffer(capacity, obs_shape, action_shape, device, sampler=sampler)
+def make_replay(args: Any, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device, sampler,
+                num_envs: int) -> ReplayBuffer:
+    """The replay of an off-policy agent (--buffer-size): one-step transitions, or n-step returns computed when sampled
+    (--n-step, with --gamma)."""
+    if args.n_step > 1:
+        return NStepReplay(args.buffer_size, obs_shape, action_shape, device, sampler=sampler, num_envs=num_envs, n_step=args.n_step,
+                           gamma=args.gamma)
+    return ReplayBuffer(args.buffer_size, obs_shape, action_shape, device, sampler=sampler)
+
+
+def step_and_store(env: Any, replay: ReplayBuffer, obs: torch.Tensor, actions: torch.Tensor, plasticity: Any,
+                   global_step: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """Step the envs and store (s, a, r, s', terminated, truncated) for an off-policy agent: s' is the true next
+    observation (the final one where an episode ended), and only termination cuts the bootstrap; a time limit or one
+    of LEAST's early stops (`plasticity.after_env_step`) is a truncation, which still bootstraps from s' and ends
+    n-step windows. Returns (the step, the observations to act on next, truncated)."""
+    step = env.step(actions)
+    next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
+    replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)
+    return step, next_obs, truncated

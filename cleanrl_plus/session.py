@@ -100,9 +100,22 @@ class TrainingSession:
             (self.run.dir / "schedule.json").write_text(json.dumps(schedule, indent=2))
             self.run.logger.writer.add_text("continual/schedule", "\n".join(f"    {entry}" for entry in schedule), step)
 
-    def schedule_step(self, global_step: int, restart_per_task: bool) -> int:
-        """The step count exploration schedules run on: steps since the task began when they restart per task."""
-        return global_step - self.task_start_step if restart_per_task and self.task is not None else global_step
+    def schedule_step(self, global_step: int) -> int:
+        """The step count exploration schedules run on: steps since the task began when they restart per task
+        (--continual.reset-exploration, the oracle)."""
+        restart_per_task = self.args.continual.restarts_exploration and self.task is not None
+        return global_step - self.task_start_step if restart_per_task else global_step
+
+    def off_policy_phase(self, global_step: int, num_updates: int, learning_starts: int) -> tuple[bool, bool]:
+        """(act uniformly at random, learn after this step) for an off-policy agent at `global_step`: the first
+        `learning_starts` steps act at random (from each task's start with --continual.reset-exploration), as do the
+        --continual.random-steps-per-task of each task, which learn nothing; learning starts with the step that
+        reaches `learning_starts`. Starts the learning clock."""
+        schedule_step, task_warmup = self.schedule_step(global_step), self.in_task_warmup(global_step)
+        learn = schedule_step + self.env.num_envs > learning_starts and not task_warmup
+        if learn:
+            self.learning_started(global_step + self.env.num_envs, num_updates)
+        return schedule_step < learning_starts or task_warmup, learn
 
     def in_task_warmup(self, global_step: int) -> bool:
         """Continual ids with --continual.random-steps-per-task N: the first N steps of every task act at random and

@@ -123,3 +123,11 @@ def make(
 
 
 __all__ = ["make", "validate_env_id", "BACKENDS", "EpisodeStats", "StepResult", "TorchVecEnv"]
+
+
+def check_actions(env: TorchVecEnv, env_id: str, space: type, agent: str, instead: str) -> None:
+    """One-line UserError when `env`'s actions are not of the `space` type (gymnasium.spaces.Box or Discrete) `agent`
+    needs; `instead` names the agents that take them."""
+    if not isinstance(env.single_action_space, space):
+        kind = "continuous (Box)" if space.__name__ == "Box" else "discrete"
+        raise UserError(f"{agent} needs {kind} actions; {env_id} has {env.single_action_space} — use {instead}")

@@ -26,6 +26,8 @@ import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLinear
 from cleanrl_plus.simba import EnsembleLayerNorm
+from plasticity.diagnostics import ActivationProbe
+from plasticity.network import Layout
 
 TORCH_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, as CIR's PyTorch code
 
@@ -93,15 +95,12 @@ class CIRCritic(nn.Module):
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self(obs, action)[0]
 
-    def activation_probe(self):
-        return cir_activation_probe(self.encoder, self.head)
-
-    def unit_pairs(self) -> list:
-        return []  # ReDo cannot keep the output unchanged through LayerNorms and skips
+    def layout(self) -> Layout:
+        return cir_layout(self.encoder, self.head)
 
 
-def cir_activation_probe(encoder: CIREncoder, head: nn.Module):
-    """Diagnostics read the five ELU outputs of a CIR torso as its hidden units."""
-    from plasticity.diagnostics import ActivationProbe
-
-    return ActivationProbe(encoder.activations, head, activation=lambda h: h)
+def cir_layout(encoder: CIREncoder, head: nn.Module) -> Layout:
+    """Diagnostics read the five ELU outputs of a CIR torso as its hidden units; ReDo and CBP have no units to recycle
+    (they cannot keep the output unchanged through LayerNorms and skips)."""
+    return Layout(hidden=list(encoder.activations), heads=(head,), unit_pairs=[],
+                  probe=ActivationProbe(encoder.activations, head, activation=lambda h: h))

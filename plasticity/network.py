@@ -8,12 +8,22 @@ probe and the forward on a batch. `plasticity.wiring.Plasticity` takes an agent'
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 import torch.nn as nn
 
 from plasticity.diagnostics import ActivationProbe
+
+
+class Layout(NamedTuple):
+    """What a network module tells the plasticity code about its layers (its `layout()` method); the fields as in
+    `Network`, which takes them from the module unless given."""
+
+    hidden: Sequence[nn.Module]
+    heads: tuple[nn.Module, ...]
+    unit_pairs: list[tuple[nn.Module, nn.Module]] | None = None
+    probe: ActivationProbe | None = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -31,7 +41,7 @@ class Network:
     target: nn.Module | None = None
     """its target network, kept in step by resets"""
     hidden: Sequence[nn.Module] = ()
-    """the layers whose outputs go through the hidden nonlinearity, input to output"""
+    """the layers whose outputs go through the hidden nonlinearity, input to output (default: the module's `layout()`)"""
     heads: tuple[nn.Module, ...] = ()
     """its output layers: Parseval leaves them out, injection replaces a single one, layer resets count them as one"""
     unit_pairs: list[tuple[nn.Module, nn.Module]] | None = None
@@ -50,6 +60,11 @@ class Network:
     resets act on each part unless the parts share parameters (one torso), and then on the whole"""
 
     def __post_init__(self) -> None:
+        if not self.heads and hasattr(self.module, "layout"):
+            layout = self.module.layout()
+            self.hidden, self.heads = layout.hidden, layout.heads
+            self.unit_pairs = layout.unit_pairs if self.unit_pairs is None else self.unit_pairs
+            self.probe = layout.probe if self.probe is None else self.probe
         if self.unit_pairs is None:
             readers = list(self.hidden[1:]) + list(self.heads[:1] if len(self.heads) == 1 else ())
             self.unit_pairs = list(zip(self.hidden, readers))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -219,17 +219,16 @@ class TRAC:
         self.steps.copy_(torch.as_tensor(state["steps"]))  # a host int in checkpoints from before --cudagraphs
 
 
-def make_optimizer(args: OptimArgs, parameters, lr: float, device: torch.device, capturable: bool = False,
-                   **adam_kwargs) -> torch.optim.Optimizer:
-    """The agent's base optimiser: `adam` (above) with the agent's settings (`capturable` for --cudagraphs), or
-    PSGD-Kron with the same lr and weight decay (Adam's betas/eps do not carry over; the remedy catalogue refuses it
-    with --compile/--cudagraphs). TRAC wraps it later, in the remedy hooks."""
-    if args.name == "adam":
-        return adam(parameters, lr, device, capturable=capturable, **adam_kwargs)
+def make_optimizer(args: Any, parameters, device: torch.device, **adam_kwargs) -> torch.optim.Optimizer:
+    """The agent's base optimiser from its flags (--optim.name, --learning-rate, --cudagraphs): `adam` (above), capturable
+    for --cudagraphs, with the agent's other settings, or PSGD-Kron with the same lr and weight decay (Adam's betas/eps
+    do not carry over; the remedy catalogue refuses it with --compile/--cudagraphs). TRAC wraps it later, in the hooks."""
+    if args.optim.name == "adam":
+        return adam(parameters, args.learning_rate, device, capturable=args.cudagraphs, **adam_kwargs)
     import heavyball  # optional dependency path: only Kron runs need it
 
     heavyball.utils.compile_mode = None  # module docstring: inductor fails on CPU here
-    return heavyball.PSGDKron(parameters, lr=lr, weight_decay=adam_kwargs.get("weight_decay", 0.0))
+    return heavyball.PSGDKron(parameters, lr=args.learning_rate, weight_decay=adam_kwargs.get("weight_decay", 0.0))
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, learning_rate: torch.Tensor, value: float) -> None:

@@ -2,14 +2,14 @@
 
     plasticity = Plasticity(args, critic, actor, logger=run.logger)       # each a plasticity.network.Network
     loss = plasticity.loss("critic", td_loss, reference)                  # + L2, L2-init, Parseval, C-CHAIN
-    optimizer.zero_grad(); loss.backward(); plasticity.step("critic")     # TRAC or the step, NaP, clipping
+    plasticity.minimise("critic", loss)     # zero_grad, backward, (clip the gradient norm), TRAC or the step, NaP, clipping
     plasticity.after_update(num_updates, replay, global_step)             # diagnostics, then resets
     next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)   # LEAST's early stops
     plasticity.on_task_switch(args.continual, replay, normalizers)        # what a continual switch resets
 
 Adding a remedy touches plasticity/ and its catalogue entry, not the agents. Its state (resets, diagnostics, loss
 and step remedies, LEAST) is one entry of the agent's checkpoint; the resets load first, so that an injected head
-exists again before the networks' weights arrive — register it with the session before the networks.
+exists again before the networks' weights arrive: `checkpointed()` lists it first, then the networks.
 """
 
 from __future__ import annotations
@@ -52,6 +52,17 @@ class Plasticity:
         """The named network's optimiser step (through TRAC when on), then NaP's projection and weight clipping."""
         self.hooks.step(name)
 
+    def minimise(self, name: str, loss: torch.Tensor, max_grad_norm: float = 0.0) -> None:
+        """One gradient step of the named network on `loss` (its `loss(...)`): zero the gradients, backpropagate, clip
+        the gradient norm of the parameters its optimiser trains to `max_grad_norm` (0: no clipping; an injected
+        network's frozen old head keeps its last gradient out of the norm), and `step`."""
+        optimizer = self.hooks.networks[name].net.optimizer
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if max_grad_norm > 0:
+            nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], max_grad_norm)
+        self.step(name)
+
     def reference_batch(self, source: Any, batch_size: int) -> Any:
         """C-CHAIN's reference batch, drawn from the replay (or rollout) apart from the training batch; None when off."""
         return source.sample(batch_size) if self.args.cchain.enabled else None
@@ -91,6 +102,17 @@ class Plasticity:
         if settings.oracle or settings.reset_obs_norm:
             for normalizer in normalizers:
                 normalizer.reset()
+
+    def checkpointed(self) -> dict[str, Any]:
+        """What a checkpoint holds of the networks, for the agent's TrainingSession, in loading order: this object first
+        (an injected head must exist again before the weights arrive), then each network, its target and optimiser
+        ('critic', 'critic_target', 'critic_optimizer', …)."""
+        state: dict[str, Any] = {"plasticity": self}
+        for net in self.networks:
+            state |= {net.name: net.module, f"{net.name}_optimizer": net.optimizer}
+            if net.target is not None:
+                state[f"{net.name}_target"] = net.target
+        return state
 
     def state_dict(self) -> dict:
         state = {"resets": self.resetter.state_dict(), "remedies": self.hooks.state_dict()}

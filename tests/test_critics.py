@@ -3,8 +3,9 @@
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.critics import critic_losses, q_target
+from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
+from cleanrl_plus.replay import Batch
 
 
 class Fixed(nn.Module):
@@ -24,20 +25,27 @@ def _categorical(probs: torch.Tensor, atoms: torch.Tensor) -> CategoricalCritic:
     return critic
 
 
-NEXT = (torch.zeros(2, 1), torch.zeros(2, 1))  # s', a': the fixed critics ignore them
+def _batch(rewards: list[float], terminated: list[float]) -> Batch:
+    """A replay batch: only r and terminated matter (the fixed critics ignore s and a)."""
+    n = len(rewards)
+    return Batch(torch.zeros(n, 1), torch.zeros(n, 1), torch.tensor(rewards), torch.zeros(n, 1), torch.tensor(terminated), torch.arange(n))
+
+
+ANY_ACTIONS = torch.zeros(2, 1)
 
 
 def test_soft_target_by_hand_for_twin_and_single_critics():
-    rewards, discount = torch.tensor([1.0, 0.0]), torch.tensor([0.9, 0.0])  # the second transition is terminal
+    batch = _batch([1.0, 0.0], [0.0, 1.0])  # the second transition is terminal
     next_log_prob, alpha = torch.tensor([-1.0, 2.0]), torch.tensor(0.5)
-    twin = q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), *NEXT, rewards, discount, alpha=alpha, next_log_prob=next_log_prob)
+    twin = q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, alpha=alpha, next_log_prob=next_log_prob)
     # min(1, 2) = 1 → 1 + 0.9·(1 − 0.5·(−1)) = 2.35; second is terminal → 0
     torch.testing.assert_close(twin, torch.tensor([2.35, 0.0]))
-    single = q_target(Fixed(torch.tensor([[2.0, 3.0]])), *NEXT, rewards, torch.tensor([0.9, 0.9]), alpha=alpha, next_log_prob=next_log_prob)
+    single = q_target(Fixed(torch.tensor([[2.0, 3.0]])), _batch([1.0, 0.0], [0.0, 0.0]), ANY_ACTIONS, 0.9, alpha=alpha,
+                      next_log_prob=next_log_prob)
     # 1 + 0.9·(2 + 0.5) = 3.25;  0 + 0.9·(3 − 1) = 1.8
     torch.testing.assert_close(single, torch.tensor([3.25, 1.8]))
     # TD3's: no entropy term; CIR's convex target λ·min + (1 − λ)·max
-    torch.testing.assert_close(q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), *NEXT, rewards, discount, convex_lambda=0.25),
+    torch.testing.assert_close(q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, convex_lambda=0.25),
                                torch.tensor([1.0 + 0.9 * (0.25 * 1 + 0.75 * 2), 0.0]))
 
 
@@ -46,27 +54,34 @@ def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand(
     atoms = torch.tensor([-1.0, 0.0, 1.0, 2.0])
     on_zero, on_two = torch.tensor([0.0, 1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, 1.0])  # means 0 and 2
     twin = torch.stack([torch.stack([on_two, on_zero]), torch.stack([on_zero, on_two])])  # the smaller: on_zero, both rows
-    target = q_target(_categorical(twin, atoms), *NEXT, torch.tensor([0.5, 0.5]), torch.tensor([0.5, 0.0]), alpha=torch.tensor(0.5),
-                      next_log_prob=torch.tensor([-1.0, -1.0]))
+    batch = _batch([0.5, 0.5], [0.0, 1.0])
+    target = q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5, alpha=torch.tensor(0.5), next_log_prob=torch.tensor([-1.0, -1.0]))
     # row 0: 0.5 + 0.5·(0 + 0.5) = 0.75 → ¼ on z = 0, ¾ on z = 1; row 1 terminal: 0.5 → ½ and ½
     torch.testing.assert_close(target, torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
-    one = q_target(_categorical(on_two[None, None], atoms), *NEXT[:1], NEXT[1][:1], torch.tensor([0.0]), torch.tensor([0.5]),
-                   alpha=torch.tensor(0.5), next_log_prob=torch.tensor([2.0]))
+    one = q_target(_categorical(on_two[None, None], atoms), _batch([0.0], [0.0]), ANY_ACTIONS[:1], 0.5, alpha=torch.tensor(0.5),
+                   next_log_prob=torch.tensor([2.0]))
     # 0 + 0.5·(2 − 0.5·2) = 0.5 from the only critic
     torch.testing.assert_close(one, torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
     # TD3's C51 target: no shift by an entropy term
-    torch.testing.assert_close(q_target(_categorical(twin, atoms), *NEXT, torch.tensor([0.5, 0.5]), torch.tensor([0.5, 0.0])),
+    torch.testing.assert_close(q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5),
                                torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 0.5, 0.5, 0.0]]))
 
 
 def test_critic_losses_are_each_critics_mean_squared_error_or_cross_entropy():
     q = torch.tensor([[1.0, 2.0], [0.0, 4.0]], requires_grad=True)
-    losses, values = critic_losses(Fixed(q), *NEXT, torch.tensor([1.0, 1.0]))
+    losses, values = critic_losses(Fixed(q), torch.zeros(2, 1), ANY_ACTIONS, torch.tensor([1.0, 1.0]))
     torch.testing.assert_close(losses, torch.tensor([(0 + 1) / 2, (1 + 9) / 2]))
     assert values is q
     atoms = torch.tensor([0.0, 1.0])
     probs = torch.tensor([[[0.5, 0.5]], [[0.25, 0.75]]])
-    losses, values = critic_losses(_categorical(probs, atoms), *NEXT[:1], NEXT[1][:1], torch.tensor([[1.0, 0.0]]))
+    losses, values = critic_losses(_categorical(probs, atoms), torch.zeros(1, 1), ANY_ACTIONS[:1], torch.tensor([[1.0, 0.0]]))
     torch.testing.assert_close(losses, -torch.tensor([0.5, 0.25]).log())  # −log p(z = 0) of each critic
     torch.testing.assert_close(values, torch.tensor([[0.5], [0.75]]))
 
+
+
+def test_critic_report_has_cleanrls_tags_for_one_and_two_critics():
+    twin = critic_report(torch.tensor([[1.0, 3.0], [5.0, 7.0]]), torch.tensor([0.5, 1.5]))
+    assert {k: float(v) for k, v in twin.items()} == {"losses/qf_loss": 1.0, "losses/qf1_values": 2.0, "losses/qf1_loss": 0.5,
+                                                       "losses/qf2_values": 6.0, "losses/qf2_loss": 1.5}
+    assert set(critic_report(torch.ones(1, 2), torch.ones(1))) == {"losses/qf_loss", "losses/qf1_values", "losses/qf1_loss"}

@@ -69,7 +69,7 @@ def test_rejects_continuous_actions(runs_dir):
 
 def _networks(run_dir: str) -> dict:
     state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
-    return {k: state[k] for k in ("q_network", "q_target", "obs", "replay")}
+    return {k: state[k] for k in ("critic", "critic_target", "obs", "replay")}
 
 
 def test_resume_continues_bit_identically(runs_dir, monkeypatch):
@@ -92,7 +92,7 @@ def test_resume_continues_bit_identically(runs_dir, monkeypatch):
     assert resumed["global_step"] == 800 and resumed["num_updates"] == straight["num_updates"] > 0
     a, b = _networks(straight["run_dir"]), _networks(resumed["run_dir"])
     assert torch.equal(a["obs"], b["obs"]) and torch.equal(a["replay"]["actions"], b["replay"]["actions"])
-    for name in ("q_network", "q_target"):
+    for name in ("critic", "critic_target"):
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
 
@@ -110,8 +110,8 @@ def test_stores_terminations_only_and_hard_target_copies(runs_dir):
     assert bool(((final[:, 0].abs() > 2.4) | (final[:, 2].abs() > 0.2094)).all())
     continuing = (~terminal[:-1]).nonzero().squeeze(1)
     assert torch.equal(replay["next_obs"][continuing], replay["obs"][continuing + 1])
-    for key in state["q_network"]:  # the hard copy at step 300 makes the target equal to the online network
-        assert torch.equal(state["q_network"][key], state["q_target"][key])
+    for key in state["critic"]:  # the hard copy at step 300 makes the target equal to the online network
+        assert torch.equal(state["critic"][key], state["critic_target"][key])
 
 
 @pytest.mark.parametrize("env_id", ["MinAtar/Breakout-v1", "ALE/Breakout-v5"])

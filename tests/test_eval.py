@@ -45,7 +45,7 @@ def test_eval_rebuilds_an_injected_head(agent, tmp_path):
     """Plasticity injection changed the policy's structure during the run: eval builds it again from the checkpoint."""
     run_dir, summary = train(agent, tmp_path, RUNS[agent] + ["--reset.method", "inject", "--reset.every", "50"])
     assert any(".fresh." in key for key in torch.load(Path(run_dir) / "checkpoint.pt", weights_only=False)[
-        {"td3": "actor", "ddqn": "q_network", "ppo": "agent"}[agent]])
+        {"td3": "actor", "ddqn": "critic", "ppo": "agent"}[agent]])
     result = evaluate_run(EvalArgs(run_dir, episodes=3))
     assert result["returns"] == pytest.approx(summary["eval"]["returns"], rel=1e-5, abs=1e-4)
 

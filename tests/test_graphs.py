@@ -285,7 +285,7 @@ SAC_STATE = ("actor", "critic", "critic_target", "temperature")  # the observati
 # SAC's many-env flags (docs/agents/sac_simba.md): C51 twin critics, 3-step returns over two envs (normalisation is on)
 SAC_SCALE = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), clipped_double_q="on")
 DDQN_TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
-DDQN_STATE = ("q_network", "q_target")
+DDQN_STATE = ("critic", "critic_target")
 # CartPole's recipe (gradient norm clipped at 10) with a learning phase every 2 steps and a target copy every 50
 CARTPOLE = dict(env_id="CartPole-v1", total_timesteps=500, learning_starts=200, train_frequency=2, gradient_steps=2,
                 target_network_frequency=50)
@@ -366,7 +366,7 @@ def test_compiled_ddqn_equals_eager_ddqn(recipe, flags, runs_dir, monkeypatch):
     eager = ddqn.main(_ddqn_args(recipe, exp_name="eager", runs_dir=runs_dir, **flags))
     compiled = ddqn.main(_ddqn_args(recipe, exp_name="compiled", compile=True, runs_dir=runs_dir, **flags))
     assert compiled["num_updates"] == (300 if recipe is CARTPOLE else 30)
-    _assert_states_close(_checkpoint(eager, DDQN_STATE, ("optimizer",)), _checkpoint(compiled, DDQN_STATE, ("optimizer",)))
+    _assert_states_close(_checkpoint(eager, DDQN_STATE, ("critic_optimizer",)), _checkpoint(compiled, DDQN_STATE, ("critic_optimizer",)))
 
 
 # ---- SAC+SimBa and Double DQN under --cudagraphs, the capture simulated on CPU ---------------------------------------
@@ -434,7 +434,7 @@ def test_each_step_is_captured_once_and_replayed_with_every_input_copied_in(agen
 PPO_TINY = dict(num_envs=2, num_steps=64, num_minibatches=4, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=1, eval_every=0,
                 progress=False, anneal_clip=True, threads=1)  # one thread: two OpenMP threads crawl on a shared box
 ON_POLICY = {"ppo-discrete": (ppo, "CartPole-v1"), "ppo-continuous": (ppo, "Pendulum-v1"), "gtr": (gtr, "Pendulum-v1")}
-PPO_STATE = ("agent", "optimizer", "obs_normalizer", "reward_scaler", "trust_region", "plasticity", "obs")
+PPO_STATE = ("agent", "agent_optimizer", "obs_normalizer", "reward_scaler", "trust_region", "plasticity", "obs")
 
 
 def _run_on_policy(name: str, **flags) -> dict:

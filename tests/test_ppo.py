@@ -184,7 +184,7 @@ def test_gtr_resume_continues_bit_identically(runs_dir):
     resumed = gtr.main(gtr.Args(total_timesteps=384, exp_name="split", resume=half["run_dir"], **common))
     assert resumed["global_step"] == 384
     a, b = _final_state(straight["run_dir"]), _final_state(resumed["run_dir"])
-    for name in ("agent", "obs_normalizer", "reward_scaler", "optimizer"):
+    for name in ("agent", "obs_normalizer", "reward_scaler", "agent_optimizer"):
         assert_states_equal(a[name], b[name], name)
     assert len(a["trust_region"]["snapshots"]) == 3
     assert_states_equal(a["trust_region"], b["trust_region"], "trust_region")
@@ -270,7 +270,7 @@ def test_ppo_after_plasticity_injection_clips_the_trained_gradients_and_anneals_
     assert all(p.requires_grad for parameters in clipped[10:] for p in parameters)
     state = load_checkpoint(next(Path(runs_dir).rglob("checkpoint.pt")))
     final_lr = args.learning_rate * (1 - 2 / 3)  # the 3rd of 3 iterations
-    groups = state["optimizer"]["param_groups"]
+    groups = state["agent_optimizer"]["param_groups"]
     assert len(groups) == 3 and all(float(group["lr"]) == pytest.approx(final_lr, rel=1e-12) for group in groups)
 
 

@@ -124,7 +124,7 @@ def test_a_breakout_run_resumed_after_one_rollout_ends_exactly_as_the_straight_r
     assert (resumed["global_step"], resumed["num_updates"]) == (192, 12)
     a, b = (load_checkpoint(Path(run["run_dir"]) / "checkpoint.pt") for run in (straight, resumed))
     assert b["obs"].dtype == torch.uint8 and b["obs"].shape == (2, 4, 84, 84)
-    for name in ("agent", "optimizer", "obs", "global_step", "num_updates") + (("trust_region",) if module is gtr else ()):
+    for name in ("agent", "agent_optimizer", "obs", "global_step", "num_updates") + (("trust_region",) if module is gtr else ()):
         assert_states_equal(a[name], b[name], name)
 
 

@@ -190,10 +190,17 @@ def test_trac_scale_follows_its_update_rule_on_a_constructed_sequence():
 
 
 # ---- Kron -------------------------------------------------------------------------------------------------------
+
+def _flags(optim: OptimArgs, learning_rate: float):
+    """The agent flags make_optimizer reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(optim=optim, learning_rate=learning_rate, cudagraphs=False)
+
 def test_kron_optimiser_learns_a_regression_and_round_trips_its_state():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
-    optimizer = make_optimizer(OptimArgs(name="kron"), net.parameters(), 1e-2, CPU)
+    optimizer = make_optimizer(_flags(OptimArgs(name="kron"), 1e-2), net.parameters(), CPU)
     x = torch.randn(128, 4)
     y = x @ torch.tensor([[1.0], [-2.0], [0.5], [0.0]])
     losses = []
@@ -204,7 +211,7 @@ def test_kron_optimiser_learns_a_regression_and_round_trips_its_state():
         optimizer.step()
         losses.append(float(loss.detach()))
     assert losses[-1] < 0.1 * losses[0]
-    copy_ = make_optimizer(OptimArgs(name="kron"), net.parameters(), 3e-3, CPU)
+    copy_ = make_optimizer(_flags(OptimArgs(name="kron"), 3e-3), net.parameters(), CPU)
     copy_.load_state_dict(optimizer.state_dict())
 
 

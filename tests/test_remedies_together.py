@@ -72,7 +72,7 @@ def _ppo(agent: str):
 
 AGENTS = {"td3": (_td3, "fourier"), "sac_simba": (_sac, "crelu"), "ddqn": (_ddqn, "crelu"), "ppo": (_ppo("ppo"), "fourier"),
           "gtr": (_ppo("gtr"), "crelu")}
-NETWORKS = {"td3": ("actor", "critic"), "sac_simba": ("actor", "critic"), "ddqn": ("q_network",), "ppo": ("agent",), "gtr": ("agent",)}
+NETWORKS = {"td3": ("actor", "critic"), "sac_simba": ("actor", "critic"), "ddqn": ("critic",), "ppo": ("agent",), "gtr": ("agent",)}
 
 
 def _final_scalars(run_dir: str) -> dict[str, float]:
