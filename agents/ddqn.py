@@ -39,7 +39,7 @@ import envs
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import MinAtarCNN, MLPTorso, NatureCNN
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluator import Evaluator
+from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
@@ -193,9 +193,8 @@ def main(args: Args) -> dict:
     catalogue.check("ddqn", args)
     run = start_run(args)
     device = run.device
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend, continual=args.continual)
+    env, evaluator = make_envs(args, device)
     envs.check_actions(env, args.env_id, gym.spaces.Discrete, "Double DQN", "agents/td3.py or agents/sac_simba.py")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend, continual=args.continual)
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
 
     def new_q_network() -> QNetwork:

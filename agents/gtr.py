@@ -39,6 +39,7 @@ import math
 from typing import Literal
 
 import torch
+from torch import Tensor
 
 from agents import ppo
 from cleanrl_plus.errors import UserError
@@ -94,7 +95,8 @@ class MixtureAnchor:
     def push(self, policy: ppo.Policy) -> None:
         if len(self.members) < self.size:
             self.members.append(copy.deepcopy(self.template))
-        for newer, older in zip(self.members[-2::-1], self.members[:0:-1]):  # oldest first: each takes the next newer one's weights
+        # oldest first: each copy takes the weights of the next newer one
+        for newer, older in zip(self.members[-2::-1], self.members[:0:-1]):
             older.load_state_dict(newer.state_dict())
         self.members[0].load_state_dict(policy.state_dict())
 
@@ -128,8 +130,7 @@ class GaussianTrustRegion:
         storage.extra[..., 0] = self.anchor.log_prob(rollout.obs, rollout.actions).reshape(storage.logprobs.shape)  # in place
         self.parameters_before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
 
-    def policy_loss(self, ppo_loss: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
-                    new_logprobs: torch.Tensor, minibatch: Minibatch) -> torch.Tensor:
+    def policy_loss(self, ppo_loss: Tensor, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch) -> Tensor:
         surrogate = ppo_loss if self.args.mode == "add" else -(ratio * advantages).mean()
         delta = new_logprobs - minibatch.extra[:, 0]
         return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean()
@@ -161,9 +162,6 @@ def main(args: Args) -> dict:
     gtr = args.gtr
     if gtr.sigma <= 0 or gtr.anchor_size < 1 or not 0 < gtr.anchor_decay <= 1:
         raise UserError("GTR needs --gtr.sigma > 0, --gtr.anchor-size ≥ 1 and --gtr.anchor-decay in (0, 1]")
-    if args.reset.method == "inject":
-        raise UserError("plasticity injection changes the policy's structure, which GTR's anchor snapshots cannot follow — "
-                        "use another --reset.method")
     # ppo.main builds the policy, so it builds the trust region too, from this factory.
     return ppo.main(args, make_trust_region=lambda policy: GaussianTrustRegion(args.gtr, policy), agent_name="gtr")
 

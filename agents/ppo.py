@@ -42,7 +42,7 @@ import envs
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import orthogonal_nature_cnn
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluator import Evaluator
+from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import epsilon_greedy
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, layer_init, units_for
@@ -130,10 +130,10 @@ class Args(RemedyArgs, RunArgs):
 # CleanRL's ppo_atari.py (= ppo_atari_envpool.py: the same numbers); γ, λ, c_V = 0.5, value clipping, grad-norm 0.5,
 # Adam ε 1e-5, lr annealing and advantage normalisation are the field defaults above. Evaluation and checkpoint
 # cadences are DDQN's Atari ones; eval ε 0.05 as DDQN's (CleanRL evaluates by sampling).
-ATARI_DEFAULTS: dict[str, Any] = dict(
-    total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4, num_minibatches=4, update_epochs=4,
-    clip_coef=0.1, ent_coef=0.01, normalize_obs=False, normalize_reward=False, hidden_sizes=(),
-    eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000,
+ATARI_DEFAULTS: dict[str, Any] = (
+    dict(total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4, num_minibatches=4, update_epochs=4)
+    | dict(clip_coef=0.1, ent_coef=0.01, normalize_obs=False, normalize_reward=False, hidden_sizes=())
+    | dict(eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000)
 )
 
 
@@ -160,8 +160,7 @@ class Policy(nn.Module):
     """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box.
     `net` maps observations to those outputs: an MLP on `in_features` inputs, or `torso` then that MLP (the head)."""
 
-    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none",
-                 torso: nn.Module | None = None) -> None:
+    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None):
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)  # action dimensions or actions
@@ -220,8 +219,7 @@ class ActorCritic(nn.Module):
     """Policy and value network: separate MLPs on `in_features` inputs, or, given a `torso`, two heads (MLPs of `hidden`;
     () = one linear layer) on the features of that one torso, whose gradient then sums both losses' (CleanRL's ppo_atari)."""
 
-    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none",
-                 torso: nn.Module | None = None) -> None:
+    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None):
         super().__init__()
         self.shares_torso = torso is not None
         self.policy = Policy(in_features, action_space, hidden, activation, norm, torso)
@@ -273,6 +271,23 @@ def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float 
     return 0.5 * torch.max(unclipped, (clipped - minibatch.returns).square()).mean()
 
 
+def ppo_report(pg_loss: torch.Tensor, v_loss: torch.Tensor, entropy: torch.Tensor, ratio: torch.Tensor, logratio: torch.Tensor,
+               clip_coef: torch.Tensor) -> dict[str, torch.Tensor]:
+    """CleanRL's PPO tags of a minibatch: the losses, the k3 estimate of KL(π_old ‖ π_θ) and the clipped fraction."""
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - logratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+    return {"losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy.detach(),
+            "losses/approx_kl": approx_kl, "losses/clipfrac": clip_fraction}
+
+
+def check_spaces(env, env_id: str, agent_name: str, frames: bool) -> None:
+    space, obs_shape = env.single_action_space, env.single_observation_space.shape
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or not (frames or len(obs_shape) == 1):
+        raise UserError(f"{agent_name} supports vector observations or Atari frames with Discrete or Box actions; "
+                        f"{env_id} has {env.single_observation_space} → {space}")
+
+
 class TrustRegion(Protocol):
     """What GTR plugs into PPO's loop (agents/gtr.py)."""
 
@@ -297,13 +312,9 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     check_rollout_flags(args, agent_name, frames)
     run = start_run(args)
     device = run.device
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend, continual=args.continual)
+    env, evaluator = make_envs(args, device)
+    check_spaces(env, args.env_id, agent_name, frames)
     space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
-    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or not (frames or len(obs_shape) == 1):
-        raise UserError(f"{agent_name} supports vector observations or Atari frames with Discrete or Box actions; "
-                        f"{args.env_id} has {env.single_observation_space} → {space}")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, backend=args.env_backend, continual=args.continual)
-    continuous = isinstance(space, gym.spaces.Box)
     new_agent = lambda: make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731
     agent = new_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
@@ -316,10 +327,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
-    storage = RolloutStorage(args.num_steps, env.num_envs, obs_shape, tuple(space.shape), device, torch.float32 if continuous else torch.long,
-                             extra_features=trust_region.extra_features if trust_region else 0, obs_dtype=torch.uint8 if frames else torch.float32)
-    action_low, action_high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high)) \
-        if continuous else (None, None)  # the stored action stays unclipped
+    storage = RolloutStorage.for_env(args.num_steps, env, device, extra_features=trust_region.extra_features if trust_region else 0)
+    to_env = envs.action_clipper(space, device)  # the stored action stays unclipped
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
     new_policy = lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731  (vectors only)
     plasticity = Plasticity(args, plasticity_network(agent, optimizer, new_agent, new_policy, activation), logger=run.logger)
@@ -346,12 +355,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
         entropy_loss = entropy.mean()
         loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
-        with torch.no_grad():
-            approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(π_old ‖ π_θ)
-            clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
-        return plasticity.loss("agent", loss, reference), {
-            "losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy_loss.detach(),
-            "losses/approx_kl": approx_kl, "losses/clipfrac": clip_fraction}
+        return plasticity.loss("agent", loss, reference), ppo_report(pg_loss, v_loss, entropy_loss, ratio, logratio, clip_coef)
 
     act, ppo_objective = compiled(act, args.compile), compiled(ppo_objective, args.compile)
 
@@ -365,8 +369,9 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     estimate_advantages = GraphStep(estimate_advantages, args.cudagraphs, watch=(agent.critic,))
     update = GraphStep(update, args.cudagraphs, watch=(agent, optimizer))
 
-    session = TrainingSession(run, agent_name, env, evaluator, **plasticity.checkpointed(), obs_normalizer=obs_normalizer,
-                              reward_scaler=reward_scaler, **({"trust_region": trust_region} if trust_region else {}))
+    normalizers = dict(obs_normalizer=obs_normalizer, reward_scaler=reward_scaler)
+    extra = {"trust_region": trust_region} if trust_region else {}
+    session = TrainingSession(run, agent_name, env, evaluator, **plasticity.checkpointed(), **normalizers, **extra)
     obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=args.seed), update=True))
     session.learning_started(global_step, num_updates)
     batch_size = args.num_steps * env.num_envs
@@ -384,7 +389,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         with torch.no_grad():
             for t in range(args.num_steps):
                 actions, logprobs = act(obs, agent.policy.noise(obs))
-                step = env.step(actions.clamp(action_low, action_high) if continuous else actions)
+                step = env.step(to_env(actions))
                 rewards = reward_scaler(step.reward, step.terminated | step.truncated)
                 next_obs = obs_normalizer(step.next_obs)  # the true s' (final obs at episode ends), current statistics
                 storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
@@ -405,16 +410,13 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
             if args.target_kl and float(stats["losses/approx_kl"]) > args.target_kl:  # one sync per epoch, outside the graphs
                 break
 
-        losses = stats | {
-            "losses/clipfrac": clipped / updates_done,
-            "losses/explained_variance": 1 - (storage.returns - storage.values).var() / storage.returns.var().clamp_min(1e-8),
-            "charts/learning_rate": learning_rate,
-        } | plasticity.report()
+        losses = stats | {"losses/clipfrac": clipped / updates_done, "charts/learning_rate": learning_rate} | plasticity.report()
+        losses["losses/explained_variance"] = storage.explained_variance()
         if trust_region is not None:
             losses |= trust_region.after_update(storage, agent.policy)
         session.after_step(previous_step, global_step, num_updates, losses, eval_policy, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            plasticity.on_task_switch(args.continual, normalizers=(obs_normalizer, reward_scaler))
+            plasticity.on_task_switch(args.continual, normalizers=normalizers.values())
 
     return session.finish(global_step, num_updates, eval_policy, obs)
 

@@ -44,7 +44,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluator import Evaluator
+from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
@@ -175,6 +175,11 @@ class Actor(nn.Module):
         """The deterministic action used for evaluation: tanh(μ(x))."""
         return torch.tanh(self._distribution(x)[0]) * self.action_scale + self.action_bias
 
+    @property
+    def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Box's (low, high)."""
+        return self.action_bias - self.action_scale, self.action_bias + self.action_scale
+
 
 class Critic(nn.Module):
     """`num_critics` Q-functions as one ensemble: (num_critics, batch) values ((num_critics, batch, outputs) C51 logits)."""
@@ -208,6 +213,13 @@ def make_critic(args: Args, obs_dim: int, action_dim: int, num_critics: int, nor
     return CategoricalCritic(Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms, normalize), args.critic)
 
 
+def check_flags(args: Args) -> None:
+    """One-line UserError for remedies SAC cannot take (plasticity/catalogue.py) or that its SimBa blocks hold already."""
+    catalogue.check("sac_simba", args)
+    if args.network == "simba" and args.net.norm != "none":
+        raise UserError("SimBa blocks already hold LayerNorms (pre-norm and a final norm) — drop --net.norm, or use --network mlp")
+
+
 def critics_for(args: Args, env, logger) -> int:
     """Two critics with clipped double-Q where episodes can terminate, one where they cannot (--clipped-double-q auto, as
     SimBa); says which."""
@@ -239,13 +251,16 @@ class Temperature(nn.Module):
         """E[−α·(log π(ã|x) + H̄)]."""
         return (-self.log_alpha.exp() * (log_prob + self.target_entropy)).mean()
 
-    def minimise(self, log_prob: torch.Tensor) -> torch.Tensor:
-        """One Adam step on the loss; returns it (detached)."""
+    def minimise(self, log_prob: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One Adam step on the loss of the actor's log π(ã|x); returns what it logs."""
         loss = self.objective(log_prob)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        return loss.detach()
+        return {"losses/alpha": self.alpha, "losses/alpha_loss": loss.detach(), "losses/entropy": -log_prob.mean()}
+
+    def checkpointed(self) -> dict[str, "Temperature | torch.optim.Optimizer"]:
+        return {"temperature": self, "alpha_optimizer": self.optimizer}
 
     @torch.no_grad()
     def reset(self) -> None:
@@ -254,22 +269,17 @@ class Temperature(nn.Module):
 
 
 def main(args: Args) -> dict:
-    catalogue.check("sac_simba", args)
-    if args.network == "simba" and args.net.norm != "none":
-        raise UserError("SimBa blocks already hold LayerNorms (pre-norm and a final norm) — drop --net.norm, or use --network mlp")
+    check_flags(args)
     run = start_run(args)
     device = run.device
-    env_kwargs = {"action_repeat": args.action_repeat} if envs.backend_for(args.env_id) == "dmc" else {}
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual, **env_kwargs)
+    env, evaluator = make_envs(args, device)
     envs.check_actions(env, args.env_id, gym.spaces.Box, "SAC", "agents/ddqn.py or agents/ppo.py")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual, **env_kwargs)
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
     num_critics = critics_for(args, env, run.logger)
     # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    inputs = normalizer if args.normalize_obs else None
-    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, inputs).to(device)  # noqa: E731
-    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, inputs).to(device)  # noqa: E731
+    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, normalizer).to(device)  # noqa: E731
+    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, normalizer).to(device)  # noqa: E731
     actor, critic = new_actor(), new_critic()
     critic_target = target_copy(critic).requires_grad_(False)
     temperature = Temperature(args, action_dim, device)
@@ -277,16 +287,15 @@ def main(args: Args) -> dict:
     actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
     critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
     replay = make_replay(args, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs)
-    action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
 
     def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(x, a), V̄(x') = min Q̄(x', a') − α·log π(a'|x')
-        next_actions, next_log_prob = actor.sample(next_obs, torch.randn((next_obs.shape[0], action_dim), device=device))
+        next_actions, next_log_prob = actor.sample(next_obs, torch.randn_like(actions))
         next_value = critic_target(next_obs, next_actions).min(dim=0).values - temperature.alpha * next_log_prob
         return critic(obs, actions).min(dim=0).values, next_value
 
     critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
-    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor,
-                        distribution=lambda b: actor.distribution_parameters(b.obs))
+    kl = lambda b: actor.distribution_parameters(b.obs)  # noqa: E731  (the KL churn diagnostic of a stochastic policy)
+    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, distribution=kl)
     plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
@@ -310,27 +319,26 @@ def main(args: Args) -> dict:
         with torch.no_grad():  # a ~ π(·|norm(s))
             return actor.sample(obs, noise)[0]
 
-    actor_objective, critic_objective, explore = (compiled(f, args.compile) for f in (actor_objective, critic_objective, explore))
+    actor_objective, critic_objective = (compiled(f, args.compile) for f in (actor_objective, critic_objective))
+    explore = compiled(explore, args.compile)
 
-    def update(batch: Batch, actor_noise: torch.Tensor, actor_reference: Batch | None, next_noise: torch.Tensor,
-               critic_reference: Batch | None) -> dict[str, torch.Tensor]:
+    def update(batch: Batch, draws: list[tuple[torch.Tensor, Batch | None]]) -> dict[str, torch.Tensor]:
+        (actor_noise, actor_reference), (next_noise, critic_reference) = draws
         with frozen(critic):  # the gradient flows through Q to the action, not into the critic's weights
             loss, actor_loss, log_prob = actor_objective(batch, actor_noise, actor_reference)
         plasticity.minimise("actor", loss)
-        alpha_loss = temperature.minimise(log_prob)
+        temperature_report = temperature.minimise(log_prob)
         loss, q_values, qf_losses = critic_objective(batch, next_noise, critic_reference)
         plasticity.minimise("critic", loss)
         polyak_update(critic_target, critic, args.tau)
-        return critic_report(q_values, qf_losses) | {"losses/actor_loss": actor_loss, "losses/alpha": temperature.alpha,
-                                                     "losses/alpha_loss": alpha_loss, "losses/entropy": -log_prob.mean()}
+        return critic_report(q_values, qf_losses) | temperature_report | {"losses/actor_loss": actor_loss}
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    update = GraphStep(update, args.cudagraphs, watch=(actor, critic, critic_target, normalizer, temperature, actor_optimizer,
-                                                       critic_optimizer, temperature.optimizer))
-    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer))
+    watched = (actor, critic, critic_target, normalizer, temperature, actor_optimizer, critic_optimizer, temperature.optimizer)
+    update, explore = GraphStep(update, args.cudagraphs, watch=watched), GraphStep(explore, args.cudagraphs, watch=watched)
 
-    session = TrainingSession(run, "sac_simba", env, evaluator, **plasticity.checkpointed(), temperature=temperature,
-                              alpha_optimizer=temperature.optimizer, replay=replay)
+    state = plasticity.checkpointed() | temperature.checkpointed()
+    session = TrainingSession(run, "sac_simba", env, evaluator, **state, replay=replay)
     obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
     losses: dict[str, torch.Tensor] = {}
 
@@ -338,8 +346,8 @@ def main(args: Args) -> dict:
         # ---- act: a ~ U(A) before learning starts, else a ~ π(·|x) ----------------------------------------------
         act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
         normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
-        actions = uniform_or_explore(act_randomly, explore, obs, action_low, action_high)
-        # ---- step and store raw (s, a, r, s', terminated): a truncation, LEAST's early stops included, bootstraps ----------
+        actions = uniform_or_explore(act_randomly, explore, obs, *actor.bounds)
+        # ---- step and store raw (s, a, r, s', terminated): truncations, LEAST's early stops included, bootstrap ---
         step, next_obs, truncated = step_and_store(env, replay, obs, actions, plasticity, global_step)
         obs = next_obs
         previous_step, global_step = global_step, global_step + env.num_envs
@@ -350,11 +358,9 @@ def main(args: Args) -> dict:
             for update_index in range(args.updates_per_step):
                 if update_index > 0 and not args.reuse_batch:
                     batch = replay.sample(args.batch_size)
-                # drawn in the order the update uses them: ã's noise, the actor's C-CHAIN batch, a′'s noise, the critic's
-                actor_noise = torch.randn((args.batch_size, action_dim), device=device)
-                actor_reference = plasticity.reference_batch(replay, args.batch_size)
-                next_noise = torch.randn((args.batch_size, action_dim), device=device)
-                losses = update(batch, actor_noise, actor_reference, next_noise, plasticity.reference_batch(replay, args.batch_size))
+                # drawn in the order the update uses them: ã's noise, the actor's C-CHAIN batch, then a′'s and the critic's
+                draws = [(torch.randn_like(batch.actions), plasticity.reference_batch(replay, args.batch_size)) for _ in range(2)]
+                losses = update(batch, draws)
                 num_updates += 1
                 plasticity.after_update(num_updates, replay, global_step)
             losses = losses | {"replay/sample_age": replay.age(batch).float().mean()} | plasticity.report()
@@ -369,7 +375,7 @@ def main(args: Args) -> dict:
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
     """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
     obs_dim = int(env.single_observation_space.shape[0])
-    actor = Actor(args, obs_dim, env.single_action_space, RunningMeanStd((obs_dim,)) if args.normalize_obs else None).to(device)
+    actor = Actor(args, obs_dim, env.single_action_space, RunningMeanStd((obs_dim,), enabled=args.normalize_obs)).to(device)
     rebuild_injected_heads(actor, state["actor"]).load_state_dict(state["actor"])
     return actor
 

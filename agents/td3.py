@@ -35,7 +35,7 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluator import Evaluator
+from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import ExplorationScales, uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update, target_copy
@@ -116,6 +116,11 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.net(self.normalize(obs))) * self.action_scale + self.action_bias
 
+    @property
+    def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Box's (low, high)."""
+        return self.action_bias - self.action_scale, self.action_bias + self.action_scale
+
     def layout(self) -> Layout:
         layers = [m for m in self.net if isinstance(m, nn.Linear)]
         return Layout(hidden=layers[:-1], heads=layers[-1:])
@@ -171,34 +176,31 @@ def smoothed_target_action(next_obs: torch.Tensor, actor_target: Actor, smoothin
     return (actor_target(next_obs) + noise).clamp(low, high)
 
 
-def check_scale_flags(args: Args) -> None:
-    """One-line UserError for many-env flags that cannot work together (--n-step's buffer and the C51 support are checked
-    for every agent by cleanrl_plus/config.py)."""
+def check_flags(args: Args) -> None:
+    """One-line UserError for remedies TD3 cannot take (plasticity/catalogue.py) and many-env flags that cannot work
+    together (--n-step's buffer and the C51 support are checked for every agent by cleanrl_plus/config.py)."""
+    catalogue.check("td3", args)
     if args.exploration_noise_max > 0 and args.exploration_noise_min > args.exploration_noise_max:
         raise UserError(f"--exploration-noise-min {args.exploration_noise_min} is above --exploration-noise-max {args.exploration_noise_max}")
 
 
 def main(args: Args) -> dict:
-    catalogue.check("td3", args)
-    check_scale_flags(args)
+    check_flags(args)
     run = start_run(args)
     device = run.device
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, continual=args.continual)
+    env, evaluator = make_envs(args, device)
     envs.check_actions(env, args.env_id, gym.spaces.Box, "TD3", "agents/ddqn.py or agents/ppo.py")
-    evaluator = Evaluator(args.env_id, args.eval_episodes, args.seed, device, continual=args.continual)
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
     # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    inputs = normalizer if args.normalize_obs else None
-    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, inputs).to(device)  # noqa: E731
-    new_critic = lambda: make_critic(obs_dim, action_dim, args, inputs).to(device)  # noqa: E731
+    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, normalizer).to(device)  # noqa: E731
+    new_critic = lambda: make_critic(obs_dim, action_dim, args, normalizer).to(device)  # noqa: E731
     actor, critic = new_actor(), new_critic()
     actor_target, critic_target = target_copy(actor), target_copy(critic)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
     actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
     critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
     replay = make_replay(args, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs)
-    action_low, action_high = actor.action_bias - actor.action_scale, actor.action_bias + actor.action_scale
     noise_scales = None  # --exploration-noise-max: FastTD3's σ per env
     if args.exploration_noise_max > 0:
         noise_scales = ExplorationScales(env.num_envs, args.exploration_noise_min, args.exploration_noise_max, device)
@@ -226,7 +228,7 @@ def main(args: Args) -> dict:
     def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():  # a = clip(μ(s) + ε, A), ε = noise·scale·σ (σ per env with --exploration-noise-max)
             std = args.exploration_noise if noise_scales is None else noise_scales.std[:, None]
-            return (actor(obs) + noise * actor.action_scale * std).clamp(action_low, action_high)
+            return (actor(obs) + noise * actor.action_scale * std).clamp(*actor.bounds)
 
     critic_objective, actor_objective, explore = (compiled(f, args.compile) for f in (critic_objective, actor_objective, explore))
 
@@ -244,13 +246,13 @@ def main(args: Args) -> dict:
         return {"losses/actor_loss": actor_loss}
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    watched = (actor, critic, actor_target, critic_target, normalizer)
+    watched = (actor, critic, actor_target, critic_target, normalizer, *([noise_scales] if noise_scales else []))
     update_critic = GraphStep(update_critic, args.cudagraphs, watch=(*watched, critic_optimizer))
     update_actor = GraphStep(update_actor, args.cudagraphs, watch=(*watched, actor_optimizer))
-    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([noise_scales] if noise_scales else [])))
+    explore = GraphStep(explore, args.cudagraphs, watch=watched)
 
-    session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay,
-                              **({"exploration_scales": noise_scales} if noise_scales else {}))
+    extra = {"exploration_scales": noise_scales} if noise_scales else {}
+    session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay, **extra)
     obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
     losses: dict[str, torch.Tensor] = {}
 
@@ -258,8 +260,8 @@ def main(args: Args) -> dict:
         # ---- act: a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A) ------------------------------------
         act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
         normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
-        actions = uniform_or_explore(act_randomly, explore, obs, action_low, action_high)
-        # ---- step and store (s, a, r, s', terminated): a truncation, LEAST's early stops included, bootstraps ----------
+        actions = uniform_or_explore(act_randomly, explore, obs, *actor.bounds)
+        # ---- step and store (s, a, r, s', terminated): truncations, LEAST's early stops included, bootstrap -------
         step, next_obs, truncated = step_and_store(env, replay, obs, actions, plasticity, global_step)
         if noise_scales is not None:
             noise_scales.redraw(step.terminated | truncated)
@@ -288,7 +290,7 @@ def main(args: Args) -> dict:
 
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
     """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
-    normalizer = RunningMeanStd((int(env.single_observation_space.shape[0]),)) if args.normalize_obs else None
+    normalizer = RunningMeanStd((int(env.single_observation_space.shape[0]),), enabled=args.normalize_obs)
     actor = make_actor(int(env.single_observation_space.shape[0]), env.single_action_space, args, normalizer).to(device)
     rebuild_injected_heads(actor, state["actor"]).load_state_dict(state["actor"])
     return actor

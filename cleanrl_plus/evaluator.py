@@ -53,3 +53,20 @@ class Evaluator:
 
     def close(self) -> None:
         self.env.close()
+
+
+def env_options(args: Any) -> dict[str, Any]:
+    """The env keywords an agent's flags ask for: the continual setting, --env-backend, dm-control's --action-repeat."""
+    options: dict[str, Any] = {"continual": args.continual}
+    if getattr(args, "env_backend", "auto") != "auto":
+        options["backend"] = args.env_backend
+    if hasattr(args, "action_repeat") and envs.backend_for(args.env_id) == "dmc":
+        options["action_repeat"] = args.action_repeat
+    return options
+
+
+def make_envs(args: Any, device: torch.device) -> tuple[Any, Evaluator]:
+    """An agent's training envs (--num-envs, seeded from --seed) and its evaluator (--eval-episodes, seeds of its own)."""
+    options = env_options(args)
+    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, **options)
+    return env, Evaluator(args.env_id, args.eval_episodes, args.seed, device, **options)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import gymnasium as gym
+import numpy as np
 import torch
 
 from cleanrl_plus.errors import UserError
@@ -80,6 +82,18 @@ class RolloutStorage:
         self.advantages = torch.zeros(size, device=device)
         self.returns = torch.zeros(size, device=device)
         self.extra = torch.zeros(size + (extra_features,), device=device)
+
+    @classmethod
+    def for_env(cls, num_steps: int, env: Any, device: torch.device, extra_features: int = 0) -> "RolloutStorage":
+        """Storage for `num_steps` of `env`: Box actions as float vectors, Discrete ones as indices; uint8 frames as bytes."""
+        continuous = isinstance(env.single_action_space, gym.spaces.Box)
+        frames = env.single_observation_space.dtype == np.uint8  # Atari frame stacks
+        return cls(num_steps, env.num_envs, tuple(env.single_observation_space.shape), tuple(env.single_action_space.shape), device,
+                   torch.float32 if continuous else torch.long, extra_features, torch.uint8 if frames else torch.float32)
+
+    def explained_variance(self) -> torch.Tensor:
+        """1 − Var[R − V]/Var[R] over the rollout (a device tensor)."""
+        return 1 - (self.returns - self.values).var() / self.returns.var().clamp_min(1e-8)
 
     def add(self, t: int, obs, actions, logprobs, rewards, terminated, truncated, next_obs) -> None:
         self.obs[t], self.actions[t], self.logprobs[t], self.rewards[t] = obs, actions, logprobs, rewards

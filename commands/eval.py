@@ -44,7 +44,7 @@ def evaluate_run(options: EvalArgs) -> dict:
     """Evaluate a saved run; returns {"agent", "env_id", "task", "returns", "mean", "std", "video"}."""
     from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint
     from cleanrl_plus.config import load_saved_args
-    from cleanrl_plus.evaluator import Evaluator
+    from cleanrl_plus.evaluator import Evaluator, env_options
     from cleanrl_plus.run import resolve_device
 
     run_dir = Path(options.run_dir)
@@ -59,11 +59,7 @@ def evaluate_run(options: EvalArgs) -> dict:
         raise UserError(f"{run_dir}: summary.json does not name a known agent — pass a run directory written by cleanrl_plus") from None
     args = load_saved_args(module.Args, run_dir)
     device = resolve_device(options.device)
-    env_kwargs: dict = {"continual": args.continual}
-    if getattr(args, "env_backend", "auto") != "auto":
-        env_kwargs["backend"] = args.env_backend
-    if hasattr(args, "action_repeat") and args.env_id.startswith("dmc:"):
-        env_kwargs["action_repeat"] = args.action_repeat
+    env_kwargs = env_options(args)
     seed = args.seed if options.seed < 0 else options.seed
     evaluator = Evaluator(args.env_id, options.episodes, seed, device, **env_kwargs)
     task = _task(options.task, evaluator.env, run_dir)

@@ -125,6 +125,15 @@ def make(
 __all__ = ["make", "validate_env_id", "BACKENDS", "EpisodeStats", "StepResult", "TorchVecEnv"]
 
 
+def action_clipper(space: Any, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What an env gets from a policy's actions: clipped to a Box's bounds (a Gaussian policy's sample may leave them; the
+    agent keeps the unclipped action), Discrete actions as they are."""
+    if space.__class__.__name__ != "Box":
+        return lambda actions: actions
+    low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))
+    return lambda actions: actions.clamp(low, high)
+
+
 def check_actions(env: TorchVecEnv, env_id: str, space: type, agent: str, instead: str) -> None:
     """One-line UserError when `env`'s actions are not of the `space` type (gymnasium.spaces.Box or Discrete) `agent`
     needs; `instead` names the agents that take them."""
