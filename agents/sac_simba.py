@@ -335,7 +335,7 @@ def main(args: Args) -> dict:
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
     watched = (actor, critic, critic_target, normalizer, temperature, actor_optimizer, critic_optimizer, temperature.optimizer)
-    update, explore = GraphStep(update, args.cudagraphs, watch=watched), GraphStep(explore, args.cudagraphs, watch=watched)
+    update, explore = GraphStep(update, args.cudagraphs, watch=watched), GraphStep(explore, args.cudagraphs, watch=(actor, normalizer))
 
     state = plasticity.checkpointed() | temperature.checkpointed()
     session = TrainingSession(run, "sac_simba", env, evaluator, **state, replay=replay)

@@ -149,8 +149,12 @@ class TwinCritic(nn.Module):
             x = self.activation(layer.member(0, x))
         return self.layers[-1].member(0, x).squeeze(-1)
 
+    @property
+    def head(self) -> nn.Module:
+        return self.layers[-1]
+
     def layout(self) -> Layout:
-        return Layout(hidden=self.layers[:-1], heads=(self.layers[-1],))
+        return Layout(hidden=self.layers[:-1], heads=(self.head,))
 
 
 def make_critic(obs_dim: int, action_dim: int, args: Args, normalize: nn.Module | None = None) -> nn.Module:
@@ -246,10 +250,10 @@ def main(args: Args) -> dict:
         return {"losses/actor_loss": actor_loss}
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    watched = (actor, critic, actor_target, critic_target, normalizer, *([noise_scales] if noise_scales else []))
-    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(*watched, critic_optimizer))
-    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(*watched, actor_optimizer))
-    explore = GraphStep(explore, args.cudagraphs, watch=watched)
+    networks = (actor, critic, actor_target, critic_target, normalizer)
+    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(*networks, critic_optimizer))
+    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(*networks, actor_optimizer))
+    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([noise_scales] if noise_scales else [])))
 
     extra = {"exploration_scales": noise_scales} if noise_scales else {}
     session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay, **extra)

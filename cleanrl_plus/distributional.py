@@ -101,6 +101,10 @@ class CategoricalCritic(nn.Module):
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return expected_value(self.base.q1(obs, action), self.atoms)
 
+    @property
+    def head(self) -> nn.Module:
+        return self.base.head
+
     def layout(self):
         """What resets and diagnostics read: the base critic's layers (its head outputs the logits)."""
         return self.base.layout()

@@ -99,7 +99,7 @@ _UNIT_RECYCLERS = {"ReDo": "recycles dormant units", "continual backprop (CBP)":
 _DOUBLING = ("CReLU", "deep Fourier features")
 
 
-def conflicts(on: set[str]) -> list[str]:
+def conflicts(on: set[str], oracle: bool = False) -> list[str]:
     problems = []
     for recycler, what in _UNIT_RECYCLERS.items():
         for activation in _DOUBLING:
@@ -108,7 +108,7 @@ def conflicts(on: set[str]) -> list[str]:
                                 f"never dormant; Fourier units never silent) — drop --net.activation or pick another --reset.method")
     if "CIR" in on and on & {"LayerNorm", *_DOUBLING}:
         problems.append("CIR's critic torso is fixed by its paper (its own LayerNorms, ReLU) — drop --net.norm/--net.activation or --cir.critic")
-    if "plasticity injection" in on and "continual oracle" in on:
+    if "plasticity injection" in on and oracle:
         problems.append("--continual.oracle gives a fresh agent at every switch, but plasticity injection changes the network's "
                         "structure once — drop one of them (the oracle is the reference to compare injection against)")
     if "Kron (PSGD)" in on and any(r.family == "resets" and r.name in on for r in REMEDIES):
@@ -117,8 +117,7 @@ def conflicts(on: set[str]) -> list[str]:
 
 
 def active(args: Any) -> set[str]:
-    """The remedies switched on, and "continual oracle" (the reference learner, which conflicts with some)."""
-    return {remedy.name for remedy in REMEDIES if remedy.is_on(args)} | ({"continual oracle"} if _get(args, "continual.oracle") else set())
+    return {remedy.name for remedy in REMEDIES if remedy.is_on(args)}
 
 
 # reset methods that need something of the network's units: ReLU units that can be dormant, one layer reading them
@@ -133,7 +132,7 @@ def check(agent: str, args: Any, activation: str = "relu", shared_torso: bool = 
     for remedy in REMEDIES:
         if remedy.is_on(args) and not remedy.applies_to(agent):
             raise UserError(f"{remedy.name} ({remedy.flags}) does not apply to {agent}: {remedy.not_for[agent]}")
-    for problem in conflicts(active(args)):
+    for problem in conflicts(active(args), oracle=bool(_get(args, "continual.oracle"))):
         raise UserError(problem)
     if agent in ON_POLICY and _get(args, "continual.random_steps_per_task", -1) > 0:
         raise UserError(f"--continual.random-steps-per-task fills a replay buffer; {agent} is on-policy — drop the flag")

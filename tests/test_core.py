@@ -19,7 +19,7 @@ def test_resume_reuses_saved_flags_and_lets_new_ones_override(tmp_path):
     from plasticity.swd import SWDArgs
 
     saved = Args(seed=7, env_id="Pendulum-v1", hidden_sizes=(64, 32), total_timesteps=1000, swd=SWDArgs(enabled=True, decay_steps=123))
-    (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(saved)))
+    (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(saved) | {"agent": "td3"}))
     args = parse_args(Args, ["--resume", str(tmp_path), "--total-timesteps", "5000"])
     assert args.seed == 7 and args.env_id == "Pendulum-v1" and args.hidden_sizes == (64, 32)
     assert args.total_timesteps == 5000 and args.resume == str(tmp_path)
@@ -27,7 +27,7 @@ def test_resume_reuses_saved_flags_and_lets_new_ones_override(tmp_path):
 
 
 def test_resume_rejects_flags_of_another_agent(tmp_path):
-    (tmp_path / "args.json").write_text(json.dumps({"seed": 1, "num_minibatches": 4}))
+    (tmp_path / "args.json").write_text(json.dumps({"agent": "td3", "seed": 1, "num_minibatches": 4}))
     with pytest.raises(UserError, match=r"saved flags \['num_minibatches'\] are not flags of this agent"):
         parse_args(Args, ["--resume", str(tmp_path)])
 

@@ -89,7 +89,9 @@ def test_a_breakout_run_stores_uint8_frame_stacks_as_the_env_gave_them(runs_dir,
             super().add(t, obs, actions, logprobs, rewards, terminated, truncated, next_obs)
 
     storages = []
-    monkeypatch.setattr(ppo, "RolloutStorage", lambda *a, **k: storages.append(RecordingStorage(*a, **k)) or storages[-1])
+    for_env = RecordingStorage.for_env.__func__
+    monkeypatch.setattr(ppo.RolloutStorage, "for_env", classmethod(lambda cls, *a, **k: storages.append(for_env(RecordingStorage, *a, **k))
+                                                                   or storages[-1]))
     result = ppo.main(breakout_args(total_timesteps=128, runs_dir=runs_dir))
     assert result["global_step"] == 128 and result["num_updates"] == 8  # 2 rollouts × 2 epochs × 2 minibatches
     storage = storages[0]

@@ -8,6 +8,7 @@ import torch
 
 from agents.td3 import Actor, Args, TwinCritic, main, smoothed_target_action
 from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import Batch
 
 TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=2, progress=False, buffer_size=10_000)
@@ -121,7 +122,7 @@ def test_exploration_adds_gaussian_noise_of_the_documented_scale(runs_dir):
     result = main(Args(env_id="Pendulum-v1", total_timesteps=700, learning_starts=100, policy_frequency=10**6, runs_dir=runs_dir,
                        eval_every=0, exploration_noise=0.1, **TINY))
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
-    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"])
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"], normalize=RunningMeanStd((3,), enabled=False))
     actor.load_state_dict(state["actor"])
     replay = state["replay"]
     obs, actions = replay["obs"][100:], replay["actions"][100:, 0]
@@ -191,7 +192,7 @@ def test_each_env_explores_with_its_own_noise_scale_drawn_again_at_episode_ends(
     result = main(Args(env_id="Pendulum-v1", num_envs=4, total_timesteps=3_000, learning_starts=100, policy_frequency=10**6,
                        runs_dir=runs_dir, eval_every=0, exploration_noise_min=0.05, exploration_noise_max=0.4, **TINY))
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
-    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"])
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"], normalize=RunningMeanStd((3,), enabled=False))
     actor.load_state_dict(state["actor"])
     replay, sigma = state["replay"], state["exploration_scales"]["std"]
     assert ((sigma >= 0.05) & (sigma <= 0.4)).all() and sigma.std() > 0.02
