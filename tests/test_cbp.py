@@ -12,7 +12,8 @@ import torch.nn as nn
 from agents.td3 import TwinCritic
 from cleanrl_plus.nn import adam
 from plasticity.diagnostics import ntk_report
-from plasticity.resets import Resettable, ResetArgs, Resetter
+from plasticity.network import Network
+from plasticity.resets import ResetArgs, Resetter
 
 
 class Probe(NamedTuple):
@@ -32,12 +33,12 @@ def _mlp(seed: int = 0, width: int = 16):
     make = lambda: nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2))  # noqa: E731
     net = make()
     optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
-    resettable = Resettable(net, optimizer, None, make, [(net[0], net[2]), (net[2], net[4])], lambda batch: net(batch))
+    resettable = Network("critic", net, optimizer, lambda batch: net(batch), make, unit_pairs=[(net[0], net[2]), (net[2], net[4])])
     return net, optimizer, resettable
 
 
-def _cbp(resettable: Resettable, rate: float, maturity: int) -> Resetter:
-    return Resetter(ResetArgs(method="cbp", cbp_replacement_rate=rate, cbp_maturity=maturity), critic=resettable)
+def _cbp(resettable: Network, rate: float, maturity: int) -> Resetter:
+    return Resetter(ResetArgs(method="cbp", cbp_replacement_rate=rate, cbp_maturity=maturity), [resettable])
 
 
 def _train_step(net: nn.Module, optimizer, x: torch.Tensor) -> None:
@@ -147,8 +148,8 @@ def test_cbp_on_ensemble_layers_replaces_each_members_own_least_useful_unit():
     before = critic(obs, action).detach()
     moments = optimizer.state[critic.layers[1].weight]["exp_avg"].clone()
     pairs = list(zip(critic.layers[:-1], critic.layers[1:]))
-    resettable = Resettable(critic, optimizer, None, lambda: TwinCritic(3, 1, (8, 8)), pairs, lambda b: critic(b.obs, b.actions))
-    resetter = Resetter(ResetArgs(method="cbp", cbp_replacement_rate=0.125, cbp_maturity=4, networks="critic"), critic=resettable)
+    resettable = Network("critic", critic, optimizer, lambda b: critic(b.obs, b.actions), lambda: TwinCritic(3, 1, (8, 8)), unit_pairs=pairs)
+    resetter = Resetter(ResetArgs(method="cbp", cbp_replacement_rate=0.125, cbp_maturity=4, networks="critic"), [resettable])
     stats = resetter.cbp["critic"].layers[0]
     for update in range(1, 6):
         critic(obs, action).sum()
@@ -225,7 +226,7 @@ def test_agents_run_cbp_and_the_ntk_and_churn_diagnostics(agent, tmp_path):
     module = importlib.import_module(f"agents.{agent}")
     # PPO logs at its first minibatch update after crossing a log step: two iterations, so the first one's count shows
     extra = ["--learning-starts", "300", "--total-timesteps", "600"] if agent == "td3" else \
-        ["--activation", "relu", "--num-steps", "600", "--total-timesteps", "1200"]
+        ["--net.activation", "relu", "--num-steps", "600", "--total-timesteps", "1200"]
     args = parse_args(module.Args, ["--env-id", "Pendulum-v1", "--reset.method", "cbp",
                                     "--reset.cbp-maturity", "50", "--threads", "1", "--no-progress", "--eval-every", "0",
                                     "--eval-episodes", "1", "--log-every", "100", "--runs-dir", str(tmp_path),
@@ -233,7 +234,7 @@ def test_agents_run_cbp_and_the_ntk_and_churn_diagnostics(agent, tmp_path):
     result = module.main(args)
     events = EventAccumulator(result["run_dir"]).Reload()
     replaced = events.Scalars("plasticity/cbp_replaced")[-1].value
-    cbp_state = load_checkpoint(f"{result['run_dir']}/checkpoint.pt")["resetter"]["cbp"]
+    cbp_state = load_checkpoint(f"{result['run_dir']}/checkpoint.pt")["plasticity"]["resets"]["cbp"]
     total = sum(layer["replaced"] for layers in cbp_state.values() for layer in layers)
     assert 0 < replaced <= total and (agent != "td3" or replaced == total)
     assert events.Scalars("plasticity/actor_cbp_replaced")[-1].value > 0
@@ -272,7 +273,7 @@ def test_td3_with_cbp_resumes_bit_identically(runs_dir):
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
     for network in ("critic", "actor"):
-        for layer_a, layer_b in zip(a["resetter"]["cbp"][network], b["resetter"]["cbp"][network]):
+        for layer_a, layer_b in zip(a["plasticity"]["resets"]["cbp"][network], b["plasticity"]["resets"]["cbp"][network]):
             assert all(torch.equal(layer_a[k], layer_b[k]) for k in ("birth", "mean_activation", "utility"))
             assert layer_a["replaced"] == layer_b["replaced"] and layer_a["steps"] == layer_b["steps"]
-    assert sum(layer["replaced"] for layer in a["resetter"]["cbp"]["critic"]) > 10
+    assert sum(layer["replaced"] for layer in a["plasticity"]["resets"]["cbp"]["critic"]) > 10

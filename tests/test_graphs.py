@@ -165,13 +165,14 @@ def test_remedy_state_changes_in_place_so_a_captured_step_keeps_updating_it():
     """A replayed graph writes into the tensors it captured: every tensor the loss/step remedies keep (C-CHAIN's
     snapshot, means and coefficient, TRAC's tuner, NaP targets, event counters) must stay the same tensor across
     updates, its value changing in place."""
-    from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
+    from plasticity.hooks import RemedyArgs, RemedyHooks
+    from plasticity.network import Network
 
     torch.manual_seed(0)
     critic = td3.TwinCritic(3, 1, (16, 16), norm="layer")
     optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     flags = RemedyArgs(**{key: value for key, value in LOSS_REMEDIES.items()})
-    hooks = RemedyHooks(flags, critic=Trained(critic, optimizer, lambda b: critic(b[0], b[1]), (critic.head,)))
+    hooks = RemedyHooks(flags, [Network("critic", critic, optimizer, lambda b: critic(b[0], b[1]), lambda: critic, heads=(critic.head,))])
     pointers, values = [], []
     for update in range(6):
         obs, action = torch.randn(32, 3), torch.randn(32, 1)

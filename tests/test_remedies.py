@@ -14,10 +14,11 @@ from agents.td3 import TwinCritic
 from cleanrl_plus.nn import CReLU, EnsembleLinear, FourierFeatures, NormedLinear, adam, mlp
 from plasticity.architecture import NormProjector
 from plasticity.cchain import CChainArgs, ChurnReducer
-from plasticity.hooks import RemedyArgs, RemedyHooks, Trained
+from plasticity.hooks import RemedyArgs, RemedyHooks
+from plasticity.network import Network
 from plasticity.optimizers import TRAC, OptimArgs, erfi, make_optimizer
 from plasticity.regularizers import RegArgs, WeightClipper, parseval_penalty, rows_as_units
-from plasticity.resets import Resettable, depth_levels, gradient_scores, recycle_low_gradient, reset_last_layers
+from plasticity.resets import depth_levels, gradient_scores, recycle_low_gradient, reset_last_layers
 
 CPU = torch.device("cpu")
 
@@ -93,7 +94,7 @@ def test_parseval_is_zero_for_orthogonal_rows_and_its_gradient_is_4_gram_minus_s
 
 def _hooks(net: nn.Module, optimizer, **remedies) -> RemedyHooks:
     args = RemedyArgs(**remedies)
-    return RemedyHooks(args, net=Trained(net, optimizer, lambda b: net(b), heads=(net[-1],)))
+    return RemedyHooks(args, [Network("net", net, optimizer, lambda b: net(b), lambda: copy.deepcopy(net), heads=(net[-1],))])
 
 
 def test_l2_init_is_zero_at_initialisation_and_pulls_towards_theta0():
@@ -216,7 +217,7 @@ def _resettable(seed: int = 0):
     net(torch.randn(16, 3)).square().mean().backward()
     optimizer.step()
     pairs = [(net[0], net[2]), (net[2], net[4])]
-    return net, optimizer, target, make, Resettable(net, optimizer, target, make, pairs, forward=lambda b: net(b.obs))
+    return net, optimizer, target, make, Network("critic", net, optimizer, lambda b: net(b.obs), make, target, unit_pairs=pairs)
 
 
 def test_layer_reset_equals_a_fresh_init_of_exactly_the_chosen_layers_with_their_optimiser_state_dropped():
@@ -243,8 +244,8 @@ def test_layer_reset_treats_sibling_heads_as_one_layer():
             self.torso, self.mean, self.log_std = nn.Linear(3, 4), nn.Linear(4, 2), nn.Linear(4, 2)
 
     net = TwoHeads()
-    resettable = Resettable(net, adam(net.parameters(), 1e-3, CPU), None, TwoHeads, [], lambda b: None,
-                            output_layers=(net.mean, net.log_std))
+    resettable = Network("actor", net, adam(net.parameters(), 1e-3, CPU), lambda b: None, TwoHeads, heads=(net.mean, net.log_std),
+                         unit_pairs=[])
     assert depth_levels(resettable) == [[net.torso], [net.mean, net.log_std]]
     assert reset_last_layers(resettable, 1) == [net.mean, net.log_std]
 
@@ -283,11 +284,3 @@ def test_simba_blocks_take_the_doubling_activation_with_half_the_expansion_units
     block = encoder.blocks[0]
     assert block.expand.weight.shape == (2, 8, 16) and block.contract.weight.shape == (2, 32, 8)  # 4d = 32 features from 16 units
     assert isinstance(block.activation, CReLU) and encoder(torch.randn(2, 3, 5)).shape == (2, 3, 8)
-
-
-def test_remedy_free_runs_keep_their_checkpoint_keys():
-    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
-    optimizer = adam(net.parameters(), 1e-3, CPU)
-    assert _hooks(net, optimizer).stateful() == {}  # checkpoints written before these remedies existed still resume
-    hooks = _hooks(net, optimizer, reg=RegArgs(parseval=1e-3))
-    assert hooks.stateful() == {"remedies": hooks}

@@ -8,7 +8,8 @@ import torch.nn as nn
 from agents.td3 import TwinCritic
 from cleanrl_plus.nn import adam
 from plasticity.diagnostics import ActivationProbe, dormant_fraction
-from plasticity.resets import Resettable, full_reset, recycle_dormant, shrink_and_perturb
+from plasticity.network import Network
+from plasticity.resets import full_reset, recycle_dormant, shrink_and_perturb
 
 
 def _trained_mlp_with_dead_units(seed: int = 0):
@@ -22,7 +23,7 @@ def _trained_mlp_with_dead_units(seed: int = 0):
     with torch.no_grad():
         net[0].bias[:5] = -50.0  # five first-layer units can never fire
     pairs = [(net[0], net[2]), (net[2], net[4])]
-    return net, optimizer, Resettable(net, optimizer, None, make, pairs, forward=lambda batch: net(batch.obs)), x
+    return net, optimizer, Network("critic", net, optimizer, lambda batch: net(batch.obs), make, unit_pairs=pairs), x
 
 
 def test_redo_keeps_the_output_and_zeroes_the_right_adam_moments():
@@ -70,8 +71,8 @@ def test_redo_without_per_element_steps_zeroes_moments_only_and_needs_no_element
     net(x).pow(2).mean().backward()
     optimizer.step()
     with pytest.raises(UserError, match="no-per-element-adam-steps"):
-        Resetter(ResetArgs(method="redo"), critic=resettable)
-    resetter = Resetter(ResetArgs(method="redo", every=1, redo_tau=0.0, per_element_adam_steps=False), critic=resettable)
+        Resetter(ResetArgs(method="redo"), [resettable])
+    resetter = Resetter(ResetArgs(method="redo", every=1, redo_tau=0.0, per_element_adam_steps=False), [resettable])
     replay = SimpleNamespace(sample=lambda size: SimpleNamespace(obs=x))
     resetter.after_update(1, replay, SimpleNamespace(scalars=lambda *a: None), 1)
     state = optimizer.state[net[0].weight]
@@ -91,7 +92,7 @@ def test_redo_on_ensemble_layers_recycles_per_member():
     hidden, _ = ActivationProbe(critic.layers[:-1], critic.layers[-1])(lambda: critic(obs, action))
     silent_second_layer = hidden[1].abs().mean(1)[1] == 0
     pairs = list(zip(critic.layers[:-1], critic.layers[1:]))
-    resettable = Resettable(critic, optimizer, None, lambda: TwinCritic(3, 1, (8, 8)), pairs, lambda b: critic(b.obs, b.actions))
+    resettable = Network("critic", critic, optimizer, lambda b: critic(b.obs, b.actions), lambda: TwinCritic(3, 1, (8, 8)), unit_pairs=pairs)
     recycle_dormant(resettable, SimpleNamespace(obs=obs, actions=action), tau=0.0)
     torch.testing.assert_close(critic(obs, action), before)
     # outgoing rows of the three silent first-layer units are zero (except columns refilled as incoming
@@ -108,7 +109,7 @@ def test_full_reset_reinitialises_drops_optimizer_state_and_rebuilds_the_target(
     resettable.target = target
     old = [p.detach().clone() for p in net.parameters()]
     torch.manual_seed(5)
-    expected = resettable.make_fresh()
+    expected = resettable.rebuild()
     torch.manual_seed(5)
     full_reset(resettable)
     for p, e, o in zip(net.parameters(), expected.parameters(), old):
@@ -122,7 +123,7 @@ def test_shrink_and_perturb_interpolates_towards_a_fresh_init():
     net, optimizer, resettable, x = _trained_mlp_with_dead_units()
     old = [p.detach().clone() for p in net.parameters()]
     torch.manual_seed(9)
-    fresh = list(resettable.make_fresh().parameters())
+    fresh = list(resettable.rebuild().parameters())
     torch.manual_seed(9)
     shrink_and_perturb(resettable, alpha=0.8)
     for p, o, f in zip(net.parameters(), old, fresh):
@@ -152,13 +153,12 @@ def test_agents_run_each_reset_method_and_log_it(agent, method, tmp_path):
 
 def _injectable(seed: int = 0):
     from cleanrl_plus.nn import mlp
-    from plasticity.resets import Resettable
 
     torch.manual_seed(seed)
     net = mlp(3, 2, (8, 8))
     target = copy.deepcopy(net)
     optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
-    resettable = Resettable(net, optimizer, target, lambda: mlp(3, 2, (8, 8)), [], lambda b: net(b.obs), head=net[-1])
+    resettable = Network("critic", net, optimizer, lambda b: net(b.obs), lambda: mlp(3, 2, (8, 8)), target, heads=(net[-1],), unit_pairs=[])
     return net, target, optimizer, resettable
 
 
@@ -201,7 +201,7 @@ def test_td3_with_injection_resumes_bit_identically(runs_dir):
     resumed = td3.main(td3.Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))
     a = load_checkpoint(Path(straight["run_dir"]) / "checkpoint.pt")
     b = load_checkpoint(Path(resumed["run_dir"]) / "checkpoint.pt")
-    assert a["resetter"]["injected"] == ["critic", "actor"] == b["resetter"]["injected"]
+    assert a["plasticity"]["resets"]["injected"] == ["critic", "actor"] == b["plasticity"]["resets"]["injected"]
     for name in ("actor", "critic", "actor_target", "critic_target"):
         assert any("fresh_frozen" in key for key in a[name])
         for key in a[name]:
