@@ -13,7 +13,7 @@ import torch.nn as nn
 from agents.td3 import TwinCritic
 from cleanrl_plus.nn import CReLU, EnsembleLinear, FourierFeatures, NormedLinear, adam, mlp
 from plasticity.architecture import NormProjector
-from plasticity.cchain import CChainArgs, ChurnReducer
+from plasticity.cchain import CChainArgs, ChurnReducer, ChurnTarget
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
 from plasticity.optimizers import TRAC, OptimArgs, erfi, make_optimizer
@@ -140,24 +140,26 @@ def test_cchain_penalises_the_output_change_since_the_previous_update_with_the_o
     net = nn.Linear(1, 1, bias=False)
     with torch.no_grad():
         net.weight.fill_(1.0)
-    reducer = ChurnReducer(CChainArgs(enabled=True, relative_scale=0.1, initial_coef=50.0, warmup_updates=1), net, lambda b: net(b))
+    reducer = ChurnReducer(CChainArgs(enabled=True, relative_scale=0.1, initial_coef=50.0, warmup=2), net, ChurnTarget(lambda b: net(b)))
     x = torch.tensor([[1.0], [2.0]])
     assert reducer.loss(torch.tensor(3.0), x) == 0  # first update: no previous parameters yet
+    reducer.after_step()
     with torch.no_grad():
         net.weight.fill_(1.5)  # "an update": f changes by 0.5·x
     churn = 0.25 * (1.0 + 4.0) / 2
     torch.testing.assert_close(reducer.loss(torch.tensor(3.0), x), torch.tensor(50.0 * churn))  # warm-up coefficient
+    reducer.after_step()
+    # after the 2nd update (the warm-up): c = ρ·mean|L| / mean churn, the means over every update so far
+    torch.testing.assert_close(reducer.coef, torch.tensor(0.1 * 3.0 / churn))
     with torch.no_grad():
         net.weight.fill_(2.5)  # the change since the *previous* update (1.5 → 2.5), not since init
     loss = reducer.loss(torch.tensor(-2.0), x)
     churn2 = 1.0 * (1.0 + 4.0) / 2
-    torch.testing.assert_close(loss / churn2, reducer.coef)
-    decay = 1 - 1 / 50_000  # EMAs of |L_main| and L_churn: ρ·mean|L|/mean churn
-    main_mean = (3.0 * (1 - decay)) * decay + 2.0 * (1 - decay)
-    churn_mean = churn * (1 - decay) * decay + churn2 * (1 - decay)
-    torch.testing.assert_close(reducer.coef, torch.tensor(0.1 * main_mean / churn_mean), rtol=1e-4, atol=0)
+    torch.testing.assert_close(loss, torch.tensor(0.1 * 3.0 / churn * churn2))  # rescaled after the update before
     loss.backward()
-    torch.testing.assert_close(net.weight.grad, reducer.coef.detach() * 2 * (1.0 * 1 + 4.0 * 1) / 2 * torch.ones(1, 1))
+    reducer.after_step()
+    torch.testing.assert_close(reducer.coef, torch.tensor(0.1 * (3.0 + 3.0 + 2.0) / 3 / ((churn + churn2) / 2)))
+    torch.testing.assert_close(net.weight.grad, 0.1 * 3.0 / churn * 2 * (1.0 * 1 + 4.0 * 1) / 2 * torch.ones(1, 1))
 
 
 # ---- TRAC -------------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def _remedies(activation: str, reset: dict | None = None) -> dict:
 
     return dict(net=NetArgs(norm="layer", activation=activation), nap=NaPArgs(enabled=True),
                 reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4), clip=WeightClipArgs(kappa=3.0),
-                cchain=CChainArgs(enabled=True, warmup_updates=20), optim=OptimArgs(trac=True),
+                cchain=CChainArgs(enabled=True, warmup=20), optim=OptimArgs(trac=True),
                 reset=ResetArgs(**(reset or dict(method="layers", every=25))))
 
 

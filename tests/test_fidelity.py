@@ -1,0 +1,154 @@
+"""Each remedy against its authors' definition, computed here independently of plasticity/ (issue #27).
+
+Parseval (wechu/parseval_reg `agent.py`), weight clipping (mohmdelsayed/weight-clipping `rl_experiments/weight_clipping.py`),
+C-CHAIN on PPO (bluecontra/C-CHAIN `crl_dmc/crl_run_ppo_c_chain_dmc.py`, `crl_gym_classic_control/basic_utils.py`),
+Normalize-and-Project (Lyle et al. 2024), the SAC reset (evgenii-nikishin/rl_with_resets `train_dense.py`), ReGraMa's GraMa
+score (Liu et al. 2025) and CBP's RL optimiser (shibhansh/loss-of-plasticity `lop/rl/cfg/ant/cbp.yml`).
+"""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from agents import ppo
+from cleanrl_plus.nn import adam
+from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
+from plasticity.hooks import RemedyArgs, RemedyHooks
+from plasticity.network import Network
+
+CPU = torch.device("cpu")
+
+
+def _ppo_agent(space: gym.Space, hidden=(32, 32), seed: int = 0) -> ppo.ActorCritic:
+    torch.manual_seed(seed)
+    return ppo.ActorCritic(4, space, hidden, "tanh")
+
+
+def _ppo_network(agent: ppo.ActorCritic, optimizer, updates_per_iteration: int = 4) -> Network:
+    return ppo.plasticity_network(agent, optimizer, lambda: copy.deepcopy(agent), lambda: copy.deepcopy(agent.policy), "tanh",
+                                  updates_per_iteration)
+
+
+# ---- C-CHAIN on PPO ---------------------------------------------------------------------------------------------
+class _AuthorsCChain:
+    """crl_run_ppo_c_chain_dmc.py's C-CHAIN for one task (the classic-control script's divergence and floor for a
+    categorical policy): a history of deep copies after every update, the churn against the copy one update back, c₀ until
+    `warmup` iterations, then c = max(ρ·mean|last pg_loss of each of the last W iterations| / (mean of their churn
+    losses + 1e-8), floor) after each iteration."""
+
+    def __init__(self, policy: nn.Module, rho: float, c0: float, warmup: int, window: int, floor: float, probabilities: bool):
+        self.history = [copy.deepcopy(policy)]
+        self.rho, self.coef, self.warmup, self.window, self.floor = rho, c0, warmup, window, floor
+        self.probabilities = probabilities
+        self.pg_losses, self.churn_losses, self.iteration = [], [], 0
+
+    def churn(self, policy: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+        if len(self.history) < 2:  # no parameters one update back yet (ours starts one update sooner than the DMC script)
+            return torch.zeros(())
+        current, previous = policy(obs), self.history[-2](obs).detach()
+        if self.probabilities:
+            return (-torch.softmax(previous, -1) * torch.log(torch.softmax(current, -1) + 1e-8)).sum(-1).mean()
+        return ((current - previous) ** 2).mean()
+
+    def after_update(self, policy: nn.Module) -> None:
+        self.history.append(copy.deepcopy(policy))
+
+    def after_iteration(self, pg_loss: float, churn: float) -> None:
+        self.iteration += 1
+        self.pg_losses.append(pg_loss)
+        self.churn_losses.append(churn)
+        if self.iteration >= self.warmup:
+            relative = self.rho * np.mean(np.abs(self.pg_losses[-self.window:])) / (np.mean(self.churn_losses[-self.window:]) + 1e-8)
+            self.coef = max(relative, self.floor)
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3)], ids=["gaussian", "categorical"])
+def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(space):
+    continuous = isinstance(space, gym.spaces.Box)
+    kind = "policy mean" if continuous else "probabilities"
+    assert (AUTHORS["policy mean"].relative_scale, AUTHORS["policy mean"].initial_coef, AUTHORS["policy mean"].warmup,
+            AUTHORS["policy mean"].window) == (0.05, 100.0, 50, 100)  # crl_run_ppo_c_chain_dmc.py
+    assert (AUTHORS["probabilities"].relative_scale, AUTHORS["probabilities"].initial_coef, AUTHORS["probabilities"].min_coef,
+            AUTHORS["probabilities"].window) == (1e4, 1.0, 1.0, 50)  # control_train_aligned_c_chain.py
+    rho = 1e-4 if continuous else 20.0  # smaller than the authors' (0.05, 1e4), so that c stays moderate in float32 over a few steps
+    settings = CChainArgs(enabled=True, relative_scale=rho, warmup=2, window=2)  # c₀ and the floor stay the authors'
+    agent = _ppo_agent(space, hidden=(16, 16))
+    mirror = copy.deepcopy(agent)
+    ours = ChurnReducer(settings, agent, policy_churn(lambda obs: agent.policy.net(obs), continuous, updates_per_iteration=3))
+    schedule = AUTHORS[kind]
+    theirs = _AuthorsCChain(mirror.policy.net, rho, schedule.initial_coef, 2, 2, schedule.min_coef, not continuous)
+    opt_ours, opt_theirs = torch.optim.SGD(agent.parameters(), lr=0.05), torch.optim.SGD(mirror.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(1)
+    coefficients = []
+    for iteration in range(4):
+        for update in range(3):
+            obs, reference = torch.randn(8, 4, generator=generator), torch.randn(8, 4, generator=generator)
+            target = torch.randn(8, agent.policy.outputs, generator=generator)
+            pg_ours, pg_theirs = (((net.policy.net(obs) - target) ** 2).mean() - 0.3 for net in (agent, mirror))  # a signed "policy loss"
+            value_loss = mirror.value(obs).square().mean()  # in the total loss but not what c is scaled against
+            coef_before = theirs.coef
+            churn_theirs = theirs.churn(mirror.policy.net, reference)
+            total_theirs = pg_theirs + value_loss + coef_before * churn_theirs
+            total_ours = pg_ours + agent.value(obs).square().mean() + ours.loss(pg_ours + value_loss.detach(), reference, scale_against=pg_ours)
+            torch.testing.assert_close(total_ours, total_theirs, rtol=1e-4, atol=1e-6)
+            for optimizer, total in ((opt_ours, total_ours), (opt_theirs, total_theirs)):
+                optimizer.zero_grad()
+                total.backward()
+                optimizer.step()
+            ours.after_step()
+            theirs.after_update(mirror.policy.net)
+        theirs.after_iteration(float(pg_theirs), float(churn_theirs))
+        coefficients.append(theirs.coef)
+        torch.testing.assert_close(ours.coef, torch.tensor(theirs.coef, dtype=torch.float32), rtol=1e-4, atol=0)
+    assert coefficients[0] == schedule.initial_coef and coefficients[1] != schedule.initial_coef  # the warm-up ended after iteration 2
+    for p, q in zip(agent.parameters(), mirror.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
+
+
+def test_cchain_on_ppo_restarts_its_schedule_at_a_task_switch_and_a_value_network_does_not():
+    agent = _ppo_agent(gym.spaces.Box(-1, 1, (2,)))
+    network = _ppo_network(agent, adam(agent.parameters(), 1e-3, CPU), updates_per_iteration=1)
+    value_net = nn.Linear(4, 1)
+    hooks = RemedyHooks(RemedyArgs(cchain=CChainArgs(enabled=True, warmup=1)),
+                        [network, Network("critic", value_net, adam(value_net.parameters(), 1e-3, CPU), lambda b: value_net(b.obs), lambda: value_net)])
+    batch = SimpleNamespace(obs=torch.randn(8, 4))
+
+    def update(name: str, **scale) -> torch.Tensor:
+        loss = hooks.loss(name, torch.tensor(1.0, requires_grad=True), batch, **scale)
+        hooks.networks[name].net.optimizer.zero_grad()
+        loss.backward()
+        hooks.step(name)
+        return loss
+
+    for _ in range(3):
+        update("agent", scale_against=torch.tensor(0.5))
+        update("critic")
+    policy, critic = hooks.networks["agent"].churn, hooks.networks["critic"].churn
+    assert float(policy.coef) != 100.0 and int(critic.points) == 3
+    hooks.on_task_switch()
+    assert float(policy.coef) == 100.0 and int(policy.points) == 0 and bool(policy.skip)
+    assert int(critic.points) == 3  # DDQN's C-CHAIN keeps its statistics across tasks
+    assert float(update("agent", scale_against=torch.tensor(0.5))) == 1.0  # no churn term after the switch, none recorded…
+    assert int(policy.churn_points) == 0 and int(policy.points) == 1 and not bool(policy.skip)
+    update("agent", scale_against=torch.tensor(0.5))
+    assert int(policy.churn_points) == 1  # … then again
+
+
+def test_ppo_scales_cchain_against_its_policy_loss(runs_dir):
+    """With a window of one iteration the logged coefficient is ρ·|policy loss|/churn of the iteration's last update."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, num_steps=64, num_minibatches=2, update_epochs=2, hidden_sizes=(8, 8),
+                    eval_every=0, eval_episodes=1, log_every=64, runs_dir=runs_dir, progress=False,
+                    cchain=CChainArgs(enabled=True, warmup=1, window=1, relative_scale=0.5, min_coef=0.0))
+    events = EventAccumulator(ppo.main(args)["run_dir"]).Reload()
+    last = {tag: events.Scalars(tag)[-1].value for tag in ("remedies/agent_cchain_coef", "losses/policy_loss", "remedies/agent_cchain_loss")}
+    expected = 0.5 * abs(last["losses/policy_loss"]) / (last["remedies/agent_cchain_loss"] + 1e-8)
+    assert last["remedies/agent_cchain_coef"] == pytest.approx(expected, rel=1e-4)
