@@ -25,8 +25,8 @@ from plasticity.architecture import NaPArgs, NetArgs, NormProjector
 from plasticity.cchain import CChainArgs, ChurnReducer, ChurnTarget
 from plasticity.network import Network
 from plasticity.optimizers import TRAC, OptimArgs
-from plasticity.regularizers import (RegArgs, WeightClipArgs, WeightClipper, l2_init_penalty, l2_penalty, parseval_penalty,
-                                     rows_as_units, trainable, weight_layers)
+from plasticity.regularizers import (PARSEVAL_WIDTH, RegArgs, WeightClipArgs, WeightClipper, l2_init_penalty, l2_penalty,
+                                     parseval_penalty, rows_as_units, trainable, weight_layers)
 
 
 @dataclasses.dataclass
@@ -74,7 +74,8 @@ class _NetworkHooks:
             penalty = l2_init_penalty([p for p, _ in pairs], [p0 for _, p0 in pairs])
             total, self.logged["l2_init"] = total + reg.l2_init * penalty, penalty.detach()
         if reg.parseval and self.hidden_layers:
-            penalty = parseval_penalty([rows_as_units(layer, ensemble) for layer, ensemble in self.hidden_layers], reg.parseval_scale)
+            matrices = [rows_as_units(layer, ensemble) for layer, ensemble in self.hidden_layers]
+            penalty = parseval_penalty(matrices, reg.parseval_scale, PARSEVAL_WIDTH if reg.parseval_width_scaling else None)
             total, self.logged["parseval"] = total + reg.parseval * penalty, penalty.detach()
         if self.churn is not None:
             if reference is None:

@@ -9,6 +9,7 @@ score (Liu et al. 2025) and CBP's RL optimiser (shibhansh/loss-of-plasticity `lo
 from __future__ import annotations
 
 import copy
+import math
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -17,11 +18,12 @@ import pytest
 import torch
 import torch.nn as nn
 
-from agents import ppo
+from agents import ppo, td3
 from cleanrl_plus.nn import adam
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
+from plasticity.regularizers import RegArgs, WeightClipper
 
 CPU = torch.device("cpu")
 
@@ -34,6 +36,76 @@ def _ppo_agent(space: gym.Space, hidden=(32, 32), seed: int = 0) -> ppo.ActorCri
 def _ppo_network(agent: ppo.ActorCritic, optimizer, updates_per_iteration: int = 4) -> Network:
     return ppo.plasticity_network(agent, optimizer, lambda: copy.deepcopy(agent), lambda: copy.deepcopy(agent.policy), "tanh",
                                   updates_per_iteration)
+
+
+# ---- Parseval ----------------------------------------------------------------------------------------------------
+def _authors_parseval(networks: list[nn.Sequential], width: int, reg: float) -> torch.Tensor:
+    """agent.py: for actor_mean and critic, Σ over the hidden 'linear_orthog' weights of ‖W Wᵀ − 2·I‖²_F (no init gain
+    given: scale 2), times parseval_reg·(64/net_width)²."""
+    total = 0
+    for net in networks:
+        for layer in [m for m in net if isinstance(m, nn.Linear)][:-1]:  # the output layer is 'linear_output'
+            w = layer.weight
+            total = total + reg * (64 / width) ** 2 * torch.norm(w @ w.t() - 2 * torch.eye(w.shape[0]), p="fro") ** 2
+    return total
+
+
+def test_parseval_on_ppo_is_the_authors_penalty_and_gradient_with_the_width_factor():
+    agent = _ppo_agent(gym.spaces.Discrete(3))
+    reference = copy.deepcopy(agent)
+    optimizer = adam(agent.parameters(), 1e-3, CPU)
+    hooks = RemedyHooks(RemedyArgs(reg=RegArgs(parseval=1e-3)), [_ppo_network(agent, optimizer)])
+    ours = hooks.loss("agent", torch.zeros(()))
+    theirs = _authors_parseval([reference.policy.net, reference.critic], width=32, reg=1e-3)
+    torch.testing.assert_close(ours, theirs)
+    ours.backward()
+    theirs.backward()
+    for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
+        expected = q.grad if q.grad is not None else torch.zeros_like(p)  # biases, heads and log σ get no penalty
+        torch.testing.assert_close(p.grad if p.grad is not None else torch.zeros_like(p), expected, msg=name)
+    assert agent.policy.net[-1].weight.grad is None or not agent.policy.net[-1].weight.grad.any()
+
+
+def test_parseval_without_the_width_factor_and_with_another_scale():
+    agent = _ppo_agent(gym.spaces.Discrete(3), hidden=(16, 16))
+    hooks = RemedyHooks(RemedyArgs(reg=RegArgs(parseval=1.0, parseval_scale=1.0, parseval_width_scaling=False)),
+                        [_ppo_network(agent, adam(agent.parameters(), 1e-3, CPU))])
+    expected = sum(torch.norm(m.weight @ m.weight.t() - torch.eye(16)) ** 2
+                   for net in (agent.policy.net, agent.critic) for m in list(net)[:-1] if isinstance(m, nn.Linear))
+    torch.testing.assert_close(hooks.loss("agent", torch.zeros(())), expected)
+
+
+# ---- weight clipping ----------------------------------------------------------------------------------------------
+def _authors_clip(parameters: list[torch.Tensor], kappa: float) -> None:
+    """weight_clipping.py's InitBounds: a weight's bound is 1/√fan_in, a bias takes the bound of the weight before it;
+    every parameter of the optimiser is clamped to ±κ·bound (clip_last_layer on)."""
+    previous = None
+    for p in parameters:
+        if p.dim() != 1:
+            previous = p
+        fan_in, _ = nn.init._calculate_fan_in_and_fan_out(previous)
+        p.data.clamp_(-kappa / math.sqrt(fan_in), kappa / math.sqrt(fan_in))
+
+
+def test_weight_clipping_bounds_are_the_authors_per_layer_bounds_not_the_initial_weights():
+    agent = _ppo_agent(gym.spaces.Discrete(3))  # orthogonal init (gain √2, heads 0.01 and 1): max|W₀| ≠ 1/√fan_in
+    clipper = WeightClipper(agent, kappa=3.0)
+    assert clipper.bounds == pytest.approx([3 / math.sqrt(4), 3 / math.sqrt(32), 3 / math.sqrt(32)] * 2)
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.normal_(0, 2.0)  # far outside every bound
+    reference = copy.deepcopy(agent)
+    clipper.clip()
+    _authors_clip(list(reference.parameters()), 3.0)
+    for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
+        assert torch.equal(p, q), name
+
+
+def test_weight_clipping_bounds_of_ensemble_and_conv_layers_use_each_members_fan_in():
+    critic = td3.TwinCritic(3, 1, (8, 8))
+    conv = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 3 * 3, 1))
+    assert WeightClipper(critic, 1.0).bounds == pytest.approx([1 / math.sqrt(4), 1 / math.sqrt(8), 1 / math.sqrt(8)])
+    assert WeightClipper(conv, 2.0).bounds == pytest.approx([2 / math.sqrt(2 * 9), 2 / math.sqrt(36)])
 
 
 # ---- C-CHAIN on PPO ---------------------------------------------------------------------------------------------

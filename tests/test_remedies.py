@@ -122,7 +122,7 @@ def test_l2_adds_lambda_times_the_sum_of_squares():
 def test_weight_clipping_keeps_every_parameter_within_kappa_times_the_initial_bound():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
-    bounds = [2.0 * float(layer.weight.detach().abs().max()) for layer in (net[0], net[2])]
+    bounds = [2.0 / math.sqrt(layer.in_features) for layer in (net[0], net[2])]  # κ·(PyTorch's init bound 1/√fan_in)
     clipper = WeightClipper(net, kappa=2.0)
     optimizer = torch.optim.SGD(net.parameters(), lr=100.0)
     optimizer.zero_grad()
@@ -132,7 +132,7 @@ def test_weight_clipping_keeps_every_parameter_within_kappa_times_the_initial_bo
     clipper.clip()
     for layer, bound in zip((net[0], net[2]), bounds):
         assert layer.weight.abs().max() <= bound + 1e-7 and layer.bias.abs().max() <= bound + 1e-7
-        assert math.isclose(float(layer.weight.abs().max()), bound, rel_tol=1e-6)  # clipped exactly to the bound
+        assert math.isclose(float(layer.weight.detach().abs().max()), bound, rel_tol=1e-6)  # clipped exactly to the bound
 
 
 # ---- C-CHAIN ---------------------------------------------------------------------------------------------------
