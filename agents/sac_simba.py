@@ -125,8 +125,8 @@ LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
 
 def make_encoder(args: Args, ensemble_size: int, in_features: int, width: int, blocks: int) -> nn.Module:
     norm, activation = torso_settings(args.net, args.nap)
-    if args.network == "simba":  # its blocks hold their own LayerNorms: --net.norm is refused in main()
-        return SimbaEncoder(ensemble_size, in_features, width, blocks, activation)
+    if args.network == "simba":  # its blocks hold their own LayerNorms: --net.norm is refused in main(), NaP adds one before the ReLU
+        return SimbaEncoder(ensemble_size, in_features, width, blocks, activation, norm)
     return MLPEncoder(ensemble_size, in_features, args.mlp_hidden_sizes, norm, activation)
 
 

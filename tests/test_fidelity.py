@@ -19,7 +19,8 @@ import torch
 import torch.nn as nn
 
 from agents import ppo, td3
-from cleanrl_plus.nn import adam
+from cleanrl_plus.nn import EnsembleLinear, NormedConv2d, NormedEnsembleLinear, NormedLinear, adam
+from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
@@ -224,3 +225,68 @@ def test_ppo_scales_cchain_against_its_policy_loss(runs_dir):
     last = {tag: events.Scalars(tag)[-1].value for tag in ("remedies/agent_cchain_coef", "losses/policy_loss", "remedies/agent_cchain_loss")}
     expected = 0.5 * abs(last["losses/policy_loss"]) / (last["remedies/agent_cchain_loss"] + 1e-8)
     assert last["remedies/agent_cchain_coef"] == pytest.approx(expected, rel=1e-4)
+
+
+# ---- Normalize-and-Project --------------------------------------------------------------------------------------
+def _scale_invariant(module: nn.Module, layer: nn.Module, forward) -> bool:
+    """The output does not change when the layer's weight and bias are scaled: a norm follows the layer."""
+    before = forward().detach()
+    with torch.no_grad():
+        layer.weight.mul_(3.0)
+        layer.bias.mul_(3.0)
+    after = forward().detach()
+    with torch.no_grad():
+        layer.weight.div_(3.0)
+        layer.bias.div_(3.0)
+    return torch.allclose(before, after, rtol=1e-4, atol=1e-5)
+
+
+def test_nap_puts_a_norm_before_every_nonlinearity_of_every_torso():
+    from agents import ddqn, sac_simba
+    from plasticity.architecture import NaPArgs
+
+    torch.manual_seed(0)
+    frames = ddqn.QNetwork("nature-cnn", (4, 84, 84), 3, (), "layer")
+    grids = ddqn.QNetwork("minatar-cnn", (10, 10, 4), 3, (), "layer")
+    args = sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=2)
+    simba = sac_simba.make_critic(args, 3, 1, 2)
+    mlp = td3.TwinCritic(3, 1, (8, 8), norm="layer")
+    obs, action, images, boards = torch.randn(5, 3), torch.randn(5, 1), torch.rand(2, 4, 84, 84) * 255, torch.rand(2, 10, 10, 4)
+    cases = [
+        (frames, [m for m in frames.torso.convs if isinstance(m, nn.Conv2d)] + [frames.torso.fc], lambda: frames(images)),
+        (grids, [grids.torso.conv, grids.torso.fc], lambda: grids(boards)),
+        (simba, [block.expand for block in simba.encoder.blocks], lambda: simba(obs, action)),
+        (mlp, list(mlp.layers[:-1]), lambda: mlp(obs, action)),
+    ]
+    for module, normalised, forward in cases:
+        assert all(isinstance(layer, (NormedConv2d, NormedLinear, NormedEnsembleLinear)) for layer in normalised)
+        for layer in normalised:
+            assert _scale_invariant(module, layer, forward), f"{type(module).__name__}: {layer} is not followed by a norm"
+    assert not _scale_invariant(frames, frames.head, lambda: frames(images))  # heads carry none
+
+
+def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_and_norms_free():
+    from agents import sac_simba
+    from plasticity.architecture import NaPArgs
+
+    torch.manual_seed(0)
+    critic = sac_simba.make_critic(sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=1), 3, 1, 2)
+    frames = nn.Sequential(NormedConv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    for net, forward in ((critic, lambda: critic(torch.randn(16, 3), torch.randn(16, 1)).square().mean()),
+                         (frames, lambda: frames(torch.randn(8, 2, 6, 6)).square().mean())):
+        matrices = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d, EnsembleLinear))]
+        initial = [torch.linalg.vector_norm(m.weight.flatten(1) if not isinstance(m, EnsembleLinear) else m.weight, dim=None
+                                            if not isinstance(m, EnsembleLinear) else (1, 2)) for m in matrices]
+        projector = NormProjector(net)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.5)
+        free = [p for name, p in net.named_parameters() if not name.endswith("weight") or ".norm." in name or "final_norm" in name]
+        for _ in range(3):
+            optimizer.zero_grad()
+            forward().backward()
+            optimizer.step()
+            free_before = [p.detach().clone() for p in free]
+            projector.project()
+            assert all(torch.equal(p, q) for p, q in zip(free, free_before))  # biases and norm scale/shift: untouched
+        for m, norm in zip(matrices, initial):
+            current = torch.linalg.vector_norm(m.weight, dim=(1, 2)) if isinstance(m, EnsembleLinear) else torch.linalg.vector_norm(m.weight)
+            torch.testing.assert_close(current, norm)
