@@ -272,7 +272,8 @@ def main(args: Args) -> dict:
         Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target,
                 heads=(critic.head,), unit_pairs=critic.unit_pairs(), probe=critic.activation_probe()),
         Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, hidden=relu_layers(actor.encoder),
-                heads=(actor.mean, actor.log_std), unit_pairs=unit_pairs(actor.encoder), distribution=lambda b: actor.distribution_parameters(b.obs)),
+                heads=(actor.mean, actor.log_std), unit_pairs=unit_pairs(actor.encoder), distribution=lambda b: actor.distribution_parameters(b.obs),
+                restarts_with=(temperature.reset,)),  # a full or layer reset starts α and its Adam afresh (Nikishin et al. 2022)
         logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,

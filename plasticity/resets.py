@@ -114,6 +114,8 @@ def full_reset(net: Network) -> None:
     drop_optimizer_state(net.optimizer, net.module.parameters())
     if net.target is not None:
         net.target.load_state_dict(net.module.state_dict())
+    for restart in net.restarts_with:
+        restart()
 
 
 @torch.no_grad()
@@ -143,6 +145,8 @@ def reset_last_layers(net: Network, count: int) -> list[nn.Module]:
         drop_optimizer_state(net.optimizer, layer.parameters())
         if net.target is not None:
             net.target.get_submodule(names[layer]).load_state_dict(layer.state_dict())
+    for restart in net.restarts_with:
+        restart()
     return chosen
 
 

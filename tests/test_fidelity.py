@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -25,6 +26,7 @@ from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
 from plasticity.regularizers import RegArgs, WeightClipper
+from plasticity.resets import ResetArgs, full_reset, reset_last_layers
 
 CPU = torch.device("cpu")
 
@@ -290,3 +292,38 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
         for m, norm in zip(matrices, initial):
             current = torch.linalg.vector_norm(m.weight, dim=(1, 2)) if isinstance(m, EnsembleLinear) else torch.linalg.vector_norm(m.weight)
             torch.testing.assert_close(current, norm)
+
+
+# ---- SAC reset (Nikishin et al. 2022) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["full", "layers"])
+def test_sac_reset_starts_the_temperature_and_its_adam_afresh(method, runs_dir):
+    """train_dense.py builds a completely new SACLearner at a reset: new actor, critic, target critic and temperature,
+    each with a fresh Adam (train_pixels.py: new heads and temperature)."""
+    from agents import sac_simba
+    from cleanrl_plus.checkpoint import load_checkpoint
+
+    common = dict(env_id="Pendulum-v1", total_timesteps=120, learning_starts=100, batch_size=16, actor_width=8, critic_width=8,
+                  critic_blocks=1, eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False, initial_alpha=0.3,
+                  alpha_learning_rate=0.05)
+    updates = sac_simba.main(sac_simba.Args(exp_name="count", **common))["num_updates"]
+    result = sac_simba.main(sac_simba.Args(exp_name="reset", reset=ResetArgs(method=method, every=updates), **common))
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    torch.testing.assert_close(state["temperature"]["log_alpha"], torch.tensor(math.log(0.3)))
+    assert state["alpha_optimizer"]["state"] == {}
+    if method == "full":
+        assert state["actor_optimizer"]["state"] == {} and state["critic_optimizer"]["state"] == {}
+        for key, value in state["critic"].items():
+            assert torch.equal(value, state["critic_target"][key]), key
+    kept = sac_simba.main(sac_simba.Args(exp_name="kept", reset=ResetArgs(method=method, every=updates, networks="critic"), **common))
+    kept_state = load_checkpoint(Path(kept["run_dir"]) / "checkpoint.pt")
+    assert kept_state["alpha_optimizer"]["state"] != {}  # only the critic was reset: α goes on
+
+
+def test_full_and_layer_resets_run_what_the_network_restarts_with():
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    restarted = []
+    network = Network("actor", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b), lambda: copy.deepcopy(net), heads=(net[2],),
+                      restarts_with=(lambda: restarted.append(True),))
+    full_reset(network)
+    reset_last_layers(network, 1)
+    assert restarted == [True, True]
