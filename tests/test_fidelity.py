@@ -20,13 +20,13 @@ import torch
 import torch.nn as nn
 
 from agents import ppo, td3
-from cleanrl_plus.nn import EnsembleLinear, NormedConv2d, NormedEnsembleLinear, NormedLinear, adam
+from cleanrl_plus.nn import EnsembleLinear, NormedConv2d, NormedEnsembleLinear, NormedLinear, adam, frozen
 from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
 from plasticity.regularizers import RegArgs, WeightClipper
-from plasticity.resets import ResetArgs, full_reset, reset_last_layers
+from plasticity.resets import PreactivationGradients, ResetArgs, Resetter, full_reset, reset_last_layers
 
 CPU = torch.device("cpu")
 
@@ -327,3 +327,64 @@ def test_full_and_layer_resets_run_what_the_network_restarts_with():
     full_reset(network)
     reset_last_layers(network, 1)
     assert restarted == [True, True]
+
+
+# ---- ReGraMa -----------------------------------------------------------------------------------------------------
+def _mean_abs_preactivation_gradients(layers: list[nn.Module], rows: int, sample_loss) -> list[torch.Tensor]:
+    """E_x|∂ℓ(x)/∂zᵢ(x)| per unit: each sample's own loss ℓ(x) = sample_loss(row), differentiated with respect to each
+    layer's output z (its units' pre-activations) on that sample alone."""
+    totals = [0.0 for _ in layers]
+    for row in range(rows):
+        outputs = []
+        handles = [layer.register_forward_hook(lambda module, inputs, output: outputs.append(output)) for layer in layers]
+        loss = sample_loss(row)
+        for handle in handles:
+            handle.remove()
+        totals = [total + grad.abs().sum(dim=-2) for total, grad in zip(totals, torch.autograd.grad(loss, outputs))]
+    return [total / rows for total in totals]
+
+
+@pytest.mark.parametrize("norm", ["none", "layer"])
+def test_grama_scores_are_mean_absolute_preactivation_gradients_over_the_layer_mean(norm):
+    torch.manual_seed(0)
+    net = nn.Sequential(NormedLinear(3, 6) if norm == "layer" else nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+    layers = [net[0], net[2]]
+    x, y = torch.randn(16, 3), torch.randn(16, 2)
+    gradients = PreactivationGradients(layers)
+    (net(x) - y).square().sum(-1).mean().backward()  # the training update the hooks read: L = mean_x ℓ(x)
+    expected = _mean_abs_preactivation_gradients(layers, 16, lambda row: (net(x[row:row + 1]) - y[row:row + 1]).square().sum())
+    for layer, magnitude in zip(layers, expected):
+        torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean())
+
+
+def test_grama_scores_of_twin_critics_are_per_member_and_ignore_forwards_that_do_not_train():
+    torch.manual_seed(0)
+    critic = td3.TwinCritic(3, 1, (6, 6))
+    layers = list(critic.layers[:-1])
+    gradients = PreactivationGradients(layers)
+    obs, action, target = torch.randn(12, 3), torch.randn(12, 1), torch.randn(12)
+    (critic(obs, action) - target).square().mean(-1).sum().backward()  # one MSE per member, summed
+    with frozen(critic):  # an actor loss through the critic: its units do not train here
+        critic(obs, action.clone().requires_grad_()).sum().backward()
+    with torch.no_grad():
+        critic(obs, action)
+    expected = _mean_abs_preactivation_gradients(
+        layers, 12, lambda row: (critic(obs[row:row + 1], action[row:row + 1]) - target[row:row + 1]).square().sum())
+    for layer, magnitude in zip(layers, expected):
+        torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean(dim=-1, keepdim=True))
+
+
+def test_regrama_resetter_scores_the_layers_feeding_units_from_the_training_backward():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    network = Network("critic", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b.obs), lambda: copy.deepcopy(net),
+                      hidden=[net[0], net[2]], heads=(net[4],))
+    resetter = Resetter(ResetArgs(method="regrama", every=1), [network])
+    assert list(resetter.gradients["critic"].sums) == [net[0], net[2]]
+    net(torch.randn(4, 3)).sum().backward()
+    assert all(sums.any() for sums in resetter.gradients["critic"].sums.values())
+    state = copy.deepcopy(resetter.state_dict())
+    resetter.after_update(1, None, SimpleNamespace(scalars=lambda *a: None), 1)
+    assert not any(sums.any() for sums in resetter.gradients["critic"].sums.values())
+    resetter.load_state_dict(state)
+    assert all(sums.any() for sums in resetter.gradients["critic"].sums.values())

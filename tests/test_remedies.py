@@ -18,7 +18,7 @@ from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
 from plasticity.optimizers import TRAC, OptimArgs, erfi, make_optimizer
 from plasticity.regularizers import RegArgs, WeightClipper, parseval_penalty, rows_as_units
-from plasticity.resets import depth_levels, gradient_scores, recycle_low_gradient, reset_last_layers
+from plasticity.resets import PreactivationGradients, depth_levels, recycle_low_gradient, reset_last_layers
 
 CPU = torch.device("cpu")
 
@@ -252,31 +252,35 @@ def test_layer_reset_treats_sibling_heads_as_one_layer():
     assert reset_last_layers(resettable, 1) == [net.mean, net.log_std]
 
 
-def test_regrama_recycles_exactly_the_units_whose_incoming_gradients_vanished():
+def test_regrama_recycles_exactly_the_units_whose_preactivation_gradients_vanished_and_restarts_the_sums():
     net, optimizer, _, _, resettable = _resettable()
-    optimizer.zero_grad()
-    net(torch.randn(16, 3)).square().mean().backward()
+    gradients = PreactivationGradients([net[0], net[2]])
     with torch.no_grad():
-        net[0].weight.grad.abs_().add_(1.0)  # every unit learns …
-        net[0].weight.grad[[1, 6]] = 0.0  # … except units 1 and 6 of the first layer
-        net[2].weight.grad.abs_().add_(1.0)
+        gradients.sums[net[0]].fill_(3.0)  # every unit learns …
+        gradients.sums[net[0]][[1, 6]] = 0.0  # … except units 1 and 6 of the first layer
+        gradients.sums[net[2]].fill_(2.0)
     first_before, second_before = net[0].weight.detach().clone(), net[2].weight.detach().clone()
-    fraction = recycle_low_gradient(resettable, tau=0.01)
+    fraction = recycle_low_gradient(resettable, gradients, tau=0.01)
     assert fraction == 2 / 16
     changed = (net[0].weight != first_before).any(dim=1)
     assert changed.tolist() == [i in (1, 6) for i in range(8)]  # fresh incoming weights of exactly those units
     assert torch.all(net[2].weight[:, [1, 6]] == 0)  # their outgoing weights are zeroed: the output is kept
     assert torch.equal(net[2].weight[:, [0, 2, 3, 4, 5, 7]], second_before[:, [0, 2, 3, 4, 5, 7]])
+    assert all(not sums.any() for sums in gradients.sums.values())  # the next interval starts from zero
+    assert recycle_low_gradient(resettable, gradients, tau=0.01) == 0  # no gradient since: nothing is judged
 
 
 def test_grama_scores_of_an_ensemble_layer_are_per_member_and_per_unit():
-    layer = EnsembleLinear(2, 3, 4)  # weight (E, in, H)
-    layer.weight.grad = torch.ones(2, 3, 4)
-    layer.weight.grad[1, :, 2] = 0.0  # member 1's unit 2 gets no gradient
-    scores = gradient_scores(layer)
+    layer = EnsembleLinear(2, 3, 4)  # pre-activations (E, B, H)
+    gradients = PreactivationGradients([layer])
+    x = torch.randn(2, 5, 3)
+    upstream = torch.ones(2, 5, 4)
+    upstream[1, :, 2] = 0.0  # member 1's unit 2 gets no gradient
+    layer(x).backward(upstream)
+    scores = gradients.scores(layer)
     assert scores.shape == (2, 4)
     assert (scores <= 0.01).nonzero().tolist() == [[1, 2]]
-    torch.testing.assert_close(scores[0], torch.ones(4), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(scores[0], torch.ones(4))
 
 
 def test_simba_blocks_take_the_doubling_activation_with_half_the_expansion_units():
