@@ -388,3 +388,26 @@ def test_regrama_resetter_scores_the_layers_feeding_units_from_the_training_back
     assert not any(sums.any() for sums in resetter.gradients["critic"].sums.values())
     resetter.load_state_dict(state)
     assert all(sums.any() for sums in resetter.gradients["critic"].sums.values())
+
+
+# ---- CBP's optimiser in the authors' RL runs --------------------------------------------------------------------
+def test_cbp_authors_adam_with_weight_decay_is_ours_with_their_betas_and_half_the_l2():
+    """lop/rl/cfg/ant/cbp.yml: torch Adam, β = (0.99, 0.99), weight_decay 1e-4 (added to the gradient: the gradient of
+    ½·1e-4·Σθ²), eps 1e-8. Ours with --adam-betas 0.99 0.99 --adam-eps 1e-8 --reg.l2 5e-5 takes the same steps."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    mirror = copy.deepcopy(net)
+    ours = adam(net.parameters(), 1e-2, CPU, eps=1e-8, betas=(0.99, 0.99))
+    hooks = RemedyHooks(RemedyArgs(reg=RegArgs(l2=5e-5)), [Network("agent", net, ours, lambda b: net(b), lambda: net)])
+    theirs = torch.optim.Adam(mirror.parameters(), lr=1e-2, betas=(0.99, 0.99), eps=1e-8, weight_decay=1e-4)
+    for _ in range(5):
+        x = torch.randn(16, 3)
+        for module, optimizer, regularise in ((net, ours, True), (mirror, theirs, False)):
+            loss = module(x).square().mean()
+            if regularise:
+                loss = hooks.loss("agent", loss)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    for p, q in zip(net.parameters(), mirror.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7)
