@@ -147,7 +147,6 @@ class ChurnReducer:
         self.previous: dict[str, torch.Tensor] | None = None
         device = next(module.parameters()).device
         window = self.schedule.window
-        self.positions = torch.arange(window, device=device)
         self.updates = torch.zeros((), dtype=torch.int64, device=device)  # since the start or the last restart
         self.points = torch.zeros((), dtype=torch.int64, device=device)  # rescaling points recorded
         self.churn_points = torch.zeros((), dtype=torch.int64, device=device)  # … of which with a churn value
@@ -187,24 +186,27 @@ class ChurnReducer:
         schedule, window = self.schedule, self.schedule.window
         self.updates += 1
         point = self.updates % self.every == 0
-        self.scale_values.copy_(torch.where(point & (self.positions == self.points % window), self.last_scale, self.scale_values))
-        self.points += point.long()
-        with_churn = point & self.has_churn
-        self.churn_values.copy_(torch.where(with_churn & (self.positions == self.churn_points % window), self.last_churn, self.churn_values))
-        self.churn_points += with_churn.long()
+        self._push(self.scale_values, self.points, self.last_scale, point)
+        self._push(self.churn_values, self.churn_points, self.last_churn, point & self.has_churn)
         self.skip.fill_(False)
-        scale_mean = self.scale_values.sum() / self.points.clamp(1, window)
+        scale_mean = self.scale_values.sum() / self.points.clamp(1, window)  # entries not yet written are 0
         churn_mean = self.churn_values.sum() / self.churn_points.clamp(1, window)
         relative = (schedule.relative_scale * scale_mean / (churn_mean + 1e-8)).clamp_min(schedule.min_coef)
         self.coef.copy_(torch.where(point & (self.points >= schedule.warmup), relative, self.coef))
+
+    def _push(self, ring: torch.Tensor, count: torch.Tensor, value: torch.Tensor, record: torch.Tensor) -> None:
+        """Where `record`, write `value` over the oldest of the ring's last W entries and count it."""
+        index = (count % self.schedule.window).view(1)
+        ring.index_copy_(0, index, torch.where(record, value.view(1), ring.index_select(0, index)))
+        count.add_(record.long())
 
     @torch.no_grad()
     def restart(self) -> None:
         """A new task: c₀ again, empty means, and no churn term at the next update (module docstring)."""
         for counter in (self.updates, self.points, self.churn_points):
             counter.zero_()
-        self.scale_values.zero_()
-        self.churn_values.zero_()
+        for values in (self.scale_values, self.churn_values):
+            values.zero_()
         self.coef.fill_(self.schedule.initial_coef)
         self.skip.fill_(True)
 

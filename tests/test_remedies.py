@@ -162,6 +162,27 @@ def test_cchain_penalises_the_output_change_since_the_previous_update_with_the_o
     torch.testing.assert_close(net.weight.grad, 0.1 * 3.0 / churn * 2 * (1.0 * 1 + 4.0 * 1) / 2 * torch.ones(1, 1))
 
 
+def test_cchain_schedule_moves_on_without_a_host_decision():
+    """after_step (recording and rescaling) compiles as one graph: no branch on a device value, so a captured update
+    replays the schedule instead of baking in the branch taken at capture."""
+    def run(compile_step: bool) -> list[float]:
+        net = nn.Linear(2, 1)
+        reducer = ChurnReducer(CChainArgs(enabled=True, warmup=2, window=3), net, ChurnTarget(lambda b: net(b)))
+        step = torch.compile(reducer.after_step, fullgraph=True, backend="aot_eager") if compile_step else reducer.after_step
+        coefficients = []
+        for update in range(5):
+            reducer.loss(torch.tensor(1.0 + update), torch.ones(4, 2))
+            with torch.no_grad():
+                net.weight.add_(0.1)
+            step()
+            coefficients.append(float(reducer.coef))
+        return coefficients
+
+    eager = run(False)
+    assert eager[0] == 50.0 != eager[1]  # rescaled once the warm-up of two updates is over
+    assert run(True) == pytest.approx(eager, rel=1e-5)
+
+
 # ---- TRAC -------------------------------------------------------------------------------------------------------
 def test_erfi_matches_scipy():
     x = torch.tensor([-7.5, -2.0, -0.3, 0.0, 0.4, 1.0, 3.3, 9.0])
