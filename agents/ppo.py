@@ -53,6 +53,7 @@ from cleanrl_plus.session import TrainingSession
 from envs.continual import base_env_id
 from plasticity import Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
+from plasticity.cchain import policy_churn
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
@@ -331,7 +332,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     to_env = envs.action_clipper(space, device)  # the stored action stays unclipped
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
     new_policy = lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731  (vectors only)
-    plasticity = Plasticity(args, plasticity_network(agent, optimizer, new_agent, new_policy, activation), logger=run.logger)
+    plasticity = Plasticity(args, plasticity_network(agent, optimizer, new_agent, new_policy, args), logger=run.logger)
 
     # ---- the acting step, GAE and the update as functions of tensors: --compile compiles the loss and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
@@ -355,7 +356,8 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
         entropy_loss = entropy.mean()
         loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
-        return plasticity.loss("agent", loss, reference), ppo_report(pg_loss, v_loss, entropy_loss, ratio, logratio, clip_coef)
+        loss = plasticity.loss("agent", loss, reference, scale_against=pg_loss)  # C-CHAIN scales against the policy loss
+        return loss, ppo_report(pg_loss, v_loss, entropy_loss, ratio, logratio, clip_coef)
 
     act, ppo_objective = compiled(act, args.compile), compiled(ppo_objective, args.compile)
 
@@ -422,12 +424,13 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
 
 
 def plasticity_network(agent: ActorCritic, optimizer: torch.optim.Optimizer, new_agent: Callable[[], ActorCritic],
-                       new_policy: Callable[[], Policy], activation: str) -> Network:
+                       new_policy: Callable[[], Policy], args: Args) -> Network:
     """Policy and value network as the plasticity code sees them: one loss and one optimiser train both (the remedies
-    treat them as one network, "agent"; C-CHAIN keeps the policy's outputs and the value together); the diagnostics watch
-    each; the resets act on each, or on the whole when the two heads share the Nature CNN."""
+    treat them as one network, "agent"; C-CHAIN keeps the policy's mean or probabilities, rescaling once an iteration);
+    the diagnostics watch each; the resets act on each, or on the whole when the two heads share the Nature CNN."""
     policy_linears, value_linears = ([m for m in net.modules() if isinstance(m, nn.Linear)] for net in (agent.policy.net, agent.critic))
-    probe_activation = torch.tanh if activation == "tanh" else torch.relu
+    probe_activation = torch.tanh if network_settings(args)[1] == "tanh" else torch.relu
+    updates_per_iteration = args.update_epochs * args.num_minibatches
 
     def joint_outputs(batch: Minibatch) -> torch.Tensor:
         outputs, values = agent.heads(batch.obs)
@@ -443,7 +446,8 @@ def plasticity_network(agent: ActorCritic, optimizer: torch.optim.Optimizer, new
     unit_pairs = [(policy_linears[0], policy_linears[1]), (value_linears[0], value_linears[1])]
     unit_pairs += list(zip(policy_linears[1:-1], policy_linears[2:])) + list(zip(value_linears[1:-1], value_linears[2:]))
     return Network("agent", agent, optimizer, joint_outputs, new_agent, heads=(policy_linears[-1], value_linears[-1]),
-                   unit_pairs=unit_pairs if agent.shares_torso else [], parts=(value, policy))
+                   unit_pairs=unit_pairs if agent.shares_torso else [], parts=(value, policy),
+                   churn=policy_churn(lambda b: agent.policy.net(b.obs), agent.policy.continuous, updates_per_iteration))
 
 
 def evaluation_policy(agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float,

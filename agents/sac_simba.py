@@ -127,8 +127,8 @@ LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
 
 def make_encoder(args: Args, ensemble_size: int, in_features: int, width: int, blocks: int) -> nn.Module:
     norm, activation = torso_settings(args.net, args.nap)
-    if args.network == "simba":  # its blocks hold their own LayerNorms: --net.norm is refused in main()
-        return SimbaEncoder(ensemble_size, in_features, width, blocks, activation)
+    if args.network == "simba":  # its blocks hold their own LayerNorms: --net.norm is refused in main(), NaP adds one before the ReLU
+        return SimbaEncoder(ensemble_size, in_features, width, blocks, activation, norm)
     return MLPEncoder(ensemble_size, in_features, args.mlp_hidden_sizes, norm, activation)
 
 
@@ -295,7 +295,8 @@ def main(args: Args) -> dict:
 
     critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
     kl = lambda b: actor.distribution_parameters(b.obs)  # noqa: E731  (the KL churn diagnostic of a stochastic policy)
-    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, distribution=kl)
+    # a reset of the actor starts α and its Adam afresh too, as Nikishin et al.'s reset builds a new agent
+    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, distribution=kl, restarts_with=(temperature.reset,))
     plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,

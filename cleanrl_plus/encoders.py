@@ -8,19 +8,20 @@ import torch.nn as nn
 
 import torch.nn.functional as F
 
-from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, layer_init, mlp_torso, units_for
+from cleanrl_plus.nn import ACTIVATIONS, hidden_conv, hidden_linear, layer_init, mlp_torso, units_for
 
 
 class NatureCNN(nn.Module):
     """Mnih et al. 2015: (K, 84, 84) uint8 frames /255 → conv 32×8×8/4 → 64×4×4/2 → 64×3×3/1 → 512.
-    --net.norm/--net.activation apply to the dense layer; the convolutions keep ReLU. PyTorch's default init (DDQN);
-    PPO re-initialises it orthogonally as CleanRL's ppo_atari.py does (`orthogonal_nature_cnn`)."""
+    --net.norm (and NaP) put a norm before every ReLU, the convolutions' included (cleanrl_plus.nn.NormedConv2d);
+    --net.activation applies to the dense layer, the convolutions keep ReLU. PyTorch's default init (DDQN); PPO
+    re-initialises it orthogonally as CleanRL's ppo_atari.py does (`orthogonal_nature_cnn`)."""
 
     def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
         self.convs = nn.Sequential(
-            nn.Conv2d(obs_shape[0], 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(),
+            hidden_conv(obs_shape[0], 32, 8, 4, norm), nn.ReLU(), hidden_conv(32, 64, 4, 2, norm), nn.ReLU(),
+            hidden_conv(64, 64, 3, 1, norm), nn.ReLU(), nn.Flatten(),
         )
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
@@ -33,12 +34,12 @@ class NatureCNN(nn.Module):
 
 
 class MinAtarCNN(nn.Module):
-    """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128 (--net.* on the dense layer, as NatureCNN)."""
+    """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128 (--net.* as NatureCNN)."""
 
     def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
         height, width, channels = obs_shape
-        self.conv = nn.Conv2d(channels, 16, 3, stride=1)
+        self.conv = hidden_conv(channels, 16, 3, 1, norm)
         self.fc = hidden_linear(16 * (height - 2) * (width - 2), units_for(128, activation), norm)
         self.activation = ACTIVATIONS[activation]()
         self.features = 128

@@ -87,6 +87,18 @@ class NormedEnsembleLinear(EnsembleLinear):
         return self.norm.member(index, super().member(index, x))
 
 
+class NormedConv2d(nn.Conv2d):
+    """nn.Conv2d followed by a LayerNorm of each sample's (C, H, W) output with a scale and shift per channel (GroupNorm
+    with one group), as one module, like NormedLinear."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride)
+        self.norm = nn.GroupNorm(1, out_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(super().forward(x))
+
+
 class CReLU(nn.Module):
     """Concatenated ReLU: x ↦ [ReLU(x), ReLU(−x)] along the last dim (doubles the features)."""
 
@@ -125,6 +137,10 @@ def layer_init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2), bias: fl
 
 def hidden_linear(in_features: int, units: int, norm: str = "none") -> nn.Linear:
     return NormedLinear(in_features, units) if norm == "layer" else nn.Linear(in_features, units)
+
+
+def hidden_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, norm: str = "none") -> nn.Conv2d:
+    return NormedConv2d(in_channels, out_channels, kernel_size, stride) if norm == "layer" else nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride)
 
 
 def hidden_ensemble_linear(ensemble_size: int, in_features: int, units: int, norm: str = "none") -> EnsembleLinear:

@@ -1,7 +1,8 @@
 """SimBa network blocks (Lee et al., "SimBa: Simplicity Bias for Scaling Up Parameters in Deep RL", ICLR 2025).
 
 Encoder: h₀ = W_in·z (orthogonal, gain 1, no activation); N residual blocks h ← h + W₂·ReLU(W₁·LN(h)) with
-W₁: d → 4d and W₂: 4d → d (He-normal, truncated as in flax); a final LN. Every layer is an ensemble layer,
+W₁: d → 4d and W₂: 4d → d (He-normal, truncated as in flax); a final LN. With `norm="layer"` (Normalize-and-Project,
+which needs a norm right before every nonlinearity) a block computes h + W₂·ReLU(LN(W₁·LN(h))). Every layer is an ensemble layer,
 so twin critics run as one batched matmul per layer: inputs (E, B, in) → features (E, B, d).
 The plain-MLP torso (ReLU MLP, PyTorch default init) lets a user compare SAC with SAC+SimBa in one file.
 """
@@ -13,7 +14,8 @@ import math
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.nn import ACTIVATIONS, EnsembleLayerNorm as _EnsembleLayerNorm, EnsembleLinear, ensemble_hidden, units_for
+from cleanrl_plus.nn import (ACTIVATIONS, EnsembleLayerNorm as _EnsembleLayerNorm, EnsembleLinear, ensemble_hidden, hidden_ensemble_linear,
+                             units_for)
 
 LAYER_NORM_EPS = 1e-6  # flax's LayerNorm default, as in the official SimBa code
 
@@ -41,10 +43,10 @@ def EnsembleLayerNorm(ensemble_size: int, width: int, eps: float = LAYER_NORM_EP
 
 
 class ResidualBlock(nn.Module):
-    def __init__(self, ensemble_size: int, width: int, activation: str = "relu") -> None:
+    def __init__(self, ensemble_size: int, width: int, activation: str = "relu", norm: str = "none") -> None:
         super().__init__()
         self.norm = EnsembleLayerNorm(ensemble_size, width)
-        self.expand = he_normal_(EnsembleLinear(ensemble_size, width, units_for(4 * width, activation)))
+        self.expand = he_normal_(hidden_ensemble_linear(ensemble_size, width, units_for(4 * width, activation), norm))
         self.activation = ACTIVATIONS[activation]()
         self.contract = he_normal_(EnsembleLinear(ensemble_size, 4 * width, width))
 
@@ -53,10 +55,11 @@ class ResidualBlock(nn.Module):
 
 
 class SimbaEncoder(nn.Module):
-    def __init__(self, ensemble_size: int, in_features: int, width: int, num_blocks: int, activation: str = "relu") -> None:
+    def __init__(self, ensemble_size: int, in_features: int, width: int, num_blocks: int, activation: str = "relu",
+                 norm: str = "none") -> None:
         super().__init__()
         self.embed = orthogonal_(EnsembleLinear(ensemble_size, in_features, width))
-        self.blocks = nn.Sequential(*(ResidualBlock(ensemble_size, width, activation) for _ in range(num_blocks)))
+        self.blocks = nn.Sequential(*(ResidualBlock(ensemble_size, width, activation, norm) for _ in range(num_blocks)))
         self.final_norm = EnsembleLayerNorm(ensemble_size, width)
         self.out_features = width
 

@@ -12,17 +12,20 @@
   gets w/2 pre-activation units whose activation is w wide. Every layer reading it, every head and every diagnostic keeps
   its input width, and the parameter count stays close to the ReLU network's (cleanrl_plus.nn.units_for).
 - Normalize-and-Project, NaP (Lyle, Zheng, Khetarpal, Martens, van Hasselt, Pascanu, Dabney, "Normalization and
-  effective learning rates in reinforcement learning", NeurIPS 2024): normalisation layers before each nonlinearity,
-  and after every optimiser step each weight matrix W is rescaled to its norm at initialisation,
-  W ← W·‖W₀‖_F/‖W‖_F, so growing norms cannot decay the effective learning rate. Choices where we are terse [ours]:
-  every weight matrix of the network is projected (hidden layers, heads and CNN kernels; ensemble members each on
-  their own); biases and LayerNorm scale/shift are left free; `--nap.enabled` switches LayerNorm on in MLP torsos
-  itself (SimBa blocks already hold LayerNorms).
+  effective learning rates in reinforcement learning", NeurIPS 2024; no official code): a normalisation layer before
+  every nonlinearity [paper], which makes each layer's output invariant to the scale of its weights, and after every
+  optimiser step each weight matrix W rescaled to its norm at initialisation, W ← W·‖W₀‖_F/‖W‖_F, so growing norms
+  cannot decay the effective learning rate [paper]. `--nap.enabled` therefore puts a LayerNorm before every
+  nonlinearity of every torso: MLP hidden layers, the convolutions and dense layer of the CNNs (cleanrl_plus.encoders),
+  and the expansion layer of SimBa's residual blocks, whose ReLU otherwise reads an unnormalised W₁·LN(h)
+  (cleanrl_plus.simba). Projected: every weight matrix — hidden layers, heads and CNN kernels, ensemble members each on
+  their own; left free: biases and the norms' scale and shift [ours: the paper's treatment of the norms' affine
+  parameters and of the unnormalised output layer was not checked against its text].
 
 Reach: MLP torsos of every agent (incl. the twin-critic ensemble stack and SAC's MLP encoder), SimBa residual blocks
-(activation only: their pre-LN already is the normalisation; --net.norm layer is refused there), and the dense layer of
-DDQN's CNNs (the convolutions keep ReLU and no norm). ReDo and CBP need units that can be dormant, so they refuse CReLU
-and Fourier units (plasticity/catalogue.py).
+(activation; --net.norm layer is refused there, NaP adds its one norm), and DDQN's and PPO's CNNs (--net.norm and NaP
+normalise every layer before a ReLU, the convolutions included; --net.activation reaches the dense layer only). ReDo
+and CBP need units that can be dormant, so they refuse CReLU and Fourier units (plasticity/catalogue.py).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class NetArgs:
 @dataclasses.dataclass
 class NaPArgs:
     enabled: bool = False
-    """Normalize-and-Project: LayerNorm in the torsos, and each weight matrix rescaled to its initial norm after every step"""
+    """Normalize-and-Project: a LayerNorm before every nonlinearity, and each weight matrix rescaled to its initial norm after every step"""
 
 
 def torso_settings(net: NetArgs, nap: NaPArgs, default_activation: str = "relu") -> tuple[str, str]:

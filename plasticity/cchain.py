@@ -1,23 +1,46 @@
 """C-CHAIN: continual churn approximated reduction (--cchain.*).
 
 Paper: Tang, Obando-Ceron, Castro, Courville, Berseth, "Mitigating plasticity loss in continual reinforcement learning
-by reducing churn", ICML 2025 (arXiv 2506.00592); official code bluecontra/C-CHAIN (`crl_minatar/agents/
-double_dqn_c_chain.py`, read for the rule and defaults below).
+by reducing churn", ICML 2025 (arXiv 2506.00592); official code bluecontra/C-CHAIN, read for every rule below.
 
-At update t, on a reference batch B_ref drawn separately from the training batch (same size) [code]:
+At update t, on a reference batch B_ref drawn apart from the training batch, of its size [code]:
 
-    L_churn = mean_{s ∈ B_ref} ‖f_θ(s) − f_θₜ₋₁(s)‖²       f: the network's outputs, θₜ₋₁ its parameters one update ago
-    L = L_main + c·L_churn,   c = 50 for the first 10,000 updates, then c = ρ·mean|L_main| / (mean L_churn + 1e-8)  [code]
+    L_churn = D(f_θ(B_ref), f_θₜ₋₁(B_ref))       θₜ₋₁: the parameters one update ago
+    L = L_main + c·L_churn
 
-with ρ the target relative loss scale: 0.01 for DDQN on MinAtar [code], 0.02–0.05 in the PPO scripts [code]; our
-default is 0.01. The official means run over the last 50,000 updates; we keep exponential moving averages with time
-constant 50,000 updates (bias-corrected), which needs no list and no host sync [ours]. No loss at the first update
-(no θₜ₋₁ yet), as the official code. θₜ₋₁ is a parameter snapshot taken when the loss is built (just before the
-step); f_θₜ₋₁ runs through `torch.func.functional_call` on the live module, so there is no network copy. The snapshot,
-the means, the coefficient and the update count change in place and the warm-up switch is a `torch.where`, so a
-captured update (--cudagraphs) keeps C-CHAIN's schedule [ours].
-Outputs f: Q(s_ref, a_ref) for TD3/SAC critics, all Q(s_ref, ·) for DDQN, μ(s_ref) for actors, and the policy's
-logits/mean with the value for PPO/GTR's joint network.
+What f and D are, as the authors run them:
+- a value network (DDQN's Q(s, ·)): f its outputs, D the mean squared difference over all of them [code:
+  `crl_minatar/agents/double_dqn_c_chain.py`]; TD3/SAC critics Q(s, a) and actors μ(s) are treated the same way [ours:
+  the paper has no TD3/SAC];
+- PPO with Box actions: f the policy mean, D the mean squared difference [code: `crl_dmc/crl_run_ppo_c_chain_dmc.py`];
+- PPO with Discrete actions: f the action probabilities, D the cross-entropy −Σₐ pₜ₋₁(a)·log(p_θ(a) + 1e-8) [code:
+  `crl_gym_classic_control/basic_utils.py`]. PPO's value network is not regularised [code].
+
+The coefficient is c₀ during a warm-up and afterwards, at every rescaling point,
+    c = max(ρ·mean|L_scale| / (mean L_churn + 1e-8), c_min)
+with both means over the values recorded at the last W rescaling points. L_scale is the loss c is scaled against: the
+TD loss for DDQN, the clipped policy loss for PPO (`scale_against`). A rescaling point is every update for value
+networks and the last update of each iteration for PPO, whose values are then that last minibatch's, as the DMC script
+records them [code; the classic-control script averages an iteration's minibatches instead]. The new c applies from
+the next update. The authors' numbers per kind (`AUTHORS`; a --cchain.* flag overrides one):
+
+    kind            ρ      c₀    warm-up  W        c_min  restarts at a task switch  source
+    values          0.01   50    10,000   50,000   0      no                         double_dqn_c_chain.py (updates)
+    policy mean     0.05   100   50       100      0      yes                        crl_run_ppo_c_chain_dmc.py (iterations)
+    probabilities   1e4    1     11       50       1      yes                        control_train_aligned_c_chain.py (iterations)
+
+(warm-up: rescaling points before c first moves; the classic-control script starts at its 11th iteration of a task.)
+A restart (continual task switch) sets c back to c₀, empties the means and leaves out the churn of the first update
+[code: the PPO scripts reset their coefficient, loss lists and network history per task; they also skip a second
+update]. The first update of a run has no churn term (no θₜ₋₁ yet) [code]. The DMC script multiplies c by the
+learning-rate annealing fraction, which is 1 in its runs (annealing off); we do not [ours].
+
+θₜ₋₁ is a parameter snapshot taken when the loss is built (just before the step); f_θₜ₋₁ runs through
+`torch.func.functional_call` on the live module, so there is no network copy. The schedule moves on in `after_step`,
+after the network's optimiser step (as the authors rescale after it), so the loss and its backward read one c even
+when --compile recomputes part of the backward from the loss's inputs. The snapshot, the recorded values, the
+coefficient and the counters change in place and every decision is a `torch.where`, so a captured update
+(--cudagraphs) keeps C-CHAIN's schedule [ours].
 """
 
 from __future__ import annotations
@@ -29,19 +52,77 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
-WINDOW = 50_000
-
 
 @dataclasses.dataclass
 class CChainArgs:
     enabled: bool = False
     """C-CHAIN: penalise the change of each network's outputs on a separate reference batch since the last update"""
-    relative_scale: float = 0.01
-    """ρ: the churn loss is scaled to ρ × the main loss (after the warm-up); official DDQN/MinAtar value"""
-    initial_coef: float = 50.0
-    """c during the warm-up"""
-    warmup_updates: int = 10_000
-    """updates with the fixed coefficient before the relative scaling starts"""
+    relative_scale: float | None = None
+    """ρ: after the warm-up the churn term is scaled to ρ × the loss it is scaled against (default: the authors' value for
+    the network: 0.01 for value networks, 0.05 for PPO's Gaussian policy, 1e4 for its categorical policy)"""
+    initial_coef: float | None = None
+    """c during the warm-up (default: the authors' 50, 100 or 1)"""
+    warmup: int | None = None
+    """rescaling points (updates; PPO: iterations) at the initial coefficient (default: the authors' 10,000, 50 or 11)"""
+    window: int | None = None
+    """rescaling points in the running means of the two losses (default: the authors' 50,000, 100 or 50)"""
+    min_coef: float | None = None
+    """floor of the rescaled coefficient (default: the authors' 0, 0 or 1)"""
+
+
+def squared_error(current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """Mean over all entries of (f_θ − f_θₜ₋₁)²."""
+    return (current - previous).square().mean()
+
+
+def cross_entropy(current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """Mean over the batch of −Σₐ pₜ₋₁(a)·log(p_θ(a) + 1e-8), probabilities in the last dim."""
+    return -(previous * torch.log(current + 1e-8)).sum(-1).mean()
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    divergence: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    relative_scale: float
+    initial_coef: float
+    warmup: int
+    window: int
+    min_coef: float
+    restarts_each_task: bool
+
+
+AUTHORS: dict[str, Schedule] = {  # module docstring: the official scripts' values
+    "values": Schedule(squared_error, 0.01, 50.0, 10_000, 50_000, 0.0, False),
+    "policy mean": Schedule(squared_error, 0.05, 100.0, 50, 100, 0.0, True),
+    "probabilities": Schedule(cross_entropy, 1e4, 1.0, 11, 50, 1.0, True),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ChurnTarget:
+    """What C-CHAIN keeps close to its value one update ago, for one network."""
+
+    outputs: Callable
+    """batch → f(batch)"""
+    kind: str = "values"
+    """a key of AUTHORS: the divergence and the authors' schedule"""
+    rescale_every: int = 1
+    """updates between rescaling points (PPO: the updates of one iteration)"""
+
+
+def policy_churn(policy_outputs: Callable, continuous: bool, updates_per_iteration: int) -> ChurnTarget:
+    """PPO's policy as C-CHAIN sees it: the mean of a Gaussian policy, or the action probabilities from a categorical
+    policy's logits; rescaled once per iteration."""
+    if continuous:
+        return ChurnTarget(policy_outputs, "policy mean", updates_per_iteration)
+    return ChurnTarget(lambda batch: torch.softmax(policy_outputs(batch), dim=-1), "probabilities", updates_per_iteration)
+
+
+def schedule(args: CChainArgs, kind: str) -> Schedule:
+    """The authors' schedule for `kind`, with the --cchain.* values that were given in its place."""
+    given = {field: value for field in ("relative_scale", "initial_coef", "warmup", "window", "min_coef")
+             if (value := getattr(args, field)) is not None}
+    return dataclasses.replace(AUTHORS[kind], **given)
 
 
 class _Outputs(nn.Module):
@@ -56,53 +137,86 @@ class _Outputs(nn.Module):
 
 
 class ChurnReducer:
-    """C-CHAIN for one network: `loss(main_loss, reference_batch)` returns c·L_churn and snapshots θ."""
+    """C-CHAIN for one network: `loss(main_loss, reference_batch, scale_against)` returns c·L_churn and snapshots θ;
+    `after_step()`, after the network's optimiser step, records the update and rescales c for the next one."""
 
-    def __init__(self, args: CChainArgs, module: nn.Module, outputs: Callable) -> None:
-        self.args, self.module, self.outputs = args, module, outputs
-        self.wrapper = _Outputs(module, outputs)
+    def __init__(self, args: CChainArgs, module: nn.Module, target: ChurnTarget) -> None:
+        self.module, self.outputs, self.every = module, target.outputs, target.rescale_every
+        self.schedule = schedule(args, target.kind)
+        self.wrapper = _Outputs(module, target.outputs)
         self.previous: dict[str, torch.Tensor] | None = None
         device = next(module.parameters()).device
-        self.updates = torch.zeros((), dtype=torch.int64, device=device)  # updates with a churn loss
-        self.main_mean = torch.zeros((), device=device)  # EMA of |L_main|
-        self.churn_mean = torch.zeros((), device=device)  # EMA of L_churn
-        self.coef = torch.full((), args.initial_coef, device=device)
+        window = self.schedule.window
+        self.updates = torch.zeros((), dtype=torch.int64, device=device)  # since the start or the last restart
+        self.points = torch.zeros((), dtype=torch.int64, device=device)  # rescaling points recorded
+        self.churn_points = torch.zeros((), dtype=torch.int64, device=device)  # … of which with a churn value
+        self.scale_values = torch.zeros(window, device=device)  # |L_scale| of the last W points, a ring
+        self.churn_values = torch.zeros(window, device=device)  # L_churn of the last W points with one, a ring
+        self.coef = torch.full((), self.schedule.initial_coef, device=device)
+        self.skip = torch.zeros((), dtype=torch.bool, device=device)  # no churn term at the first update after a restart
+        self.last_scale = torch.zeros((), device=device)  # this update's |L_scale| and L_churn, for after_step
         self.last_churn = torch.zeros((), device=device)
+        self.has_churn = torch.zeros((), dtype=torch.bool, device=device)
 
     def _snapshot(self) -> None:
         self.previous = {f"net.{name}": p.detach().clone() for name, p in self.module.named_parameters()}
 
-    def loss(self, main_loss: torch.Tensor, batch) -> torch.Tensor:
+    def loss(self, main_loss: torch.Tensor, batch, scale_against: torch.Tensor | None = None) -> torch.Tensor:
+        """c·L_churn with this update's c; nothing the term reads changes before the backward pass (a compiled loss's
+        backward may recompute from its inputs), so the schedule moves on in after_step."""
+        with torch.no_grad():
+            self.last_scale.copy_((main_loss if scale_against is None else scale_against).abs())
         current = [f"net.{name}" for name, _ in self.module.named_parameters()]
         if self.previous is None or list(self.previous) != current:  # first update, or the structure changed (injection)
             self._snapshot()  # new tensors: a captured step is captured again after either (graphs.py)
+            self.has_churn.fill_(False)
             return torch.zeros((), device=main_loss.device)
         with torch.no_grad():  # f_θₜ₋₁: the snapshot swapped in for one call (attributes, not in-place writes)
             previous_outputs = functional_call(self.wrapper, self.previous, (batch,))
-        churn = (self.outputs(batch) - previous_outputs).square().mean()
-        self._track(main_loss.detach(), churn.detach())
-        with torch.no_grad():  # θₜ₋₁ of the next update, in place
-            torch._foreach_copy_(list(self.previous.values()), [p.detach() for p in self.module.parameters()])
-        return self.coef * churn
+        churn = self.schedule.divergence(self.outputs(batch), previous_outputs)
+        with torch.no_grad():
+            self.last_churn.copy_(churn)
+            self.has_churn.copy_(~self.skip)
+            torch._foreach_copy_(list(self.previous.values()), [p.detach() for p in self.module.parameters()])  # θₜ₋₁ of the next update
+        return torch.where(self.skip, 0.0, self.coef * churn)
 
-    def _track(self, main: torch.Tensor, churn: torch.Tensor) -> None:
+    @torch.no_grad()
+    def after_step(self) -> None:
+        """Count the update; at a rescaling point record |L_scale| and L_churn and, after the warm-up, rescale c."""
+        schedule, window = self.schedule, self.schedule.window
         self.updates += 1
-        decay = 1.0 - 1.0 / WINDOW
-        self.main_mean.mul_(decay).add_(main.abs(), alpha=1 - decay)
-        self.churn_mean.mul_(decay).add_(churn, alpha=1 - decay)
-        self.last_churn.copy_(churn)
-        # both EMAs carry the same bias correction 1 − decay^t, which cancels in the ratio (except against the 1e-8)
-        bias = (1e-8 * (1.0 - decay ** self.updates.double())).float()
-        relative = self.args.relative_scale * self.main_mean / (self.churn_mean + bias)
-        self.coef.copy_(torch.where(self.updates > self.args.warmup_updates, relative, self.coef))
+        point = self.updates % self.every == 0
+        self._push(self.scale_values, self.points, self.last_scale, point)
+        self._push(self.churn_values, self.churn_points, self.last_churn, point & self.has_churn)
+        self.skip.fill_(False)
+        scale_mean = self.scale_values.sum() / self.points.clamp(1, window)  # entries not yet written are 0
+        churn_mean = self.churn_values.sum() / self.churn_points.clamp(1, window)
+        relative = (schedule.relative_scale * scale_mean / (churn_mean + 1e-8)).clamp_min(schedule.min_coef)
+        self.coef.copy_(torch.where(point & (self.points >= schedule.warmup), relative, self.coef))
+
+    def _push(self, ring: torch.Tensor, count: torch.Tensor, value: torch.Tensor, record: torch.Tensor) -> None:
+        """Where `record`, write `value` over the oldest of the ring's last W entries and count it."""
+        index = (count % self.schedule.window).view(1)
+        ring.index_copy_(0, index, torch.where(record, value.view(1), ring.index_select(0, index)))
+        count.add_(record.long())
+
+    @torch.no_grad()
+    def restart(self) -> None:
+        """A new task: c₀ again, empty means, and no churn term at the next update (module docstring)."""
+        for counter in (self.updates, self.points, self.churn_points):
+            counter.zero_()
+        for values in (self.scale_values, self.churn_values):
+            values.zero_()
+        self.coef.fill_(self.schedule.initial_coef)
+        self.skip.fill_(True)
+
+    STATE = ("updates", "points", "churn_points", "scale_values", "churn_values", "coef", "skip")
 
     def state_dict(self) -> dict:
-        return {"previous": self.previous, "updates": self.updates, "main_mean": self.main_mean, "churn_mean": self.churn_mean,
-                "coef": self.coef}
+        return {"previous": self.previous} | {key: getattr(self, key) for key in self.STATE}
 
     def load_state_dict(self, state: dict) -> None:
         device = self.coef.device
         self.previous = None if state["previous"] is None else {name: value.to(device) for name, value in state["previous"].items()}
-        self.updates.copy_(torch.as_tensor(state["updates"]))  # a host int in checkpoints from before --cudagraphs
-        for key in ("main_mean", "churn_mean", "coef"):
+        for key in self.STATE:
             getattr(self, key).copy_(state[key])

@@ -22,11 +22,11 @@ import torch.nn as nn
 
 from cleanrl_plus.replay import Batch
 from plasticity.architecture import NaPArgs, NetArgs, NormProjector
-from plasticity.cchain import CChainArgs, ChurnReducer
+from plasticity.cchain import CChainArgs, ChurnReducer, ChurnTarget
 from plasticity.network import Network
 from plasticity.optimizers import TRAC, OptimArgs
-from plasticity.regularizers import (RegArgs, WeightClipArgs, WeightClipper, l2_init_penalty, l2_penalty, parseval_penalty,
-                                     rows_as_units, trainable, weight_layers)
+from plasticity.regularizers import (PARSEVAL_WIDTH, RegArgs, WeightClipArgs, WeightClipper, l2_init_penalty, l2_penalty,
+                                     parseval_penalty, rows_as_units, trainable, weight_layers)
 
 
 @dataclasses.dataclass
@@ -54,7 +54,7 @@ class _NetworkHooks:
         self.hidden_layers = [(layer, ensemble) for layer, ensemble in weight_layers(net.module) if id(layer) not in head_ids]
         self.projector = NormProjector(net.module) if args.nap.enabled else None
         self.clipper = WeightClipper(net.module, args.clip.kappa) if args.clip.kappa > 0 else None
-        self.churn = ChurnReducer(args.cchain, net.module, net.forward) if args.cchain.enabled else None
+        self.churn = ChurnReducer(args.cchain, net.module, net.churn or ChurnTarget(net.forward)) if args.cchain.enabled else None
         self.trac = TRAC(net.optimizer, args.optim.trac_s_init) if args.optim.trac else None
         self.logged: dict[str, torch.Tensor] = {}
         # the remedies each hook applies: fixed by the flags, so a captured step counts them right
@@ -63,7 +63,7 @@ class _NetworkHooks:
                                                      ("cchain", self.churn is not None)) if on]
         self.step_remedies = [name for name, part in (("trac", self.trac), ("nap", self.projector), ("clip", self.clipper)) if part is not None]
 
-    def loss(self, main_loss: torch.Tensor, reference) -> torch.Tensor:
+    def loss(self, main_loss: torch.Tensor, reference, scale_against: torch.Tensor | None = None) -> torch.Tensor:
         reg = self.args.reg
         total = main_loss
         if reg.l2:
@@ -74,14 +74,19 @@ class _NetworkHooks:
             penalty = l2_init_penalty([p for p, _ in pairs], [p0 for _, p0 in pairs])
             total, self.logged["l2_init"] = total + reg.l2_init * penalty, penalty.detach()
         if reg.parseval and self.hidden_layers:
-            penalty = parseval_penalty([rows_as_units(layer, ensemble) for layer, ensemble in self.hidden_layers], reg.parseval_scale)
+            matrices = [rows_as_units(layer, ensemble) for layer, ensemble in self.hidden_layers]
+            penalty = parseval_penalty(matrices, reg.parseval_scale, PARSEVAL_WIDTH if reg.parseval_width_scaling else None)
             total, self.logged["parseval"] = total + reg.parseval * penalty, penalty.detach()
         if self.churn is not None:
             if reference is None:
                 raise ValueError("C-CHAIN needs a reference batch: pass reference= to hooks.loss")
-            total = total + self.churn.loss(main_loss, reference)
+            total = total + self.churn.loss(main_loss, reference, scale_against)
             self.logged["cchain_loss"], self.logged["cchain_coef"] = self.churn.last_churn, self.churn.coef
         return total
+
+    def on_task_switch(self) -> None:
+        if self.churn is not None and self.churn.schedule.restarts_each_task:
+            self.churn.restart()
 
     def step(self) -> None:
         if self.trac is not None:
@@ -93,6 +98,8 @@ class _NetworkHooks:
             self.projector.project()
         if self.clipper is not None:
             self.clipper.clip()
+        if self.churn is not None:
+            self.churn.after_step()
 
     def state_dict(self) -> dict:
         parts = {"projector": self.projector, "clipper": self.clipper, "churn": self.churn, "trac": self.trac}
@@ -117,10 +124,12 @@ class RemedyHooks:
             for remedy in hooks.loss_remedies + hooks.step_remedies:
                 self.acted.setdefault(remedy, torch.zeros((), dtype=torch.int64, device=device))
 
-    def loss(self, name: str, main_loss: torch.Tensor, reference: Batch | None = None) -> torch.Tensor:
-        """main_loss + this network's regularisers; `reference` is C-CHAIN's reference batch (None when it is off)."""
+    def loss(self, name: str, main_loss: torch.Tensor, reference: Batch | None = None,
+             scale_against: torch.Tensor | None = None) -> torch.Tensor:
+        """main_loss + this network's regularisers; `reference` is C-CHAIN's reference batch (None when it is off) and
+        `scale_against` the loss its coefficient is scaled against (default main_loss; PPO: the policy loss)."""
         hooks = self.networks[name]
-        total = hooks.loss(main_loss, reference)
+        total = hooks.loss(main_loss, reference, scale_against)
         self._count(hooks.loss_remedies)
         return total
 
@@ -129,6 +138,11 @@ class RemedyHooks:
         hooks = self.networks[name]
         hooks.step()
         self._count(hooks.step_remedies)
+
+    def on_task_switch(self) -> None:
+        """A continual task switch: C-CHAIN restarts its schedule where its authors do (PPO's policies)."""
+        for hooks in self.networks.values():
+            hooks.on_task_switch()
 
     def _count(self, remedies: list[str]) -> None:
         for remedy in remedies:

@@ -13,6 +13,7 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 import torch.nn as nn
 
+from plasticity.cchain import ChurnTarget
 from plasticity.diagnostics import ActivationProbe
 
 
@@ -55,6 +56,12 @@ class Network:
     """stochastic policies: batch → the distribution's parameters, for the KL churn"""
     label: str | None = None
     """the diagnostics' name for it, where it differs from `name` (PPO's 'policy')"""
+    restarts_with: tuple[Callable[[], None], ...] = ()
+    """state outside the module that a full or layer reset of this network starts afresh too: SAC's temperature and its
+    Adam state (Nikishin et al. 2022 build a new temperature with every reset)"""
+    churn: ChurnTarget | None = None
+    """what C-CHAIN keeps close to the previous update's values, where it is not `forward` with the value-network
+    settings (PPO's policy: plasticity.cchain.policy_churn)"""
     parts: tuple["Network", ...] = ()
     """networks that one loss and optimiser train together (PPO's policy and value): the diagnostics watch each part, the
     resets act on each part unless the parts share parameters (one torso), and then on the whole"""

@@ -38,8 +38,8 @@ class ElementStepAdam(torch.optim.Adam):
     """torch.optim.Adam (AdamW with `decoupled_weight_decay=True`) whose entries can restart with a fresh bias correction.
 
     PyTorch counts Adam steps per tensor, so an entry whose moments a remedy zeroes (ReDo, CBP) takes its next update
-    with bias corrections ≈ 1: ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g), 3.2× lr for β = (0.9, 0.999), 0.1× lr for (0.99, 0.99)
-    (spec pitfall §6.6.4). `restart(p, mask)` zeroes m and v of the masked entries and gives p per-element counts tᵢ
+    with bias corrections ≈ 1: ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g), 3.2× lr for β = (0.9, 0.999), 0.1× lr for (0.99, 0.99).
+    `restart(p, mask)` zeroes m and v of the masked entries and gives p per-element counts tᵢ
     (0 there, the tensor's t elsewhere), as CBP's reference AdamGnT keeps; from then on p steps with
     m̂ = m/(1 − β₁^tᵢ), v̂ = v/(1 − β₂^tᵢ), so a restarted entry's first update is lr·g/(|g| + ε) ≈ lr·sign(g), a fresh
     Adam's, and the other entries follow ordinary Adam. Parameters never restarted take the parent's fused/foreach

@@ -1,35 +1,43 @@
 """Loss and weight-constraint regularisers (--reg.*, --clip.*): L2, regenerative L2-init, Parseval, weight clipping.
 
-Each penalty is added to the loss of the network it regularises (TD3/SAC: critic and actor losses; DDQN: the TD
-loss; PPO/GTR: the joint loss over policy and value network), before the backward pass, so it goes through the
-network's own optimiser (Adam: a *coupled* penalty, not AdamW's decoupled decay). Sums run over all entries.
+Each penalty is added to the loss of the network it regularises (TD3/SAC: critic and actor losses; DDQN: the TD loss;
+PPO/GTR: the joint loss over policy and value network), before the backward pass, so it goes through the network's own
+optimiser (Adam: a *coupled* penalty, not AdamW's decoupled decay). Sums run over all entries.
 
 - L2: λ·Σ_θ θ² over all trainable parameters (weights and biases). Studied as a plasticity remedy by Lyle et al.
   2024 ("Disentangling the causes of plasticity loss"); no default in the papers we trust — off unless given.
 - L2-init, regenerative regularisation (Kumar, Marklund, Van Roy, "Maintaining plasticity in continual learning via
   regenerative regularization", CoLLAs 2024): λ·Σ_θ (θ − θ₀)², θ₀ the parameters at construction (kept through resets
   and checkpoints) [paper]. Their swept λ ∈ {1e-2, …, 1e-6} [paper]; off by default.
-- Parseval (Chung, Cherif, Meger, Precup, "Parseval regularization for continual reinforcement learning", NeurIPS
-  2024): λ·Σ_l ‖W_l W_lᵀ − s·I‖²_F over the hidden layers' weight matrices W_l (rows = units; a conv kernel flattened
-  to (out, in·k·k); each ensemble member its own W), output heads excluded [paper: all layers but the last].
-  λ = 1e-3 for 64-wide networks [paper, as reported by a third-party summary: check before relying on it]; s = 1
-  [ours: the paper also learns per-unit diagonal scales and an input scale, which we do not add].
+- Parseval (Chung, Cherif, Precup, Meger, "Parseval regularization for continual reinforcement learning", NeurIPS
+  2024; official code wechu/parseval_reg, `parseval_reg/agent.py`): λ·Σ_l (64/n_l)²·‖W_l W_lᵀ − s·I‖²_F over the hidden
+  layers' weight matrices W_l (rows = the n_l units; output layers excluded, biases not regularised) [code]. s = 2, the
+  squared gain √2² of their orthogonal initialisation (`scale = init_gain ** 2`, 2 when no gain is given) [code];
+  (64/n)² rescales λ, "tuned for width 64", to other widths (their n is the network width; ours each layer's units,
+  the same for their equal-width MLPs) [code; `--reg.no-parseval-width-scaling` drops it]. λ = 1e-3 (gridworld,
+  MetaWorld) or 1e-4 (LunarLander, quadruped) [code: `main.py`]; off by default. Their MetaWorld runs also add
+  per-unit diagonal scale layers (`--add_diag_layer`), which we do not build. Conv kernels are flattened to
+  (out, in·k·k) and each ensemble member is its own W [ours: their networks have neither].
 - Weight clipping (Elsayed, Lan, Lyle, Mahmood, "Weight clipping for deep continual and reinforcement learning",
-  RLC 2024): after every optimiser step each parameter of a layer is clipped to [−κ·b_l, κ·b_l], b_l the bound of
-  the layer's initial weight distribution [paper]. We take b_l = max|W₀| of the layer's weights at construction (for
-  PyTorch's uniform ±1/√fan_in init that is the bound itself; for orthogonal/normal inits the sample maximum)
-  [ours]; the layer's bias is clipped to the same bound, LayerNorm scale/shift are not clipped [ours]. κ = 2 [recall:
-  the paper's RL runs used small multiples of the init bound; check before relying on it].
+  RLC 2024; official code mohmdelsayed/weight-clipping, `rl_experiments/weight_clipping.py`): after every optimiser
+  step each weight and bias of a layer is clipped to [−κ·b_l, κ·b_l], b_l = 1/√fan_in, the bound of PyTorch's default
+  uniform initialisation of that layer, whatever initialiser the network used (`InitBounds`) [code]; output layers
+  are clipped too (`clip_last_layer` on) [code]. κ = 3 in their PPO runs (`ppo_continuous_action_clipped.py`) [code];
+  off by default. LayerNorm scale/shift and PPO's state-independent log σ are not clipped [ours: their networks have
+  no LayerNorm; their code clips a log σ vector as a weight of fan-in 1].
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLinear
+
+PARSEVAL_WIDTH = 64  # the width the authors tuned λ at: λ·(64/n)² per layer of n units [code]
 
 
 @dataclasses.dataclass
@@ -39,15 +47,17 @@ class RegArgs:
     l2_init: float = 0.0
     """regenerative regularisation λ·Σ(θ − θ₀)² towards the initial parameters (Kumar et al. 2024; 0 = off)"""
     parseval: float = 0.0
-    """Parseval regularisation λ·Σ‖WWᵀ − s·I‖²_F over hidden weight matrices (Chung et al. 2024; 1e-3 in the paper; 0 = off)"""
-    parseval_scale: float = 1.0
-    """s in ‖WWᵀ − s·I‖²_F"""
+    """Parseval regularisation λ·Σ(64/n)²‖WWᵀ − s·I‖²_F over hidden weight matrices (Chung et al. 2024: 1e-3 or 1e-4; 0 = off)"""
+    parseval_scale: float = 2.0
+    """s in ‖WWᵀ − s·I‖²_F: the authors' 2, the squared gain of their orthogonal initialisation"""
+    parseval_width_scaling: bool = True
+    """scale λ by (64/n)² per layer of n units, as the authors' code (their λ was tuned for width 64)"""
 
 
 @dataclasses.dataclass
 class WeightClipArgs:
     kappa: float = 0.0
-    """weight clipping: after every step clip each layer's parameters to ±κ·(its initial weight bound) (Elsayed et al. 2024; 0 = off)"""
+    """weight clipping: after every step clip each layer's weights and bias to ±κ/√fan_in (Elsayed et al. 2024: κ = 3 for PPO; 0 = off)"""
 
 
 def weight_layers(module: nn.Module) -> list[tuple[nn.Module, bool]]:
@@ -82,22 +92,29 @@ def rows_as_units(layer: nn.Module, ensemble: bool) -> torch.Tensor:
     return layer.weight.flatten(1)
 
 
-def parseval_penalty(matrices: list[torch.Tensor], scale: float) -> torch.Tensor:
-    """Σ ‖W Wᵀ − s·I‖²_F over matrices W of shape (..., out, in)."""
+def parseval_penalty(matrices: list[torch.Tensor], scale: float, reference_width: int | None = None) -> torch.Tensor:
+    """Σ ‖W Wᵀ − s·I‖²_F over matrices W of shape (..., n, in); with `reference_width` r each term is weighted (r/n)²."""
     total = []
     for w in matrices:
         gram = w @ w.transpose(-1, -2)
         identity = torch.eye(gram.shape[-1], device=w.device, dtype=w.dtype)
-        total.append((gram - scale * identity).square().sum())
+        weight = 1.0 if reference_width is None else (reference_width / gram.shape[-1]) ** 2
+        total.append(weight * (gram - scale * identity).square().sum())
     return torch.stack(total).sum()
 
 
+def fan_in(layer: nn.Module, ensemble: bool) -> int:
+    """Inputs per unit: in (nn.Linear, ensemble layers stored (E, in, out)), in·k·k (convolutions)."""
+    return layer.weight.shape[1] if ensemble else layer.weight[0].numel()
+
+
 class WeightClipper:
-    """Clip each layer's weight and bias to ±κ·b_l after every step; b_l = max|W₀| (module docstring)."""
+    """Clip each layer's weight and bias to ±κ/√fan_in after every step (module docstring)."""
 
     def __init__(self, module: nn.Module, kappa: float) -> None:
-        self.layers = [layer for layer, _ in weight_layers(module)]
-        self.bounds = [kappa * float(layer.weight.detach().abs().max()) for layer in self.layers]  # host floats, once
+        layers = weight_layers(module)
+        self.layers = [layer for layer, _ in layers]
+        self.bounds = [kappa / math.sqrt(fan_in(layer, ensemble)) for layer, ensemble in layers]  # host floats, once
         self.clips = torch.zeros((), dtype=torch.int64, device=next(module.parameters()).device)  # in place: graphs.py
 
     @torch.no_grad()

@@ -1,55 +1,64 @@
-"""The neuron-reset family: full resets, shrink-and-perturb and ReDo (spec §6 of remedies-and-agents.md).
+"""The neuron-reset family: full resets, shrink-and-perturb, layer resetting, ReDo, ReGraMa, plasticity injection and CBP.
 
-- Full reset (Nikishin et al., "The Primacy Bias in Deep RL", ICML 2022): every F updates the network gets a
-  fresh initialisation; the replay buffer is kept; its optimiser state is dropped (fresh moments and step);
-  its target network is rebuilt from the new weights.
+- Full reset (Nikishin, Schwarzer, D'Oro, Bacon, Courville, "The Primacy Bias in Deep RL", ICML 2022; official code
+  evgenii-nikishin/rl_with_resets, `train_dense.py`): every F updates the network gets a fresh initialisation; the
+  replay buffer is kept; its optimiser state is dropped (fresh moments and step); its target network is rebuilt from
+  the new weights; and what the network declares in `restarts_with` starts afresh too — SAC's temperature α and its
+  Adam state, since the authors' reset builds a completely new agent, temperature included [code]. F = 200,000
+  updates [ours; the authors reset every 2·10⁵ environment steps, so with U updates per step use F = 2·10⁵·U].
 - Shrink & perturb (Ash & Adams 2020; RL form as in SR-SPR/BBF): θ ← α·θ + (1 − α)·φ with φ a fresh
-  initialisation, α = 0.8 [our default, spec §6.3]; optimiser state dropped; targets keep tracking by Polyak.
-- ReDo (Sokar et al., ICML 2023): every F = 1,000 updates, on a fresh replay batch (256), every hidden unit with
-  τ-dormant score ≤ τ = 0.1 gets fresh incoming weights (from the network's own initialiser) and a zero bias,
-  and zero outgoing weights, so the output is unchanged at that moment; the Adam moments of exactly those
-  entries are zeroed and, by default, their Adam step counts restart (below). Targets need no change.
-- Plasticity injection (Nikishin et al., NeurIPS 2023; spec §6.4): once, at update F, the network's head h_θ
-  becomes h_θ(φ) + h_θ′(φ) − h_θ′⁻(φ) with θ frozen, θ′ fresh and trainable, θ′⁻ a frozen copy of θ′, so the
-  output is unchanged at injection; the optimiser loses θ (and its state) and gets θ′ as a new parameter
-  group with fresh Adam state (pitfall §6.6.1: an optimiser that never sees θ′); the target network gets the
-  same structure with its own frozen head and copies of θ′, θ′⁻. A resumed run re-creates the structure
-  from the resetter's state before the weights are loaded.
-- Layer resetting (Nikishin, Schwarzer, D'Oro, Bacon, Courville, "The Primacy Bias in Deep RL", ICML 2022): every
-  F updates the last k layers of the network (`--reset.layers`, k = 1: the head) get a fresh initialisation from the
-  network's own initialiser; the optimiser state of exactly those parameters is dropped and the same layers of the
-  target network are overwritten with the new weights [paper: reset the last layers, replay kept]. F = 200,000 and
-  k = 1 [ours; the paper resets SAC every 2·10⁵ updates]. Several heads reading the same features (SAC's mean and
+  initialisation, α = 0.8 [ours: SR-SPR's value as we recall it]; optimiser state dropped; targets keep tracking by Polyak.
+- Layer resetting (Nikishin et al. 2022 as above; `train_pixels.py` resets DrQ's actor and critic heads): every F
+  updates the last k layers of the network (`--reset.layers`, k = 1: the head) get a fresh initialisation from the
+  network's own initialiser; the optimiser state of exactly those parameters is dropped, the same layers of the
+  target network are overwritten with the new weights, and `restarts_with` starts afresh (DrQ's reset builds a new
+  temperature too) [code]. F = 200,000 and k = 1 [ours]. Several heads reading the same features (SAC's mean and
   log σ) count as one layer. With --net.norm layer, a layer's LayerNorm is reset with it.
-- Continual backprop (Dohare et al., "Loss of plasticity in deep continual learning", Nature 2024; reference
-  `lop/algos/gnt.py`; spec §6.5): every update, each hidden unit i of a network keeps an age Aᵢ, a running mean
+- ReDo (Sokar, Agarwal, Castro, Evci, "The Dormant Neuron Phenomenon in Deep RL", ICML 2023; official code
+  google/dopamine, `dopamine/labs/redo/weight_recyclers.py`): every F = 1,000 updates, on a fresh replay batch (256),
+  every hidden unit with τ-dormant score ≤ τ = 0.1 gets fresh incoming weights (from the network's own initialiser)
+  and a zero bias, and zero outgoing weights, so the output is unchanged at that moment; the Adam moments of exactly
+  those entries are zeroed and, by default, their Adam step counts restart (below). Targets need no change.
+- ReGraMa (Liu, Wu, Obando-Ceron, Castro, Courville, Pan, "Measure gradients, not activations! Enhancing neuronal
+  activity in deep reinforcement learning", 2025, arXiv 2505.24061): ReDo with the gradient-magnitude score GraMa in
+  place of the activation score, sᵢ = E_x|∂L/∂zᵢ(x)| / mean_k E_x|∂L/∂z_k(x)| over the units of a layer, zᵢ the
+  pre-activation of unit i (what its nonlinearity reads) and L the network's training loss [paper]; it applies to any
+  activation (tanh PPO too). Units with sᵢ ≤ τ are recycled exactly as ReDo's (fresh incoming, zero outgoing weights,
+  Adam state restarted). The expectation runs over the rows of every training batch since the last recycling,
+  gathered by hooks on the training backward passes, so no extra batch is drawn [ours]. Every 1,000 updates,
+  τ = 0.01 [ours: a third-party implementation's values; the paper's were not available to us]. A public repository
+  (grad-based-plasticity-metrics, `utils/ReDo.py`) scores units by their incoming weights' gradients instead; we
+  follow the paper.
+- Plasticity injection (Nikishin et al., "Deep Reinforcement Learning with Plasticity Injection", NeurIPS 2023; no
+  official code): once, at update F, the network's head h_θ becomes
+  h_θ(φ) + h_θ′(φ) − h_θ′⁻(φ) with θ frozen, θ′ fresh and trainable, θ′⁻ a frozen copy of θ′, so the output is
+  unchanged at injection; the optimiser loses θ (and its state) and gets θ′ as a new parameter group with fresh Adam
+  state; the target network gets the same structure with its own frozen head and copies of θ′, θ′⁻. A resumed run
+  re-creates the structure from the resetter's state before the weights are loaded.
+- Continual backprop (Dohare, Hernandez-Garcia, Lan, Rahman, Mahmood, Sutton, "Loss of plasticity in deep continual
+  learning", Nature 2024; official code shibhansh/loss-of-plasticity, `lop/algos/gnt.py`, RL settings
+  `lop/rl/cfg/ant/cbp.yml`): every update, each hidden unit i of a network keeps an age Aᵢ, a running mean
   activation f̄ᵢ ← η·f̄ᵢ + (1 − η)·mean_batch hᵢ and a contribution utility uᵢ ← η·uᵢ + (1 − η)·mean_k|w_kiᵒᵘᵗ|·mean_batch|hᵢ|,
-  η = 0.99; ages grow by one, ρ·#{i: Aᵢ > m} replacements accumulate per layer (ρ = 1e-4, maturity m = 10,000,
-  the paper's RL setting; the fractional part is carried over, as the reference's `accumulate=True`), and the
-  mature units with the lowest ûᵢ = uᵢ/(1 − η^Aᵢ) are replaced: fresh incoming weights from the network's own
-  initialiser, bias 0, next-layer bias += wᵒᵘᵗ_{·i}·f̄ᵢ/(1 − η^Aᵢ) (the expected output is kept), outgoing weights
-  0, Aᵢ = uᵢ = f̄ᵢ = 0, and the Adam moments and step counts of exactly those entries restarted (below).
-  The statistics come from forward pre-hooks on the layers reading the units, during training forwards (grad
-  on, weights trainable), so CBP sees each update's own batch at no extra forward; a network that did not
-  train since the last step (TD3's delayed actor) does not age. The reference zeroes f̄ before compensating
-  the bias, so its compensation adds 0; we compensate with f̄ as the paper describes.
-- ReGraMa (Liu, Obando-Ceron, Courville, Pan, "Measure gradients not activations! Enhancing neuronal activity in deep
-  RL", 2025, arXiv 2505.24061): ReDo with the gradient-magnitude score in place of the activation score — GraMa
-  sᵢ = mean_j |∂L/∂w_ji| / mean_k mean_j |∂L/∂w_jk| over the incoming weights of unit i, read from the gradient of the
-  network's last update (no extra batch, and it applies to any activation: tanh PPO too); units with sᵢ ≤ τ are
-  recycled exactly as ReDo's (fresh incoming, zero outgoing weights, Adam state restarted). Every 1,000 updates,
-  τ = 0.01 [code: a third-party JAX implementation (continual_learning `regrama`); the paper's own code was not
-  available to us].
+  η = 0.99 [code]; ages grow by one, ρ·#{i: Aᵢ > m} replacements accumulate per layer (ρ = 1e-4, maturity
+  m = 10,000, the RL setting [code]; the fractional part is carried over, the reference's `accumulate=True` [its RL
+  runs use the default, a fraction realised as one replacement with that probability]), and the mature units with
+  the lowest ûᵢ = uᵢ/(1 − η^Aᵢ) are replaced: fresh incoming weights from the network's own initialiser, bias 0,
+  next-layer bias += wᵒᵘᵗ_{·i}·f̄ᵢ/(1 − η^Aᵢ) (the expected output is kept), outgoing weights 0, Aᵢ = uᵢ = f̄ᵢ = 0,
+  and the Adam moments and step counts of exactly those entries restarted (below; the RL runs use torch's Adam, whose
+  state the reference leaves untouched). The statistics come from forward pre-hooks on the layers reading the units,
+  during training forwards (grad on, weights trainable), so CBP sees each update's own batch at no extra forward; a
+  network that did not train since the last step (TD3's delayed actor) does not age. The reference zeroes f̄ before
+  compensating the bias, so its compensation adds 0; we compensate with f̄ as the paper describes.
 Replacement parameters of full/S&P/ReDo/CBP/ReGraMa are written into the existing tensors, so optimisers keep their
 parameter lists.
 
-Adam state of recycled entries (spec pitfall §6.6.4): PyTorch counts Adam steps per tensor, so zeroing only the
-moments of some entries makes their next update ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g) — 3.2× lr for β = (0.9, 0.999),
-0.1× lr for CBP's (0.99, 0.99) — and keeps it off lr·sign(g) for ~1/(1 − β₂) updates. With
-`--reset.per-element-adam-steps` (default) ReDo and CBP restart those entries' bias correction too (per-element step
-counts, `plasticity.optimizers.ElementStepAdam`), so their first update is lr·sign(g), a fresh Adam's. On for both: CBP's
-reference (AdamGnT) keeps per-element steps, and the ReDo PyTorch port (timoklein/redo) found resetting step counts
-crucial; Dopamine's optax ReDo keeps one shared count (`--reset.no-per-element-adam-steps`, the old behaviour).
+Adam state of recycled entries: PyTorch counts Adam steps per tensor, so zeroing only the moments of some entries
+makes their next update ≈ lr·(1 − β₁)/√(1 − β₂)·sign(g) — 3.2× lr for β = (0.9, 0.999), 0.1× lr for CBP's
+(0.99, 0.99) — and keeps it off lr·sign(g) for ~1/(1 − β₂) updates. With `--reset.per-element-adam-steps` (default)
+ReDo and CBP restart those entries' bias correction too (per-element step counts, `plasticity.optimizers.ElementStepAdam`),
+so their first update is lr·sign(g), a fresh Adam's. On for both: CBP's reference optimiser (`lop/utils/AdamGnT.py`)
+keeps per-element steps, and the ReDo PyTorch port (timoklein/redo) found resetting step counts crucial; Dopamine's
+optax ReDo keeps one shared count (`--reset.no-per-element-adam-steps`, the old behaviour).
 """
 
 from __future__ import annotations
@@ -115,6 +124,8 @@ def full_reset(net: Network) -> None:
     drop_optimizer_state(net.optimizer, net.module.parameters())
     if net.target is not None:
         net.target.load_state_dict(net.module.state_dict())
+    for restart in net.restarts_with:
+        restart()
 
 
 @torch.no_grad()
@@ -144,6 +155,8 @@ def reset_last_layers(net: Network, count: int) -> list[nn.Module]:
         drop_optimizer_state(net.optimizer, layer.parameters())
         if net.target is not None:
             net.target.get_submodule(names[layer]).load_state_dict(layer.state_dict())
+    for restart in net.restarts_with:
+        restart()
     return chosen
 
 
@@ -202,31 +215,63 @@ def recycle_dormant(net: Network, batch, tau: float, element_steps: bool = True)
     return recycled / max(total, 1)
 
 
-def gradient_scores(layer_in: nn.Module) -> torch.Tensor | None:
-    """GraMa scores of the units of `layer_in` from its weight gradient: (H,), or (E, H) for an ensemble layer; None
-    before the layer has a gradient."""
-    grad = layer_in.weight.grad
-    if grad is None:
-        return None
-    per_unit = grad.abs().mean(dim=1)  # ensemble (E, in, H) → (E, H); nn.Linear (H, in) → (H,)
-    return per_unit / (per_unit.mean(dim=-1, keepdim=True) + 1e-8)
+class PreactivationGradients:
+    """ReGraMa's gradient magnitudes for the units of one network: Σₓ |∂L/∂zᵢ(x)| over every row of every training
+    batch since the last recycling, zᵢ the output of the layer feeding unit i (the nonlinearity's input), summed in place
+    by a hook on each training forward's output during its backward pass (no extra batch; capture-ready). Forwards that
+    do not train the layer are left out: grad off, weights frozen (the critic inside an actor loss), the diagnostics'
+    measurements, and copies of the layer."""
+
+    def __init__(self, layers: list[nn.Module]) -> None:
+        self.sums: dict[nn.Module, torch.Tensor] = {}
+        for layer in layers:
+            weight = layer.weight  # ensemble (E, in, H): one row of sums per member; nn.Linear (H, in)
+            shape = (weight.shape[0], weight.shape[2]) if isinstance(layer, EnsembleLinear) else (weight.shape[0],)
+            self.sums[layer] = torch.zeros(shape, device=weight.device)
+            # a plain function, so that copies of the network (deepcopy) do not copy these sums
+            layer.register_forward_hook(lambda layer, inputs, output, gradients=self: gradients.watch(layer, output))
+
+    def watch(self, layer: nn.Module, output: torch.Tensor) -> None:
+        if layer not in self.sums or not torch.is_grad_enabled() or not layer.weight.requires_grad or measuring.active:
+            return
+        if output.requires_grad:
+            output.register_hook(lambda grad, layer=layer: self.record(layer, grad))
+
+    @torch.no_grad()
+    def record(self, layer: nn.Module, grad: torch.Tensor) -> None:
+        rows = tuple(range(1, grad.dim() - 1)) if isinstance(layer, EnsembleLinear) else tuple(range(grad.dim() - 1))
+        self.sums[layer].add_(grad.abs().sum(dim=rows))  # returns None: the gradient flows on unchanged
+
+    def scores(self, layer: nn.Module) -> torch.Tensor:
+        """GraMa sᵢ = E|∂L/∂zᵢ| / mean_k E|∂L/∂z_k| over the layer's units (per ensemble member)."""
+        sums = self.sums[layer]
+        return sums / sums.mean(dim=-1, keepdim=True).clamp_min(torch.finfo(sums.dtype).tiny)
+
+    def state_dict(self) -> list[torch.Tensor]:
+        return list(self.sums.values())
+
+    def load_state_dict(self, state: list[torch.Tensor]) -> None:
+        for sums, saved in zip(self.sums.values(), state):
+            sums.copy_(saved)
 
 
 @torch.no_grad()
-def recycle_low_gradient(net: Network, tau: float, element_steps: bool = True) -> float:
-    """ReGraMa on every (layer_in, layer_out) pair; returns the fraction of hidden units recycled."""
+def recycle_low_gradient(net: Network, gradients: PreactivationGradients, tau: float, element_steps: bool = True) -> float:
+    """ReGraMa on every (layer_in, layer_out) pair: units with GraMa score ≤ τ are recycled as ReDo's; the sums restart.
+    Returns the fraction of hidden units recycled."""
     fresh = None
     recycled, total = 0, 0
     for layer_in, layer_out in net.unit_pairs:
-        scores = gradient_scores(layer_in)
-        if scores is None:
+        if not bool(gradients.sums[layer_in].any()):  # not trained since the last recycling (a host read, every F updates)
             continue
-        inactive = scores <= tau
+        inactive = gradients.scores(layer_in) <= tau
         count = int(inactive.sum())
         recycled, total = recycled + count, total + inactive.numel()
         if count:
             fresh = fresh or fresh_layers(net)
             reinitialise_units(net, layer_in, layer_out, inactive, fresh[layer_in], element_steps)
+    for sums in gradients.sums.values():
+        sums.zero_()
     return recycled / max(total, 1)
 
 
@@ -439,6 +484,8 @@ class Resetter:
             raise UserError(f"--reset.cbp-replacement-rate is a fraction of the mature units per step; got {args.cbp_replacement_rate}")
         self.cbp = {name: ContinualBackprop(net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps)
                     for name, net in self.networks.items()} if args.method == "cbp" else {}
+        self.gradients = {name: PreactivationGradients([layer_in for layer_in, _ in net.unit_pairs])
+                          for name, net in self.networks.items()} if args.method == "regrama" else {}
         self.cbp_logged_step = 0
 
     def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
@@ -467,7 +514,8 @@ class Resetter:
             elif self.args.method == "layers":
                 reset_last_layers(net, self.args.layers)
             elif self.args.method == "regrama":
-                report[f"plasticity/{name}_recycled_fraction"] = recycle_low_gradient(net, self.args.regrama_tau, self.args.per_element_adam_steps)
+                report[f"plasticity/{name}_recycled_fraction"] = recycle_low_gradient(net, self.gradients[name], self.args.regrama_tau,
+                                                                                      self.args.per_element_adam_steps)
             else:
                 batch = replay.sample(self.args.redo_batch)
                 report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(net, batch, self.args.redo_tau, self.args.per_element_adam_steps)
@@ -484,7 +532,8 @@ class Resetter:
 
     def state_dict(self) -> dict:
         cbp = {name: cbp.state_dict() for name, cbp in self.cbp.items()}
-        return {"count": self.count, "injected": list(self.injected), "cbp": cbp, "cbp_logged_step": self.cbp_logged_step}
+        regrama = {name: gradients.state_dict() for name, gradients in self.gradients.items()}
+        return {"count": self.count, "injected": list(self.injected), "cbp": cbp, "cbp_logged_step": self.cbp_logged_step, "regrama": regrama}
 
     def load_state_dict(self, state: dict) -> None:
         """Agents load the resetter before the networks, so an injected head exists again when weights arrive."""
@@ -492,6 +541,8 @@ class Resetter:
         for name, cbp_state in state.get("cbp", {}).items():
             self.cbp[name].load_state_dict(cbp_state)
         self.cbp_logged_step = state.get("cbp_logged_step", 0)
+        for name, sums in state.get("regrama", {}).items():
+            self.gradients[name].load_state_dict(sums)
         for name in state.get("injected", []):
             if name not in self.injected:
                 inject_plasticity(self.networks[name])

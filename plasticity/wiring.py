@@ -44,9 +44,10 @@ class Plasticity:
         if least is not None and least.enabled:
             self.stopper = EpisodeStopper(least, env.num_envs, env.max_episode_steps, args.total_timesteps, env.device)
 
-    def loss(self, name: str, main_loss: torch.Tensor, reference: Any = None) -> torch.Tensor:
-        """main_loss + the named network's regularisers; `reference` is C-CHAIN's batch (`reference_batch`)."""
-        return self.hooks.loss(name, main_loss, reference)
+    def loss(self, name: str, main_loss: torch.Tensor, reference: Any = None, scale_against: torch.Tensor | None = None) -> torch.Tensor:
+        """main_loss + the named network's regularisers; `reference` is C-CHAIN's batch (`reference_batch`), `scale_against`
+        the loss C-CHAIN's coefficient is scaled against (default main_loss; PPO: the policy loss)."""
+        return self.hooks.loss(name, main_loss, reference, scale_against)
 
     def step(self, name: str) -> None:
         """The named network's optimiser step (through TRAC when on), then NaP's projection and weight clipping."""
@@ -91,7 +92,8 @@ class Plasticity:
                        also_on_fresh_start: Iterable[Callable[[], None]] = ()) -> None:
         """What the agent keeps across a continual task switch (--continual.*): everything by default; the oracle gets a
         fresh agent (networks re-drawn, optimiser moments dropped, targets re-synced, replay emptied, normalisers
-        restarted, and `also_on_fresh_start`, e.g. SAC's temperature)."""
+        restarted, and `also_on_fresh_start`, e.g. SAC's temperature); C-CHAIN restarts its schedule where its authors do."""
+        self.hooks.on_task_switch()
         if settings.oracle:
             for network in self.reset_units:
                 full_reset(network)

@@ -38,7 +38,7 @@ from plasticity.swd import SWDArgs
 
 TINY = dict(env_id="Pendulum-v1", batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False,
             buffer_size=5_000)
-LOSS_REMEDIES = dict(reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-3), cchain=CChainArgs(enabled=True, warmup_updates=50),
+LOSS_REMEDIES = dict(reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-3), cchain=CChainArgs(enabled=True, warmup=50),
                      nap=NaPArgs(enabled=True), clip=WeightClipArgs(kappa=3.0), optim=OptimArgs(trac=True))
 NETWORKS = ("actor", "critic", "actor_target", "critic_target")
 # FastTD3's many-env flags together (docs/agents/td3.md): C51 critics, 3-step returns, normalised observations, per-env
@@ -172,7 +172,7 @@ def test_remedy_state_changes_in_place_so_a_captured_step_keeps_updating_it():
     critic = td3.TwinCritic(3, 1, (16, 16), norm="layer")
     optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     flags = RemedyArgs(**{key: value for key, value in LOSS_REMEDIES.items()})
-    hooks = RemedyHooks(flags, [Network("critic", critic, optimizer, lambda b: critic(b[0], b[1]), lambda: None, heads=(critic.head,))])
+    hooks = RemedyHooks(flags, [Network("critic", critic, optimizer, lambda b: critic(b[0], b[1]), lambda: critic, heads=(critic.head,))])
     pointers, values = [], []
     for update in range(6):
         obs, action = torch.randn(32, 3), torch.randn(32, 1)
@@ -411,7 +411,7 @@ def test_each_step_is_captured_once_and_replayed_with_every_input_copied_in(agen
     """A step whose signature changes from call to call (a Python number among its inputs, a batch of another shape)
     would be captured again and again on a GPU; a replay that read anything but its inputs' static copies, or an
     output kept past the next replay, would drift from the eager run."""
-    cchain = dict(cchain=CChainArgs(enabled=True, warmup_updates=50))  # a reference batch among the update's inputs
+    cchain = dict(cchain=CChainArgs(enabled=True, warmup=50))  # a reference batch among the update's inputs
     if agent == "sac_simba":
         common = dict(total_timesteps=300, learning_starts=200, runs_dir=runs_dir, **SAC_TINY, **cchain)
         eager = sac_simba.main(sac_simba.Args(exp_name="eager", **common))

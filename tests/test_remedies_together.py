@@ -28,7 +28,7 @@ OTHER_RESETS = {"full reset", "shrink & perturb", "ReDo", "ReGraMa", "plasticity
 def _loss_and_optimiser_remedies(optimiser: str, activation: str) -> dict:
     return dict(net=NetArgs(norm="layer", activation=activation), nap=NaPArgs(enabled=True),
                 reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4), clip=WeightClipArgs(kappa=3.0),
-                cchain=CChainArgs(enabled=True, warmup_updates=20), optim=OptimArgs(name=optimiser, trac=True),
+                cchain=CChainArgs(enabled=True, warmup=20), optim=OptimArgs(name=optimiser, trac=True),
                 reset=ResetArgs(method="layers", every=25) if optimiser == "adam" else ResetArgs())
 
 
@@ -160,8 +160,12 @@ def test_remedy_state_survives_a_resume_bit_identically(runs_dir):
     for name in ("actor", "critic"):
         for key in a[name]:
             assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
-    trac_a, trac_b = a["plasticity"]["remedies"]["networks"]["critic"]["trac"], b["plasticity"]["remedies"]["networks"]["critic"]["trac"]
+    trac_a, trac_b = (state["plasticity"]["remedies"]["networks"]["critic"]["trac"] for state in (a, b))
     assert torch.equal(trac_a["s"], trac_b["s"]) and trac_a["steps"] == trac_b["steps"] > 0
+    churn_a, churn_b = (state["plasticity"]["remedies"]["networks"]["critic"]["churn"] for state in (a, b))
+    for key in ("coef", "points", "scale_values", "churn_values"):  # C-CHAIN's schedule went on where it stopped
+        assert torch.equal(churn_a[key], churn_b[key]), key
+    assert float(churn_a["coef"]) != 50.0  # past the warm-up: rescaled from the recorded values
 
 
 @pytest.mark.parametrize("agent, flags, message", [

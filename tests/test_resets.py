@@ -153,7 +153,6 @@ def test_agents_run_each_reset_method_and_log_it(agent, method, tmp_path):
 
 def _injectable(seed: int = 0):
     from cleanrl_plus.nn import mlp
-    from plasticity.network import Network
 
     torch.manual_seed(seed)
     net = mlp(3, 2, (8, 8))

@@ -36,7 +36,7 @@ def _remedies(activation: str, reset: dict | None = None) -> dict:
 
     return dict(net=NetArgs(norm="layer", activation=activation), nap=NaPArgs(enabled=True),
                 reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4), clip=WeightClipArgs(kappa=3.0),
-                cchain=CChainArgs(enabled=True, warmup_updates=20), optim=OptimArgs(trac=True),
+                cchain=CChainArgs(enabled=True, warmup=20), optim=OptimArgs(trac=True),
                 reset=ResetArgs(**(reset or dict(method="layers", every=25))))
 
 
@@ -118,24 +118,26 @@ CASES: dict[str, tuple[str, dict]] = {
 }
 _COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)
 
-# sha256 prefixes recorded at 03c5bcc, before the wiring redesign (issue #26)
+# sha256 prefixes recorded at 03c5bcc, before the wiring redesign (issue #26); re-recorded for issue #27 (remedies as their
+# authors run them) where a remedy changed: the five *-remedies cases (C-CHAIN's schedule, Parseval's s = 2 and width
+# factor, weight clipping's κ/√fan_in bounds) and the two ReGraMa cases (pre-activation gradient scores)
 DIGESTS = {
-    "td3-remedies": "04453ba8db888ba7",
+    "td3-remedies": "152256cb4b236869",
     "td3-scale-redo": "13d82da2e84f24c8",
     "td3-cbp-oracle": "acc369f7a1c6fb9d",
     "td3-inject-cir": "3d93092992523c34",
-    "sac-mlp-remedies": "e57d50108f4221ab",
+    "sac-mlp-remedies": "6d2dc18c6ac726ba",
     "sac-simba-cbp": "b8276433483a57c3",
     "sac-c51-inject": "8b0e704d8de91628",
-    "sac-regrama-oracle": "b5fa49ebcbc6dd6b",
-    "ddqn-remedies": "baf46b0e72b5d49d",
+    "sac-regrama-oracle": "08374ac69d79f158",
+    "ddqn-remedies": "64dfef14bb891366",
     "ddqn-minatar-redo": "f1abaac90791996f",
     "ddqn-oracle-sp": "8768c49263cd7185",
-    "ppo-remedies": "aa67b6b32aedee32",
+    "ppo-remedies": "b73255b8279a9f3b",
     "ppo-continuous-redo": "8e834732717d49bb",
     "ppo-oracle-cbp": "70eb56d6c5a05ae3",
-    "ppo-atari-regrama": "6151d03ffcd7f0ce",
-    "gtr-remedies": "1aafaa997bb6c011",
+    "ppo-atari-regrama": "5e12417fe4b41803",
+    "gtr-remedies": "7e39ca1332e2d409",
 }
 
 

@@ -1,0 +1,414 @@
+"""Each remedy against its authors' definition, computed here independently of plasticity/ (issue #27).
+
+Parseval (wechu/parseval_reg `agent.py`), weight clipping (mohmdelsayed/weight-clipping `rl_experiments/weight_clipping.py`),
+C-CHAIN on PPO (bluecontra/C-CHAIN `crl_dmc/crl_run_ppo_c_chain_dmc.py`, `crl_gym_classic_control/basic_utils.py`),
+Normalize-and-Project (Lyle et al. 2024), the SAC reset (evgenii-nikishin/rl_with_resets `train_dense.py`), ReGraMa's GraMa
+score (Liu et al. 2025) and CBP's RL optimiser (shibhansh/loss-of-plasticity `lop/rl/cfg/ant/cbp.yml`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from agents import ppo, td3
+from cleanrl_plus.nn import EnsembleLinear, NormedConv2d, NormedEnsembleLinear, NormedLinear, frozen
+from plasticity.optimizers import adam
+from plasticity.architecture import NormProjector
+from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
+from plasticity.hooks import RemedyArgs, RemedyHooks
+from plasticity.network import Network
+from plasticity.regularizers import RegArgs, WeightClipper
+from plasticity.resets import PreactivationGradients, ResetArgs, Resetter, full_reset, reset_last_layers
+
+CPU = torch.device("cpu")
+
+
+def _ppo_agent(space: gym.Space, hidden=(32, 32), seed: int = 0) -> ppo.ActorCritic:
+    torch.manual_seed(seed)
+    return ppo.ActorCritic(4, space, hidden, "tanh")
+
+
+def _ppo_network(agent: ppo.ActorCritic, optimizer, updates_per_iteration: int = 4) -> Network:
+    args = ppo.Args(env_id="CartPole-v1", update_epochs=1, num_minibatches=updates_per_iteration)  # tanh networks
+    return ppo.plasticity_network(agent, optimizer, lambda: copy.deepcopy(agent), lambda: copy.deepcopy(agent.policy), args)
+
+
+# ---- Parseval ----------------------------------------------------------------------------------------------------
+def _authors_parseval(networks: list[nn.Sequential], width: int, reg: float) -> torch.Tensor:
+    """agent.py: for actor_mean and critic, Σ over the hidden 'linear_orthog' weights of ‖W Wᵀ − 2·I‖²_F (no init gain
+    given: scale 2), times parseval_reg·(64/net_width)²."""
+    total = 0
+    for net in networks:
+        for layer in [m for m in net if isinstance(m, nn.Linear)][:-1]:  # the output layer is 'linear_output'
+            w = layer.weight
+            total = total + reg * (64 / width) ** 2 * torch.norm(w @ w.t() - 2 * torch.eye(w.shape[0]), p="fro") ** 2
+    return total
+
+
+def test_parseval_on_ppo_is_the_authors_penalty_and_gradient_with_the_width_factor():
+    agent = _ppo_agent(gym.spaces.Discrete(3))
+    reference = copy.deepcopy(agent)
+    optimizer = adam(agent.parameters(), 1e-3, CPU)
+    hooks = RemedyHooks(RemedyArgs(reg=RegArgs(parseval=1e-3)), [_ppo_network(agent, optimizer)])
+    ours = hooks.loss("agent", torch.zeros(()))
+    theirs = _authors_parseval([reference.policy.net, reference.critic], width=32, reg=1e-3)
+    torch.testing.assert_close(ours, theirs)
+    ours.backward()
+    theirs.backward()
+    for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
+        expected = q.grad if q.grad is not None else torch.zeros_like(p)  # biases, heads and log σ get no penalty
+        torch.testing.assert_close(p.grad if p.grad is not None else torch.zeros_like(p), expected, msg=name)
+    assert agent.policy.net[-1].weight.grad is None or not agent.policy.net[-1].weight.grad.any()
+
+
+def test_parseval_without_the_width_factor_and_with_another_scale():
+    agent = _ppo_agent(gym.spaces.Discrete(3), hidden=(16, 16))
+    hooks = RemedyHooks(RemedyArgs(reg=RegArgs(parseval=1.0, parseval_scale=1.0, parseval_width_scaling=False)),
+                        [_ppo_network(agent, adam(agent.parameters(), 1e-3, CPU))])
+    expected = sum(torch.norm(m.weight @ m.weight.t() - torch.eye(16)) ** 2
+                   for net in (agent.policy.net, agent.critic) for m in list(net)[:-1] if isinstance(m, nn.Linear))
+    torch.testing.assert_close(hooks.loss("agent", torch.zeros(())), expected)
+
+
+# ---- weight clipping ----------------------------------------------------------------------------------------------
+def _authors_clip(parameters: list[torch.Tensor], kappa: float) -> None:
+    """weight_clipping.py's InitBounds: a weight's bound is 1/√fan_in, a bias takes the bound of the weight before it;
+    every parameter of the optimiser is clamped to ±κ·bound (clip_last_layer on)."""
+    previous = None
+    for p in parameters:
+        if p.dim() != 1:
+            previous = p
+        fan_in, _ = nn.init._calculate_fan_in_and_fan_out(previous)
+        p.data.clamp_(-kappa / math.sqrt(fan_in), kappa / math.sqrt(fan_in))
+
+
+def test_weight_clipping_bounds_are_the_authors_per_layer_bounds_not_the_initial_weights():
+    agent = _ppo_agent(gym.spaces.Discrete(3))  # orthogonal init (gain √2, heads 0.01 and 1): max|W₀| ≠ 1/√fan_in
+    clipper = WeightClipper(agent, kappa=3.0)
+    assert clipper.bounds == pytest.approx([3 / math.sqrt(4), 3 / math.sqrt(32), 3 / math.sqrt(32)] * 2)
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.normal_(0, 2.0)  # far outside every bound
+    reference = copy.deepcopy(agent)
+    clipper.clip()
+    _authors_clip(list(reference.parameters()), 3.0)
+    for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
+        assert torch.equal(p, q), name
+
+
+def test_weight_clipping_bounds_of_ensemble_and_conv_layers_use_each_members_fan_in():
+    critic = td3.TwinCritic(3, 1, (8, 8))
+    conv = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 3 * 3, 1))
+    assert WeightClipper(critic, 1.0).bounds == pytest.approx([1 / math.sqrt(4), 1 / math.sqrt(8), 1 / math.sqrt(8)])
+    assert WeightClipper(conv, 2.0).bounds == pytest.approx([2 / math.sqrt(2 * 9), 2 / math.sqrt(36)])
+
+
+# ---- C-CHAIN on PPO ---------------------------------------------------------------------------------------------
+class _AuthorsCChain:
+    """crl_run_ppo_c_chain_dmc.py's C-CHAIN for one task (the classic-control script's divergence and floor for a
+    categorical policy): a history of deep copies after every update, the churn against the copy one update back, c₀ until
+    `warmup` iterations, then c = max(ρ·mean|last pg_loss of each of the last W iterations| / (mean of their churn
+    losses + 1e-8), floor) after each iteration."""
+
+    def __init__(self, policy: nn.Module, rho: float, c0: float, warmup: int, window: int, floor: float, probabilities: bool):
+        self.history = [copy.deepcopy(policy)]
+        self.rho, self.coef, self.warmup, self.window, self.floor = rho, c0, warmup, window, floor
+        self.probabilities = probabilities
+        self.pg_losses, self.churn_losses, self.iteration = [], [], 0
+
+    def churn(self, policy: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+        if len(self.history) < 2:  # no parameters one update back yet (ours starts one update sooner than the DMC script)
+            return torch.zeros(())
+        current, previous = policy(obs), self.history[-2](obs).detach()
+        if self.probabilities:
+            return (-torch.softmax(previous, -1) * torch.log(torch.softmax(current, -1) + 1e-8)).sum(-1).mean()
+        return ((current - previous) ** 2).mean()
+
+    def after_update(self, policy: nn.Module) -> None:
+        self.history.append(copy.deepcopy(policy))
+
+    def after_iteration(self, pg_loss: float, churn: float) -> None:
+        self.iteration += 1
+        self.pg_losses.append(pg_loss)
+        self.churn_losses.append(churn)
+        if self.iteration >= self.warmup:
+            relative = self.rho * np.mean(np.abs(self.pg_losses[-self.window:])) / (np.mean(self.churn_losses[-self.window:]) + 1e-8)
+            self.coef = max(relative, self.floor)
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3)], ids=["gaussian", "categorical"])
+def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(space):
+    continuous = isinstance(space, gym.spaces.Box)
+    kind = "policy mean" if continuous else "probabilities"
+    assert (AUTHORS["policy mean"].relative_scale, AUTHORS["policy mean"].initial_coef, AUTHORS["policy mean"].warmup,
+            AUTHORS["policy mean"].window) == (0.05, 100.0, 50, 100)  # crl_run_ppo_c_chain_dmc.py
+    assert (AUTHORS["probabilities"].relative_scale, AUTHORS["probabilities"].initial_coef, AUTHORS["probabilities"].min_coef,
+            AUTHORS["probabilities"].window) == (1e4, 1.0, 1.0, 50)  # control_train_aligned_c_chain.py
+    rho = 1e-4 if continuous else 20.0  # smaller than the authors' (0.05, 1e4), so that c stays moderate in float32 over a few steps
+    settings = CChainArgs(enabled=True, relative_scale=rho, warmup=2, window=2)  # c₀ and the floor stay the authors'
+    agent = _ppo_agent(space, hidden=(16, 16))
+    mirror = copy.deepcopy(agent)
+    ours = ChurnReducer(settings, agent, policy_churn(lambda obs: agent.policy.net(obs), continuous, updates_per_iteration=3))
+    schedule = AUTHORS[kind]
+    theirs = _AuthorsCChain(mirror.policy.net, rho, schedule.initial_coef, 2, 2, schedule.min_coef, not continuous)
+    opt_ours, opt_theirs = torch.optim.SGD(agent.parameters(), lr=0.05), torch.optim.SGD(mirror.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(1)
+    coefficients = []
+    for iteration in range(4):
+        for update in range(3):
+            obs, reference = torch.randn(8, 4, generator=generator), torch.randn(8, 4, generator=generator)
+            target = torch.randn(8, agent.policy.outputs, generator=generator)
+            pg_ours, pg_theirs = (((net.policy.net(obs) - target) ** 2).mean() - 0.3 for net in (agent, mirror))  # a signed "policy loss"
+            value_loss = mirror.value(obs).square().mean()  # in the total loss but not what c is scaled against
+            coef_before = theirs.coef
+            churn_theirs = theirs.churn(mirror.policy.net, reference)
+            total_theirs = pg_theirs + value_loss + coef_before * churn_theirs
+            total_ours = pg_ours + agent.value(obs).square().mean() + ours.loss(pg_ours + value_loss.detach(), reference, scale_against=pg_ours)
+            torch.testing.assert_close(total_ours, total_theirs, rtol=1e-4, atol=1e-6)
+            for optimizer, total in ((opt_ours, total_ours), (opt_theirs, total_theirs)):
+                optimizer.zero_grad()
+                total.backward()
+                optimizer.step()
+            ours.after_step()
+            theirs.after_update(mirror.policy.net)
+        theirs.after_iteration(float(pg_theirs), float(churn_theirs))
+        coefficients.append(theirs.coef)
+        torch.testing.assert_close(ours.coef, torch.tensor(theirs.coef, dtype=torch.float32), rtol=1e-4, atol=0)
+    assert coefficients[0] == schedule.initial_coef and coefficients[1] != schedule.initial_coef  # the warm-up ended after iteration 2
+    for p, q in zip(agent.parameters(), mirror.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
+
+
+def test_cchain_on_ppo_restarts_its_schedule_at_a_task_switch_and_a_value_network_does_not():
+    agent = _ppo_agent(gym.spaces.Box(-1, 1, (2,)))
+    network = _ppo_network(agent, adam(agent.parameters(), 1e-3, CPU), updates_per_iteration=1)
+    value_net = nn.Linear(4, 1)
+    hooks = RemedyHooks(RemedyArgs(cchain=CChainArgs(enabled=True, warmup=1)),
+                        [network, Network("critic", value_net, adam(value_net.parameters(), 1e-3, CPU), lambda b: value_net(b.obs), lambda: value_net)])
+    batch = SimpleNamespace(obs=torch.randn(8, 4))
+
+    def update(name: str, **scale) -> torch.Tensor:
+        loss = hooks.loss(name, torch.tensor(1.0, requires_grad=True), batch, **scale)
+        hooks.networks[name].net.optimizer.zero_grad()
+        loss.backward()
+        hooks.step(name)
+        return loss
+
+    for _ in range(3):
+        update("agent", scale_against=torch.tensor(0.5))
+        update("critic")
+    policy, critic = hooks.networks["agent"].churn, hooks.networks["critic"].churn
+    assert float(policy.coef) != 100.0 and int(critic.points) == 3
+    hooks.on_task_switch()
+    assert float(policy.coef) == 100.0 and int(policy.points) == 0 and bool(policy.skip)
+    assert int(critic.points) == 3  # DDQN's C-CHAIN keeps its statistics across tasks
+    assert float(update("agent", scale_against=torch.tensor(0.5))) == 1.0  # no churn term after the switch, none recorded…
+    assert int(policy.churn_points) == 0 and int(policy.points) == 1 and not bool(policy.skip)
+    update("agent", scale_against=torch.tensor(0.5))
+    assert int(policy.churn_points) == 1  # … then again
+
+
+def test_ppo_scales_cchain_against_its_policy_loss(runs_dir):
+    """With a window of one iteration the logged coefficient is ρ·|policy loss|/churn of the iteration's last update."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, num_steps=64, num_minibatches=2, update_epochs=2, hidden_sizes=(8, 8),
+                    eval_every=0, eval_episodes=1, log_every=64, runs_dir=runs_dir, progress=False,
+                    cchain=CChainArgs(enabled=True, warmup=1, window=1, relative_scale=0.5, min_coef=0.0))
+    events = EventAccumulator(ppo.main(args)["run_dir"]).Reload()
+    last = {tag: events.Scalars(tag)[-1].value for tag in ("remedies/agent_cchain_coef", "losses/policy_loss", "remedies/agent_cchain_loss")}
+    expected = 0.5 * abs(last["losses/policy_loss"]) / (last["remedies/agent_cchain_loss"] + 1e-8)
+    assert last["remedies/agent_cchain_coef"] == pytest.approx(expected, rel=1e-4)
+
+
+# ---- Normalize-and-Project --------------------------------------------------------------------------------------
+def _scale_invariant(module: nn.Module, layer: nn.Module, forward) -> bool:
+    """The output does not change when the layer's weight and bias are scaled: a norm follows the layer."""
+    before = forward().detach()
+    with torch.no_grad():
+        layer.weight.mul_(3.0)
+        layer.bias.mul_(3.0)
+    after = forward().detach()
+    with torch.no_grad():
+        layer.weight.div_(3.0)
+        layer.bias.div_(3.0)
+    return torch.allclose(before, after, rtol=1e-4, atol=1e-5)
+
+
+def test_nap_puts_a_norm_before_every_nonlinearity_of_every_torso():
+    from agents import ddqn, sac_simba
+    from plasticity.architecture import NaPArgs
+
+    torch.manual_seed(0)
+    frames = ddqn.QNetwork("nature-cnn", (4, 84, 84), 3, (), "layer")
+    grids = ddqn.QNetwork("minatar-cnn", (10, 10, 4), 3, (), "layer")
+    args = sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=2)
+    simba = sac_simba.make_critic(args, 3, 1, 2)
+    mlp = td3.TwinCritic(3, 1, (8, 8), norm="layer")
+    obs, action, images, boards = torch.randn(5, 3), torch.randn(5, 1), torch.rand(2, 4, 84, 84) * 255, torch.rand(2, 10, 10, 4)
+    cases = [
+        (frames, [m for m in frames.torso.convs if isinstance(m, nn.Conv2d)] + [frames.torso.fc], lambda: frames(images)),
+        (grids, [grids.torso.conv, grids.torso.fc], lambda: grids(boards)),
+        (simba, [block.expand for block in simba.encoder.blocks], lambda: simba(obs, action)),
+        (mlp, list(mlp.layers[:-1]), lambda: mlp(obs, action)),
+    ]
+    for module, normalised, forward in cases:
+        assert all(isinstance(layer, (NormedConv2d, NormedLinear, NormedEnsembleLinear)) for layer in normalised)
+        for layer in normalised:
+            assert _scale_invariant(module, layer, forward), f"{type(module).__name__}: {layer} is not followed by a norm"
+    assert not _scale_invariant(frames, frames.head, lambda: frames(images))  # heads carry none
+
+
+def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_and_norms_free():
+    from agents import sac_simba
+    from plasticity.architecture import NaPArgs
+
+    torch.manual_seed(0)
+    critic = sac_simba.make_critic(sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=1), 3, 1, 2)
+    frames = nn.Sequential(NormedConv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    for net, forward in ((critic, lambda: critic(torch.randn(16, 3), torch.randn(16, 1)).square().mean()),
+                         (frames, lambda: frames(torch.randn(8, 2, 6, 6)).square().mean())):
+        matrices = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d, EnsembleLinear))]
+        initial = [torch.linalg.vector_norm(m.weight.flatten(1) if not isinstance(m, EnsembleLinear) else m.weight, dim=None
+                                            if not isinstance(m, EnsembleLinear) else (1, 2)) for m in matrices]
+        projector = NormProjector(net)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.5)
+        free = [p for name, p in net.named_parameters() if not name.endswith("weight") or ".norm." in name or "final_norm" in name]
+        for _ in range(3):
+            optimizer.zero_grad()
+            forward().backward()
+            optimizer.step()
+            free_before = [p.detach().clone() for p in free]
+            projector.project()
+            assert all(torch.equal(p, q) for p, q in zip(free, free_before))  # biases and norm scale/shift: untouched
+        for m, norm in zip(matrices, initial):
+            current = torch.linalg.vector_norm(m.weight, dim=(1, 2)) if isinstance(m, EnsembleLinear) else torch.linalg.vector_norm(m.weight)
+            torch.testing.assert_close(current, norm)
+
+
+# ---- SAC reset (Nikishin et al. 2022) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["full", "layers"])
+def test_sac_reset_starts_the_temperature_and_its_adam_afresh(method, runs_dir):
+    """train_dense.py builds a completely new SACLearner at a reset: new actor, critic, target critic and temperature,
+    each with a fresh Adam (train_pixels.py: new heads and temperature)."""
+    from agents import sac_simba
+    from cleanrl_plus.checkpoint import load_checkpoint
+
+    common = dict(env_id="Pendulum-v1", total_timesteps=120, learning_starts=100, batch_size=16, actor_width=8, critic_width=8,
+                  critic_blocks=1, eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False, initial_alpha=0.3,
+                  alpha_learning_rate=0.05)
+    updates = sac_simba.main(sac_simba.Args(exp_name="count", **common))["num_updates"]
+    result = sac_simba.main(sac_simba.Args(exp_name="reset", reset=ResetArgs(method=method, every=updates), **common))
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    torch.testing.assert_close(state["temperature"]["log_alpha"], torch.tensor(math.log(0.3)))
+    assert state["alpha_optimizer"]["state"] == {}
+    if method == "full":
+        assert state["actor_optimizer"]["state"] == {} and state["critic_optimizer"]["state"] == {}
+        for key, value in state["critic"].items():
+            assert torch.equal(value, state["critic_target"][key]), key
+    kept = sac_simba.main(sac_simba.Args(exp_name="kept", reset=ResetArgs(method=method, every=updates, networks="critic"), **common))
+    kept_state = load_checkpoint(Path(kept["run_dir"]) / "checkpoint.pt")
+    assert kept_state["alpha_optimizer"]["state"] != {}  # only the critic was reset: α goes on
+
+
+def test_full_and_layer_resets_run_what_the_network_restarts_with():
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    restarted = []
+    network = Network("actor", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b), lambda: copy.deepcopy(net), heads=(net[2],),
+                      restarts_with=(lambda: restarted.append(True),))
+    full_reset(network)
+    reset_last_layers(network, 1)
+    assert restarted == [True, True]
+
+
+# ---- ReGraMa -----------------------------------------------------------------------------------------------------
+def _mean_abs_preactivation_gradients(layers: list[nn.Module], rows: int, sample_loss) -> list[torch.Tensor]:
+    """E_x|∂ℓ(x)/∂zᵢ(x)| per unit: each sample's own loss ℓ(x) = sample_loss(row), differentiated with respect to each
+    layer's output z (its units' pre-activations) on that sample alone."""
+    totals = [0.0 for _ in layers]
+    for row in range(rows):
+        outputs = []
+        handles = [layer.register_forward_hook(lambda module, inputs, output: outputs.append(output)) for layer in layers]
+        loss = sample_loss(row)
+        for handle in handles:
+            handle.remove()
+        totals = [total + grad.abs().sum(dim=-2) for total, grad in zip(totals, torch.autograd.grad(loss, outputs))]
+    return [total / rows for total in totals]
+
+
+@pytest.mark.parametrize("norm", ["none", "layer"])
+def test_grama_scores_are_mean_absolute_preactivation_gradients_over_the_layer_mean(norm):
+    torch.manual_seed(0)
+    net = nn.Sequential(NormedLinear(3, 6) if norm == "layer" else nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+    layers = [net[0], net[2]]
+    x, y = torch.randn(16, 3), torch.randn(16, 2)
+    gradients = PreactivationGradients(layers)
+    (net(x) - y).square().sum(-1).mean().backward()  # the training update the hooks read: L = mean_x ℓ(x)
+    expected = _mean_abs_preactivation_gradients(layers, 16, lambda row: (net(x[row:row + 1]) - y[row:row + 1]).square().sum())
+    for layer, magnitude in zip(layers, expected):
+        torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean())
+
+
+def test_grama_scores_of_twin_critics_are_per_member_and_ignore_forwards_that_do_not_train():
+    torch.manual_seed(0)
+    critic = td3.TwinCritic(3, 1, (6, 6))
+    layers = list(critic.layers[:-1])
+    gradients = PreactivationGradients(layers)
+    obs, action, target = torch.randn(12, 3), torch.randn(12, 1), torch.randn(12)
+    (critic(obs, action) - target).square().mean(-1).sum().backward()  # one MSE per member, summed
+    with frozen(critic):  # an actor loss through the critic: its units do not train here
+        critic(obs, action.clone().requires_grad_()).sum().backward()
+    with torch.no_grad():
+        critic(obs, action)
+    expected = _mean_abs_preactivation_gradients(
+        layers, 12, lambda row: (critic(obs[row:row + 1], action[row:row + 1]) - target[row:row + 1]).square().sum())
+    for layer, magnitude in zip(layers, expected):
+        torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean(dim=-1, keepdim=True))
+
+
+def test_regrama_resetter_scores_the_layers_feeding_units_from_the_training_backward():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    network = Network("critic", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b.obs), lambda: copy.deepcopy(net),
+                      hidden=[net[0], net[2]], heads=(net[4],))
+    resetter = Resetter(ResetArgs(method="regrama", every=1), [network])
+    assert list(resetter.gradients["critic"].sums) == [net[0], net[2]]
+    net(torch.randn(4, 3)).sum().backward()
+    assert all(sums.any() for sums in resetter.gradients["critic"].sums.values())
+    state = copy.deepcopy(resetter.state_dict())
+    resetter.after_update(1, None, SimpleNamespace(scalars=lambda *a: None), 1)
+    assert not any(sums.any() for sums in resetter.gradients["critic"].sums.values())
+    resetter.load_state_dict(state)
+    assert all(sums.any() for sums in resetter.gradients["critic"].sums.values())
+
+
+# ---- CBP's optimiser in the authors' RL runs --------------------------------------------------------------------
+def test_cbp_authors_adam_with_weight_decay_is_ours_with_their_betas_and_half_the_l2():
+    """lop/rl/cfg/ant/cbp.yml: torch Adam, β = (0.99, 0.99), weight_decay 1e-4 (added to the gradient: the gradient of
+    ½·1e-4·Σθ²), eps 1e-8. Ours with --adam-betas 0.99 0.99 --adam-eps 1e-8 --reg.l2 5e-5 takes the same steps."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    mirror = copy.deepcopy(net)
+    ours = adam(net.parameters(), 1e-2, CPU, eps=1e-8, betas=(0.99, 0.99))
+    hooks = RemedyHooks(RemedyArgs(reg=RegArgs(l2=5e-5)), [Network("agent", net, ours, lambda b: net(b), lambda: net)])
+    theirs = torch.optim.Adam(mirror.parameters(), lr=1e-2, betas=(0.99, 0.99), eps=1e-8, weight_decay=1e-4)
+    for _ in range(5):
+        x = torch.randn(16, 3)
+        for module, optimizer, regularise in ((net, ours, True), (mirror, theirs, False)):
+            loss = module(x).square().mean()
+            if regularise:
+                loss = hooks.loss("agent", loss)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    for p, q in zip(net.parameters(), mirror.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7)
