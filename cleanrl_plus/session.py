@@ -51,6 +51,7 @@ class TrainingSession:
                 thing.load_state_dict(run.resumed[name])
             restore_rng_state(run.resumed["rng"])
             counters = (run.resumed["obs"].to(run.device), run.resumed["global_step"], run.resumed["num_updates"])
+        run.open()  # everything is built and checked: the run starts writing
         start_step = counters[1]
         self.progress = Progress(self.args.total_timesteps, start_step, f"{self.agent} {self.args.env_id}", self.args.progress)
         self.start_time, self.start_step = time.perf_counter(), start_step
@@ -211,7 +212,7 @@ class TrainingSession:
 
     @staticmethod
     def _task_summary(record: dict[str, Any], global_step: int) -> dict[str, Any]:
-        """Per-task metrics (spec §3.3): the end-of-task evaluation, the AUC as the mean evaluation over the task,
+        """Per-task metrics (docs/continual.md): the end-of-task evaluation, the AUC as the mean evaluation over the task,
         and the mean training return of the episodes that ran in it."""
         evals = [mean for _, mean in record["evals"]]
         episodes = record["train_episodes"]

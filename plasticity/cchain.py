@@ -29,6 +29,8 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
+from cleanrl_plus.ranges import Count, NonNegative
+
 WINDOW = 50_000
 
 
@@ -36,11 +38,11 @@ WINDOW = 50_000
 class CChainArgs:
     enabled: bool = False
     """C-CHAIN: penalise the change of each network's outputs on a separate reference batch since the last update"""
-    relative_scale: float = 0.01
+    relative_scale: NonNegative = 0.01
     """ρ: the churn loss is scaled to ρ × the main loss (after the warm-up); official DDQN/MinAtar value"""
-    initial_coef: float = 50.0
+    initial_coef: NonNegative = 50.0
     """c during the warm-up"""
-    warmup_updates: int = 10_000
+    warmup_updates: Count = 10_000
     """updates with the fixed coefficient before the relative scaling starts"""
 
 

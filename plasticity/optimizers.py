@@ -33,6 +33,7 @@ from typing import Literal
 import torch
 
 from cleanrl_plus.nn import adam
+from cleanrl_plus.ranges import Positive
 
 TRAC_BETAS = (0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
 
@@ -43,7 +44,7 @@ class OptimArgs:
     """base optimiser of every network: the agent's Adam/AdamW, or PSGD-Kron (heavyball.PSGDKron)"""
     trac: bool = False
     """TRAC: wrap the base optimiser and learn the scale of its updates online (Muppidi et al. 2024)"""
-    trac_s_init: float = 1e-8
+    trac_s_init: Positive = 1e-8
     """TRAC's s_init (official default)"""
 
 

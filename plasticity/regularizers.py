@@ -30,23 +30,24 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.ranges import NonNegative, Positive
 
 
 @dataclasses.dataclass
 class RegArgs:
-    l2: float = 0.0
+    l2: NonNegative = 0.0
     """L2 regularisation λ·Σθ² added to each network's loss (coupled, not AdamW's decay; 0 = off)"""
-    l2_init: float = 0.0
+    l2_init: NonNegative = 0.0
     """regenerative regularisation λ·Σ(θ − θ₀)² towards the initial parameters (Kumar et al. 2024; 0 = off)"""
-    parseval: float = 0.0
+    parseval: NonNegative = 0.0
     """Parseval regularisation λ·Σ‖WWᵀ − s·I‖²_F over hidden weight matrices (Chung et al. 2024; 1e-3 in the paper; 0 = off)"""
-    parseval_scale: float = 1.0
+    parseval_scale: Positive = 1.0
     """s in ‖WWᵀ − s·I‖²_F"""
 
 
 @dataclasses.dataclass
 class WeightClipArgs:
-    kappa: float = 0.0
+    kappa: NonNegative = 0.0
     """weight clipping: after every step clip each layer's parameters to ±κ·(its initial weight bound) (Elsayed et al. 2024; 0 = off)"""
 
 
