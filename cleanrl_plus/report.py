@@ -26,6 +26,7 @@ import dataclasses
 import glob
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -616,19 +617,18 @@ def _subplots(count: int, columns: int = 3, panel: tuple[float, float] = (5.2, 3
 
 
 def _fitted(text: str, width_inches: float, size: str = "large") -> str:
-    """`text` broken between words into lines no wider than `width_inches` at font `size`: a title stays whole in a
-    figure of one narrow panel, where one line would run past both edges."""
+    """`text` broken after spaces and hyphens into lines no wider than `width_inches` at font `size`: a title stays
+    whole in a figure of one narrow panel, and a long group name (ppo-layernorm-l2init-…) in its panel."""
     from matplotlib.font_manager import FontProperties
     from matplotlib.textpath import text_to_path
 
-    font, lines = FontProperties(size=size), []
-    for word in text.split(" "):
-        candidate = f"{lines[-1]} {word}" if lines else word
-        if lines and text_to_path.get_text_width_height_descent(candidate, font, ismath=False)[0] <= 72 * width_inches:
-            lines[-1] = candidate
-        else:
-            lines.append(word)
-    return "\n".join(lines)
+    font, lines, line = FontProperties(size=size), [], ""
+    for piece in re.split(r"(?<=[ -])", text):
+        if line and text_to_path.get_text_width_height_descent((line + piece).rstrip(), font, ismath=False)[0] > 72 * width_inches:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    return "\n".join([*lines, line.rstrip()])
 
 
 def _suptitle(figure, text: str) -> None:

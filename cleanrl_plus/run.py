@@ -191,9 +191,8 @@ def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
     _refuse_existing(run_dir)
     try:
         run_dir.mkdir(parents=True)
-    except FileExistsError:  # made by another process since start_run looked
-        _refuse_existing(run_dir)
     except OSError as error:
+        _refuse_existing(run_dir)  # made by another process since start_run looked
         raise UserError(f"--runs-dir {runs_dir}: cannot create {run_dir} ({error.strerror or error}) — pass a writable folder") from None
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import importlib
 import math
 import re
+import sys
 
 import pytest
 
@@ -51,9 +52,10 @@ def test_every_numeric_flag_declares_a_range(agent):
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_every_value_outside_its_range_is_refused_with_one_line_before_anything_exists(agent, tmp_path, monkeypatch, capsys):
-    args_type = importlib.import_module(f"agents.{agent}").Args
+    module = importlib.import_module(f"agents.{agent}")
+    monkeypatch.setattr(module, "main", lambda args: sys.exit("accepted: the run would start"))  # a value let through
+    args_type, checked = module.Args, 0
     defaults = dataclasses.asdict(args_type())
-    checked = 0
     for name, number, bounds, is_tuple in declared_ranges(args_type):
         flag = "--" + name.replace("_", "-")
         default = defaults

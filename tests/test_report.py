@@ -243,7 +243,7 @@ def test_every_figure_shows_all_its_text_inside_the_image_and_the_report_cites_n
     """A continual env (every figure is drawn) with the baseline, an oracle and 1 or 22 remedies of long names: every
     title, label, tick and legend entry of every figure lies inside the saved image (one panel used to cut its title)."""
     runs_dir = tmp_path / "runs"
-    for name in ["ppo", "ppo-oracle", *(f"ppo-layernorm-l2init-shrink-perturb-{i}" for i in range(remedies))]:
+    for name in ["ppo", "ppo-oracle", *(f"ppo-layernorm-l2init-shrink-perturb-every-1000-{i}" for i in range(remedies))]:
         for seed in (1, 2):
             continual_run(runs_dir, name, seed, [(None, None)] * 3)
     drawn = {}

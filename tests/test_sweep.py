@@ -132,21 +132,21 @@ def _project_files() -> set[str]:
             if path.is_file() and not {"__pycache__", ".git", ".pytest_cache"} & set(path.relative_to(REPO).parts)}
 
 
-def _in_folder(folder: Path, *command: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _in_folder(folder: Path, *command: str, timeout: float = 300, **variables: str) -> subprocess.CompletedProcess:
     """A command started in `folder` as the installed `cleanrl-plus` script runs it: importing this checkout, as an
     installed package is found from anywhere, and not the folder's own modules (-P: the folder is not on sys.path)."""
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = os.environ | variables | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-P", *command], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_and_never_into_the_project(tmp_path):
     """A researcher's experiment folder, which even holds an agents/ package of its own: relative paths are that
-    folder's, for the sweep, its plan file, report, eval and an agent started by hand."""
+    folder's, for the sweep, its plan file, W&B's folder, report, eval and an agent started by hand."""
     work = tmp_path / "experiment"
     (work / "agents").mkdir(parents=True)
     (work / "agents" / "__init__.py").write_text("")
     (work / "agents" / "ppo.py").write_text("raise SystemExit('not the agent of cleanrl_plus')\n")
-    (work / "plan.toml").write_text(f'agent = "ppo"\nenv_id = "CartPole-v1"\nseeds = [2]\nruns_dir = "planned"\nflags = "{TINY_PPO}"\n')
+    (work / "plan.toml").write_text(f'agent = "ppo"\nenv_id = "CartPole-v1"\nseeds = [2]\nruns_dir = "planned"\nflags = "{TINY_PPO} --track"\n')
     before = _project_files()
     sweep_command = ["-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "--config", "baseline=",
                      "--runs-dir", "rel", "--flags", TINY_PPO, "--workers", "1"]
@@ -155,9 +155,11 @@ def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_an
     assert json.loads((work / "rel" / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
     again = _in_folder(work, *sweep_command)
     assert again.returncode == 0 and "1 finished already, 0 to resume, 0 to start" in again.stderr, again.stderr
-    planned = _in_folder(work, "-m", "cleanrl_plus.cli", "sweep", "plan.toml", "--workers", "1")
+    planned = _in_folder(work, "-m", "cleanrl_plus.cli", "sweep", "plan.toml", "--workers", "1", WANDB_MODE="offline", WANDB_SILENT="true",
+                         WANDB_DIR="wandb-files")  # a relative W&B folder is the experiment folder's too
     assert planned.returncode == 0, planned.stderr
     assert json.loads((work / "planned" / "CartPole-v1__ppo__2" / "summary.json").read_text())["finished"]
+    assert list((work / "wandb-files").rglob("*.wandb")), "the W&B run's files are not in the experiment folder"
 
     reported = _in_folder(work, "-m", "cleanrl_plus.cli", "report", "rel", "planned", "--reps", "50")
     assert reported.returncode == 0 and (work / "rel" / "report" / "report.md").exists(), reported.stderr
@@ -167,6 +169,22 @@ def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_an
                          "--run-name", "by-hand", "--no-progress", "--threads", "1")
     assert by_hand.returncode == 0 and (work / "mine" / "by-hand" / "summary.json").exists(), by_hand.stderr
     assert _project_files() == before
+
+
+def test_a_run_executed_in_another_folder_as_on_a_cluster_node_writes_where_the_sweep_started(tmp_path, monkeypatch):
+    """submitit and Ray call `execute` in a job or task whose folder is the node's: the run, its log and a relative W&B
+    folder still land where the sweep was started, and nothing in the node's folder."""
+    experiment, node = tmp_path / "experiment", tmp_path / "node"
+    experiment.mkdir()
+    node.mkdir()
+    monkeypatch.chdir(experiment)
+    spec = sweep.manifest(sweep.parse(["--seeds", "1", "--flags", TINY_PPO + " --track", "--runs-dir", "rel"]))[0]
+    monkeypatch.chdir(node)
+    for name, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"), ("WANDB_DIR", "wandb-files")):
+        monkeypatch.setenv(name, value)
+    assert sweep.execute(spec)["state"] == "finished", (experiment / "rel" / "logs" / f"{spec.name}.log").read_text()
+    assert json.loads((experiment / "rel" / spec.name / "summary.json").read_text())["finished"]
+    assert list((experiment / "wandb-files").rglob("*.wandb")) and not any(node.iterdir())
 
 
 def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp_path):
