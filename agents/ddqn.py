@@ -28,7 +28,7 @@ On a GPU, add --compile --cudagraphs: the same math, captured and replayed (clea
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import torch
@@ -44,6 +44,7 @@ from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import polyak_update, target_copy
+from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession, crossed
@@ -68,45 +69,45 @@ class Args(RemedyArgs, RunArgs):
     """the environment id, discrete actions: ALE/<Game>-v5, MinAtar/<Game>-v1, CartPole-v1, …; it also picks the defaults"""
     env_backend: Literal["auto", "atari", "envpool"] = "auto"
     """'auto' = ale-py for ALE ids and gymnasium otherwise; 'envpool' runs ALE ids in envpool (faster on CPU)"""
-    total_timesteps: int = 10_000_000
+    total_timesteps: AtLeastOne = 10_000_000
     """total environment steps (agent steps; Atari frames are 4× this)"""
-    eval_every: int = 250_000
+    eval_every: Count = 250_000
     """environment steps between evaluations on a separately seeded env (full games, raw scores; 0 = only at the end)"""
-    checkpoint_every: int = 1_000_000
+    checkpoint_every: Count = 1_000_000
     """environment steps between checkpoints (0 = only at the end); an Atari checkpoint holds the whole replay"""
     network: NetworkKind = "auto"
     """Q-network torso: 'auto' = Nature CNN for ≥36×36 frame stacks, MinAtar's small CNN for small grids, MLP for vectors"""
-    hidden_sizes: tuple[int, ...] = (256, 256)
+    hidden_sizes: tuple[AtLeastOne, ...] = (256, 256)
     """hidden layer widths of the MLP torso (vector observations)"""
-    learning_rate: float = 1e-4
+    learning_rate: Positive = 1e-4
     """Adam learning rate"""
-    buffer_size: int = 1_000_000
+    buffer_size: AtLeastOne = 1_000_000
     """replay capacity in transitions (Atari frame stacks share their frames: 1M transitions ≈ 14.1 GB, see README)"""
-    gamma: float = 0.99
+    gamma: Fraction = 0.99
     """discount factor γ"""
-    tau: float = 1.0
+    tau: Annotated[float, Range(gt=0, le=1)] = 1.0
     """target update θ̄ ← (1 − τ)θ̄ + τθ every target_network_frequency env steps (1.0 = hard copy)"""
-    target_network_frequency: int = 1_000
+    target_network_frequency: AtLeastOne = 1_000
     """environment steps between target-network updates"""
-    batch_size: int = 32
+    batch_size: AtLeastOne = 32
     """transitions per gradient step"""
-    start_e: float = 1.0
+    start_e: Fraction = 1.0
     """ε at the start of the exploration schedule"""
-    end_e: float = 0.01
+    end_e: Fraction = 0.01
     """ε at the end of the exploration schedule (and after it)"""
-    exploration_fraction: float = 0.1
+    exploration_fraction: Fraction = 0.1
     """fraction of total_timesteps over which ε decays linearly from start_e to end_e"""
-    learning_starts: int = 80_000
+    learning_starts: Count = 80_000
     """environment steps before learning starts (the agent acts ε-greedily from the start, as CleanRL)"""
-    train_frequency: int = 4
+    train_frequency: AtLeastOne = 4
     """environment steps between training phases"""
-    gradient_steps: int = 1
+    gradient_steps: AtLeastOne = 1
     """gradient steps per training phase, each on a fresh batch"""
     loss: Literal["huber", "mse"] = "huber"
     """TD loss: Huber (smooth L1, δ = 1; Mnih et al.'s error clipping, SB3, Dopamine) or MSE (CleanRL)"""
-    max_grad_norm: float = 0.0
+    max_grad_norm: NonNegative = 0.0
     """clip the gradient's global L2 norm to this (0 = no clipping)"""
-    eval_epsilon: float = 0.05
+    eval_epsilon: Fraction = 0.05
     """ε of the evaluation policy (0 = greedy; Atari uses 0.05 so that a policy that never presses FIRE still ends)"""
     swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
     """Sample Weight Decay: replay sampling that favours recent transitions (plasticity/swd.py)"""

@@ -36,26 +36,27 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from torch import Tensor
 
 from agents import ppo
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.ranges import AtLeastOne, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main
 
 
 @dataclasses.dataclass
 class GTRArgs:
-    sigma: float = 0.2
+    sigma: Positive = 0.2
     """σ of the Gaussian kernel on Δ = log π_θ − log π_A (the restoring force peaks at |Δ| = σ)"""
-    beta: float = 1.0
+    beta: NonNegative = 1.0
     """β, weight of the trust-region penalty E[1 − exp(−Δ²/2σ²)]"""
-    anchor_size: int = 4
+    anchor_size: AtLeastOne = 4
     """J, rollout-time policies in the Mixture Gaussian Anchor (1 = anchor on π_old)"""
-    anchor_decay: float = 0.5
+    anchor_decay: Annotated[float, Range(gt=0, le=1)] = 0.5
     """η, mixture weights wⱼ ∝ η^j for the j-th most recent policy"""
     mode: Literal["add", "replace"] = "add"
     """add the penalty to PPO's clipped surrogate, or replace the clip (unclipped ρÂ plus the penalty)"""
@@ -159,9 +160,6 @@ class GaussianTrustRegion:
 
 
 def main(args: Args) -> dict:
-    gtr = args.gtr
-    if gtr.sigma <= 0 or gtr.anchor_size < 1 or not 0 < gtr.anchor_decay <= 1:
-        raise UserError("GTR needs --gtr.sigma > 0, --gtr.anchor-size ≥ 1 and --gtr.anchor-decay in (0, 1]")
     # ppo.main builds the policy, so it builds the trust region too, from this factory.
     return ppo.main(args, make_trust_region=lambda policy: GaussianTrustRegion(args.gtr, policy), agent_name="gtr")
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Literal, Protocol
+from typing import Annotated, Any, Callable, Literal, Protocol
 
 import gymnasium as gym
 import torch
@@ -47,6 +47,7 @@ from cleanrl_plus.exploration import epsilon_greedy
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, layer_init, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
+from cleanrl_plus.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
@@ -71,48 +72,48 @@ class Args(RemedyArgs, RunArgs):
     """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5, ALE/Breakout-v5); it also picks the defaults"""
     env_backend: Literal["auto", "atari", "envpool"] = "auto"
     """'auto' = ale-py for ALE ids and gymnasium otherwise; 'envpool' runs ALE ids in envpool (faster on CPU)"""
-    learning_rate: float = 3e-4
+    learning_rate: Positive = 3e-4
     """Adam learning rate"""
-    adam_eps: float = 1e-5
+    adam_eps: Positive = 1e-5
     """Adam ε (CleanRL's 1e-5)"""
-    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_betas: tuple[Annotated[float, Range(ge=0, lt=1)], Annotated[float, Range(ge=0, lt=1)]] = (0.9, 0.999)
     """Adam (β1, β2); continual-learning work (Dohare et al. 2024) uses (0.99, 0.99)"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0 over the run"""
-    num_steps: int = 2048
+    num_steps: AtLeastOne = 2048
     """steps per environment per rollout (rollout size = num_steps × num_envs)"""
-    gamma: float = 0.99
+    gamma: Fraction = 0.99
     """discount factor γ"""
-    gae_lambda: float = 0.95
+    gae_lambda: Fraction = 0.95
     """GAE λ"""
-    num_minibatches: int = 32
+    num_minibatches: AtLeastOne = 32
     """minibatches per epoch"""
-    update_epochs: int = 10
+    update_epochs: AtLeastOne = 10
     """passes over each rollout"""
     norm_adv: bool = True
     """normalise advantages per minibatch"""
-    clip_coef: float = 0.2
+    clip_coef: Positive = 0.2
     """surrogate clipping ε (also the value clipping range)"""
     anneal_clip: bool = False
     """anneal ε linearly to 0 like the lr (rl-zoo's lin_0.2 for CartPole)"""
     clip_vloss: bool = True
     """clip the value loss around the rollout-time values"""
-    ent_coef: float = 0.0
+    ent_coef: NonNegative = 0.0
     """entropy bonus coefficient c_H"""
-    vf_coef: float = 0.5
+    vf_coef: NonNegative = 0.5
     """value loss coefficient c_V"""
-    max_grad_norm: float = 0.5
+    max_grad_norm: Positive = 0.5
     """global gradient-norm clip"""
-    target_kl: float = 0.0
+    target_kl: NonNegative = 0.0
     """stop the epochs of an iteration once the approximate KL to π_old exceeds this (0 = never; costs a sync per epoch)"""
     normalize_obs: bool = True
     """normalise observations with running statistics (clip ±10); statistics are checkpointed"""
     normalize_reward: bool = True
     """scale rewards by the running std of the discounted return (clip ±10); logged returns stay raw"""
-    hidden_sizes: tuple[int, ...] = (64, 64)
+    hidden_sizes: tuple[AtLeastOne, ...] = (64, 64)
     """hidden widths of the policy and of the value network (separate networks); on Atari, of each head on the shared
     Nature CNN (() = CleanRL's linear heads)"""
-    eval_epsilon: float = 0.0
+    eval_epsilon: Fraction = 0.0
     """ε of the evaluation policy around the most probable action (Atari: 0.05, as DDQN, so that a policy that never
     presses FIRE still ends its game)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))

@@ -49,6 +49,7 @@ from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
+from cleanrl_plus.ranges import AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
@@ -68,54 +69,54 @@ class Args(ActorCriticRemedies, RunArgs):
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "dmc:cheetah-run"
     """the environment id: dm-control (dmc:<domain>-<task>) or a continuous gymnasium task (Hopper-v5, Pendulum-v1)"""
-    total_timesteps: int = 500_000
+    total_timesteps: AtLeastOne = 500_000
     """total agent steps (with action repeat 2 on dm-control: 1M frames, SimBa's DMC-hard budget)"""
-    action_repeat: int = 2
+    action_repeat: AtLeastOne = 2
     """dm-control only: physics control steps per agent step (SimBa uses 2); frames are logged as charts/frames"""
     network: Literal["simba", "mlp"] = "simba"
     """encoders of actor and critic: SimBa residual blocks, or a plain ReLU MLP (the 'SAC' baseline)"""
-    actor_width: int = 128
+    actor_width: AtLeastOne = 128
     """SimBa actor hidden width d (blocks expand to 4d inside)"""
-    actor_blocks: int = 1
+    actor_blocks: Count = 1
     """SimBa actor residual blocks"""
-    critic_width: int = 512
+    critic_width: AtLeastOne = 512
     """SimBa critic hidden width d"""
-    critic_blocks: int = 2
+    critic_blocks: Count = 2
     """SimBa critic residual blocks"""
-    mlp_hidden_sizes: tuple[int, ...] = (256, 256)
+    mlp_hidden_sizes: tuple[AtLeastOne, ...] = (256, 256)
     """hidden widths of actor and critic when --network mlp"""
     normalize_obs: bool = True
     """running mean/std observation normalisation (statistics updated only from observations acted on)"""
     clipped_double_q: Literal["auto", "on", "off"] = "auto"
     """twin critics with a min target ('on') or one critic ('off'); 'auto' = on only if the task can terminate, as SimBa"""
-    learning_rate: float = 1e-4
+    learning_rate: Positive = 1e-4
     """AdamW learning rate of actor and critic"""
-    weight_decay: float = 1e-2
+    weight_decay: NonNegative = 1e-2
     """AdamW decoupled weight decay of actor and critic (all parameters, as in the official code)"""
-    alpha_learning_rate: float = 1e-4
+    alpha_learning_rate: Positive = 1e-4
     """Adam learning rate of the temperature (no weight decay)"""
-    initial_alpha: float = 0.01
+    initial_alpha: Positive = 0.01
     """initial entropy temperature α"""
-    target_entropy_scale: float = 0.5
+    target_entropy_scale: AnyFinite = 0.5
     """target entropy H̄ = −scale·|A|"""
-    buffer_size: int = 1_000_000
+    buffer_size: AtLeastOne = 1_000_000
     """replay capacity in transitions"""
-    gamma: float = 0.99
+    gamma: Fraction = 0.99
     """discount factor γ (SimBa's horizon heuristic gives 0.99 on dm-control)"""
-    tau: float = 0.005
+    tau: Fraction = 0.005
     """target smoothing coefficient τ"""
-    batch_size: int = 256
+    batch_size: AtLeastOne = 256
     """transitions per gradient step"""
-    learning_starts: int = 5_000
+    learning_starts: Count = 5_000
     """agent steps of uniformly random actions before learning starts"""
-    updates_per_step: int = 2
+    updates_per_step: AtLeastOne = 2
     """gradient updates per agent step (the update-to-data ratio)"""
     reuse_batch: bool = False
     """reuse one batch for all updates of a step (same-batch reuse; CIR's SMR) instead of drawing a fresh batch per update"""
     actor_q: Literal["min", "mean"] = "min"
     """how the actor loss aggregates the critics: min (SAC/SimBa) or mean (CIR)"""
     # ---- many envs (FastTD3/FastSAC; docs/agents/sac_simba.md): every default keeps the one-env recipe -------------
-    n_step: int = 1
+    n_step: AtLeastOne = 1
     """n-step returns: Σ_{k<n} γ^k r_{t+k}, bootstrapped (with the entropy term) from s_{t+n}, cut at episode ends
     (1 = one-step TD; FastTD3 1–3)"""
     critic: CriticArgs = dataclasses.field(default_factory=CriticArgs)
@@ -220,12 +221,11 @@ def check_flags(args: Args) -> None:
         raise UserError("SimBa blocks already hold LayerNorms (pre-norm and a final norm) — drop --net.norm, or use --network mlp")
 
 
-def critics_for(args: Args, env, logger) -> int:
+def critics_for(args: Args, env) -> int:
     """Two critics with clipped double-Q where episodes can terminate, one where they cannot (--clipped-double-q auto, as
     SimBa); says which."""
     use_cdq = env.can_terminate if args.clipped_double_q == "auto" else args.clipped_double_q == "on"
     print(f"sac_simba: {2 if use_cdq else 1} critic{'s with clipped double-Q' if use_cdq else ''} ({args.env_id} can terminate: {env.can_terminate})")
-    logger.writer.add_text("critics", f"{2 if use_cdq else 1} (clipped double-Q: {use_cdq})")
     return 2 if use_cdq else 1
 
 
@@ -275,7 +275,7 @@ def main(args: Args) -> dict:
     env, evaluator = make_envs(args, device)
     envs.check_actions(env, args.env_id, gym.spaces.Box, "SAC", "agents/ddqn.py or agents/ppo.py")
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
-    num_critics = critics_for(args, env, run.logger)
+    num_critics = critics_for(args, env)
     # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
     new_actor = lambda: Actor(args, obs_dim, env.single_action_space, normalizer).to(device)  # noqa: E731
@@ -341,6 +341,7 @@ def main(args: Args) -> dict:
     state = plasticity.checkpointed() | temperature.checkpointed()
     session = TrainingSession(run, "sac_simba", env, evaluator, **state, replay=replay)
     obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
+    run.logger.writer.add_text("critics", f"{num_critics} (clipped double-Q: {num_critics == 2})")  # once the run directory exists
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:

@@ -40,6 +40,7 @@ from cleanrl_plus.exploration import ExplorationScales, uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
+from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
@@ -58,45 +59,45 @@ class Args(ActorCriticRemedies, RunArgs):
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "Hopper-v5"
     """the environment id (a continuous-action task, e.g. Hopper-v5, Pendulum-v1, InvertedPendulum-v5)"""
-    learning_rate: float = 3e-4
+    learning_rate: Positive = 3e-4
     """Adam learning rate of the actor and the critics"""
-    buffer_size: int = 1_000_000
+    buffer_size: AtLeastOne = 1_000_000
     """replay capacity in transitions"""
-    gamma: float = 0.99
+    gamma: Fraction = 0.99
     """discount factor γ"""
-    tau: float = 0.005
+    tau: Fraction = 0.005
     """target smoothing coefficient τ (Polyak averaging)"""
-    batch_size: int = 256
+    batch_size: AtLeastOne = 256
     """transitions per gradient step"""
-    policy_noise: float = 0.2
+    policy_noise: NonNegative = 0.2
     """std of the target policy smoothing noise, in units of the action scale"""
-    noise_clip: float = 0.5
+    noise_clip: NonNegative = 0.5
     """target policy noise is clipped to ±noise_clip (units of the action scale)"""
-    exploration_noise: float = 0.1
+    exploration_noise: Fraction = 0.1
     """std of the Gaussian exploration noise, in units of the action scale"""
-    learning_starts: int = 25_000
+    learning_starts: Count = 25_000
     """environment steps of uniformly random actions before learning starts"""
-    policy_frequency: int = 2
+    policy_frequency: AtLeastOne = 2
     """the actor and the targets are updated once every `policy_frequency` critic updates (policy delay)"""
-    gradient_steps: int = 1
+    gradient_steps: AtLeastOne = 1
     """critic updates per vector-env step (1 = CleanRL's replay ratio with one env)"""
     reuse_batch: bool = False
     """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR) instead of fresh batches"""
-    hidden_sizes: tuple[int, ...] = (256, 256)
+    hidden_sizes: tuple[AtLeastOne, ...] = (256, 256)
     """hidden layer widths of the actor and of each critic"""
     # ---- many envs (FastTD3; docs/agents/td3.md): every default keeps CleanRL's one-env TD3 -----------------------
-    n_step: int = 1
+    n_step: AtLeastOne = 1
     """n-step returns: Σ_{k<n} γ^k r_{t+k}, bootstrapped from s_{t+n}, cut at episode ends (1 = one-step TD; FastTD3 1–3)"""
     critic: CriticArgs = dataclasses.field(default_factory=CriticArgs)
     """the critics' output: a scalar Q (TD3) or a C51 distribution over returns (FastTD3)"""
     normalize_obs: bool = False
     """running mean/std normalisation of actor and critic inputs, statistics from acted-on observations only (FastTD3: on)"""
-    exploration_noise_min: float = 0.0
+    exploration_noise_min: Fraction = 0.0
     """with --exploration-noise-max > 0: each env explores with its own std drawn from U[min, max] (units of the action
     scale), drawn again when its episode ends (FastTD3: 0.001)"""
-    exploration_noise_max: float = 0.0
+    exploration_noise_max: Fraction = 0.0
     """0: every env explores with --exploration-noise; else the upper end of the per-env stds (FastTD3: 0.4)"""
-    weight_decay: float = 0.0
+    weight_decay: NonNegative = 0.0
     """AdamW's decoupled weight decay of the actor and the critics (0: Adam, as CleanRL; FastTD3: 0.1)"""
 
 

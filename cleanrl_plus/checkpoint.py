@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,23 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         raise UserError(f"checkpoint {path} was written by an older cleanrl_plus (checkpoint format {state.get('format', 1)}, this "
                         f"version reads {CHECKPOINT_FORMAT}) — start a new run, or use the version that wrote it")
     return state
+
+
+_SIZE_MISMATCH = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\(\[([^\]]*)\]\) from checkpoint, "
+                            r"the shape in current model is torch\.Size\(\[([^\]]*)\]\)")
+
+
+def load_error_detail(error: Exception, owner: str = "") -> str:
+    """What a failed `load_state_dict` of `owner` (a checkpoint entry: "actor") means, in one clause: the tensor and both
+    shapes for torch's size mismatch, else the first line that names something (missing or unexpected keys)."""
+    text = str(error)
+    mismatch = _SIZE_MISMATCH.search(text)
+    if mismatch:
+        tensor = f"{owner}.{mismatch[1]}" if owner else mismatch[1]
+        return f"{tensor} has shape [{mismatch[2]}] in the checkpoint but [{mismatch[3]}] here"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else (lines[0] if lines else type(error).__name__)
+    return detail if len(detail) <= 200 else detail[:197] + "..."
 
 
 def capture_rng_state() -> dict[str, Any]:

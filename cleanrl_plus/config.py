@@ -13,12 +13,13 @@ import math
 import sys
 import typing
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import tyro
 
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.logger import flatten_args
+from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
 from envs.continual import ContinualArgs, is_continual, parse as parse_continual_id
 
 ArgsT = TypeVar("ArgsT")
@@ -28,27 +29,27 @@ ArgsT = TypeVar("ArgsT")
 class RunArgs:
     exp_name: str = "experiment"
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
-    seed: int = 1
+    seed: Seed = 1
     """seed of the experiment: seeds python, numpy, torch and the environments"""
     torch_deterministic: bool = True
     """make cuDNN deterministic (results reproduce for a seed; slightly slower on GPU)"""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """where networks, replay and env tensors live: 'auto' picks cuda when available"""
-    threads: int = 0
+    threads: Count = 0
     """torch CPU threads; 0 = min(2, cores), the fastest setting we measured for 256-wide MLPs on a 2-core CPU"""
     env_id: str = "Hopper-v5"
     """the environment id (gymnasium ids such as Hopper-v5 or Pendulum-v1)"""
-    num_envs: int = 1
+    num_envs: AtLeastOne = 1
     """number of parallel environments"""
-    total_timesteps: int = 1_000_000
+    total_timesteps: AtLeastOne = 1_000_000
     """total environment steps (summed over the parallel environments)"""
-    eval_every: int = 10_000
+    eval_every: Count = 10_000
     """environment steps between deterministic evaluations on a separately seeded env (0 = only at the end)"""
-    eval_episodes: int = 10
+    eval_episodes: AtLeastOne = 10
     """episodes per evaluation (run as a batch of eval_episodes environments)"""
-    log_every: int = 1_000
+    log_every: AtLeastOne = 1_000
     """environment steps between loss logs (each log costs one device sync)"""
-    checkpoint_every: int = 50_000
+    checkpoint_every: Count = 50_000
     """environment steps between checkpoints (0 = only at the end); checkpoints hold everything needed to resume"""
     resume: str = ""
     """resume a killed run from its directory (runs/<name>); its saved flags are reused unless given again"""
@@ -81,18 +82,6 @@ class RunArgs:
         return cls(env_id=env_id, **overrides)
 
 
-# Range rules for flags shared by several agents, by field name (an agent checks its own special flags itself;
-# --threads is checked by run.resolve_threads, which runs first)
-_AT_LEAST_ONE = ("num_envs", "total_timesteps", "batch_size", "buffer_size", "eval_episodes", "log_every", "num_steps",
-                 "num_minibatches", "update_epochs", "policy_frequency", "gradient_steps", "updates_per_step",
-                 "train_frequency", "target_network_frequency", "action_repeat", "actor_width", "critic_width", "n_step")
-_NON_NEGATIVE = ("learning_starts", "eval_every", "checkpoint_every", "max_grad_norm", "ent_coef", "vf_coef",
-                 "actor_blocks", "critic_blocks", "weight_decay")
-_UNIT_INTERVAL = ("gamma", "tau", "gae_lambda", "start_e", "end_e", "exploration_fraction", "eval_epsilon", "exploration_noise",
-                   "exploration_noise_min", "exploration_noise_max")
-_POSITIVE = ("learning_rate", "alpha_learning_rate", "initial_alpha", "adam_eps", "clip_coef")
-
-
 # Flags that may differ between a run and its --resume: budgets, cadences and where/how it runs (--compile and
 # --cudagraphs run the same math). Every other flag shapes the networks, the data or the schedule, so the checkpoint
 # only makes sense with its saved value.
@@ -102,7 +91,8 @@ RESUMABLE_FLAGS = ("total_timesteps", "eval_every", "eval_episodes", "log_every"
 
 
 def validate_args(args: RunArgs) -> None:
-    """One-line UserError for a flag outside its range, before anything is created (run directory, envs)."""
+    """One-line UserError for a flag outside its range (each field declares it: cleanrl_plus/ranges.py) or for
+    flags that cannot work together, before anything is created (run directory, envs)."""
     values = dataclasses.asdict(args)
     for name, value in flatten_args(values).items():
         if isinstance(value, float) and not math.isfinite(value):
@@ -110,24 +100,14 @@ def validate_args(args: RunArgs) -> None:
     run_name = values.get("run_name", "")
     if run_name and (run_name in (".", "..") or "/" in run_name or "\\" in run_name):
         raise UserError(f"--run-name '{run_name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir")
-
-    def check(names: tuple[str, ...], ok: Callable[[float], bool], rule: str) -> None:
-        for name in names:
-            if name in values and not ok(values[name]):
-                raise UserError(f"--{name.replace('_', '-')} must be {rule}, got {values[name]}")
-
-    check(_AT_LEAST_ONE, lambda v: v >= 1, "at least 1")
-    check(_NON_NEGATIVE, lambda v: v >= 0, ">= 0")
-    check(_UNIT_INTERVAL, lambda v: 0 <= v <= 1, "in [0, 1]")
-    check(_POSITIVE, lambda v: v > 0, "> 0")
+    check_ranges(args)
     if values.get("buffer_size", 1) < values.get("batch_size", 0):
         raise UserError(f"--buffer-size {values['buffer_size']} is smaller than --batch-size {values['batch_size']} — raise it")
     if values.get("n_step", 1) > 1 and values["buffer_size"] < values["n_step"] * values["num_envs"]:
         raise UserError(f"--n-step {values['n_step']} needs a --buffer-size of at least n-step × num-envs = {values['n_step'] * values['num_envs']}")
     critic = values.get("critic")
-    if isinstance(critic, dict) and critic.get("distributional") and (critic["num_atoms"] < 2 or not critic["v_min"] < critic["v_max"]):
-        raise UserError(f"--critic.distributional needs --critic.num-atoms >= 2 and --critic.v-min < --critic.v-max, got "
-                        f"{critic['num_atoms']} atoms on [{critic['v_min']}, {critic['v_max']}]")
+    if isinstance(critic, dict) and critic.get("distributional") and not critic["v_min"] < critic["v_max"]:
+        raise UserError(f"--critic.distributional needs --critic.v-min < --critic.v-max, got [{critic['v_min']}, {critic['v_max']}]")
     if not is_continual(args.env_id) and dataclasses.replace(args.continual, schedule_seed=-1) != ContinualArgs():
         raise UserError(f"--continual.* flags apply to continual ids; {args.env_id} is not one — use continual:<shift>:{args.env_id}")
 
@@ -150,7 +130,9 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
         if is_continual(env_id):  # a continual run spends its whole schedule unless --total-timesteps says otherwise
             schedule = parse_continual_id(env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks))
             default = dataclasses.replace(default, total_timesteps=schedule.total_steps)
-    return tyro.cli(args_type, args=argv, default=default)
+    args = tyro.cli(args_type, args=argv, default=default)
+    validate_args(args)
+    return args
 
 
 def _field_default(args_type: type, name: str) -> Any:

@@ -16,10 +16,13 @@ Clipped double-Q on distributions (FastTD3): per transition, the target network 
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from cleanrl_plus.ranges import AnyFinite, Range
 
 
 @dataclasses.dataclass
@@ -27,11 +30,11 @@ class CriticArgs:
     distributional: bool = False
     """C51 critics: each twin predicts a distribution over --critic.num-atoms returns in [v-min, v-max], trained by
     cross-entropy to the projected target (FastTD3); the actor maximises its expected value"""
-    num_atoms: int = 101
+    num_atoms: Annotated[int, Range(ge=2)] = 101
     """atoms K of the categorical support (FastTD3: 101; 251 on IsaacLab)"""
-    v_min: float = -250.0
+    v_min: AnyFinite = -250.0
     """lowest return on the support (FastTD3: −250; it must cover the task's discounted returns)"""
-    v_max: float = 250.0
+    v_max: AnyFinite = 250.0
     """highest return on the support (FastTD3: 250)"""
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -52,13 +52,13 @@ def plasticity_layout(networks: list[str]) -> dict[str, dict[str, list]]:
 
 
 class Logger:
-    def __init__(self, run_dir: str, args: Any, purge_step: int | None = None) -> None:
+    def __init__(self, run_dir: str, args: Any, purge_step: int | None = None, before_first_event: Callable[[], None] | None = None) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint, so curves do not fold back.
-        self.run_dir, self.purge_step = run_dir, purge_step
-        self._writer: SummaryWriter | None = None  # opened on first use: a refused resume leaves no events file
+        self.run_dir, self.purge_step, self.args = run_dir, purge_step, args
+        self._writer: SummaryWriter | None = None  # opened on first use: a run refused at start-up leaves no events file
+        self.before_first_event = before_first_event  # creates the run directory (Run.open)
+        self._hyperparameters_written = False
         self.log_every = getattr(args, "log_every", 0)  # env steps between loss logs; remedies log their counters then too
-        if purge_step is None:
-            self.writer.add_text("hyperparameters", hyperparameter_table(args))
         self.last_episodic_return: float | None = None
         self.diagnosed_networks: list[str] = []  # networks in the custom-scalars layout so far
 
@@ -72,11 +72,16 @@ class Logger:
     @property
     def writer(self) -> SummaryWriter:
         if self._writer is None:
+            if self.before_first_event is not None:
+                self.before_first_event()
             try:
                 self._writer = SummaryWriter(self.run_dir, purge_step=self.purge_step)
             except OSError:
                 self._remove_empty_events_files()
                 raise
+            if self.purge_step is None and not self._hyperparameters_written:  # a fresh run's first text entry
+                self._writer.add_text("hyperparameters", hyperparameter_table(self.args))
+                self._hyperparameters_written = True
         return self._writer
 
     def _remove_empty_events_files(self) -> None:

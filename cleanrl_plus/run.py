@@ -112,10 +112,29 @@ class Run:
     lock_fd: int | None = None  # the run directory's lock, held until close()
     args_to_record: dict[str, Any] | None = None  # a resume's flags: args.json is rewritten with the first checkpoint
     checkpoint_step: int | None = None  # the step of the last checkpoint written or resumed from
+    recorded_args: dict[str, Any] | None = None  # the flags args.json records
+    opened: bool = False  # whether the run has started writing (open)
 
     @property
     def start_step(self) -> int:
         return self.resumed["global_step"] if self.resumed else 0
+
+    def open(self) -> None:
+        """Start writing: create and lock a fresh run's directory and record its flags (a resumed run's directory is
+        locked already), start W&B. Called once the envs and networks are built and their own checks passed
+        (TrainingSession.start, or the first TensorBoard event), so that a run refused at start-up leaves nothing."""
+        if self.opened:
+            return
+        self.opened = True
+        if not self.resumed:
+            _make_run_dir(self.dir, self.args.runs_dir)
+            _fresh_run_dirs.append(self.dir)
+            self.lock_fd = lock_run_dir(self.dir)
+            write_json(self.dir / "args.json", self.recorded_args)
+        if self.args.track:  # before the TensorBoard writer exists: W&B hooks it when it is made
+            self.wandb_run = start_wandb(self.args, self.dir, self.resumed is not None)
+        action = f"resuming from step {self.resumed['global_step']} in" if self.resumed else "logging to"
+        print(f"{action} {self.dir} (device {self.device}, {torch.get_num_threads()} threads)", flush=True)
 
     def save(self, state: dict[str, Any], summary: dict[str, Any]) -> None:
         """Checkpoint and summary, after every event logged so far: a kill right after keeps the curves it continues.
@@ -163,24 +182,56 @@ _fresh_run_dirs: list[Path] = []  # created by this process: removed again if a 
 _open_runs: list[Run] = []  # started by this process and not closed yet: closed before the process exits on an error
 
 
-def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
+def _refuse_existing(run_dir: Path) -> None:
     if run_dir.exists():
         raise UserError(f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name")
+
+
+def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
+    _refuse_existing(run_dir)
     try:
         run_dir.mkdir(parents=True)
     except OSError as error:
+        _refuse_existing(run_dir)  # made by another process since start_run looked
         raise UserError(f"--runs-dir {runs_dir}: cannot create {run_dir} ({error.strerror or error}) — pass a writable folder") from None
 
 
+class _ChecksPassed(Exception):
+    """Raised by start_run in `check_start_up`: every check that needs no machine, env or network has passed."""
+
+
+_checking_start_up = False
+
+
+def check_start_up(main: Callable[[ArgsT], Any], args: ArgsT) -> None:
+    """Run an agent's `main(args)` up to the end of start_run's checks, creating nothing: every check an agent makes
+    before anything exists (flag ranges and combinations, remedy applicability, the env id). A failed one is a
+    UserError. The checks that depend on the machine (--device, --compile, --cudagraphs) are left to the run, which
+    may start elsewhere (`cleanrl-plus sweep --dry-run` on a cluster's login node)."""
+    global _checking_start_up
+    _checking_start_up = True
+    try:
+        main(args)
+    except _ChecksPassed:
+        return
+    finally:
+        _checking_start_up = False
+    raise RuntimeError(f"{main.__module__}.main returned without calling start_run")
+
+
 def start_run(args: RunArgs) -> Run:
-    tune_allocator()
-    device = resolve_device(args.device)
-    torch.set_num_threads(resolve_threads(args.threads))
+    """Check the flags, then set up the run. Its directory is created by `Run.open` once the agent built and checked
+    its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
     validate_args(args)
-    check_flags(args, device)  # --cudagraphs needs CUDA, --compile a working inductor
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
     if args.track:
         require_wandb()
+    if _checking_start_up:
+        raise _ChecksPassed
+    tune_allocator()
+    device = resolve_device(args.device)
+    torch.set_num_threads(resolve_threads(args.threads))
+    check_flags(args, device)  # --cudagraphs needs CUDA, --compile a working inductor
     if args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
         args.continual.schedule_seed = args.seed
     recorded_args = dataclasses.asdict(args) | {"resume": "", "agent": agent_of(type(args))}
@@ -194,19 +245,13 @@ def start_run(args: RunArgs) -> Run:
             abandoned.close()  # an earlier run of this process that an exception left open (tests run agents in-process)
         lock_fd = lock_run_dir(run_dir)
     else:
-        run_dir = Path(args.runs_dir) / run_name_for(args)
-        _make_run_dir(run_dir, args.runs_dir)
-        _fresh_run_dirs.append(run_dir)
-        lock_fd = lock_run_dir(run_dir)
-        write_json(run_dir / "args.json", recorded_args)
+        run_dir, lock_fd = Path(args.runs_dir) / run_name_for(args), None
+        _refuse_existing(run_dir)
     seed_everything(args.seed, args.torch_deterministic)
-    wandb_run = start_wandb(args, run_dir, resumed is not None) if args.track else None
-    logger = Logger(str(run_dir), args, purge_step=_purge_step(resumed))
-    run = Run(args=args, dir=run_dir, device=device, logger=logger, resumed=resumed, wandb_run=wandb_run, lock_fd=lock_fd,
+    run = Run(args=args, dir=run_dir, device=device, logger=None, resumed=resumed, lock_fd=lock_fd, recorded_args=recorded_args,
               args_to_record=recorded_args if resumed else None, checkpoint_step=resumed["global_step"] if resumed else None)
+    run.logger = Logger(str(run_dir), args, purge_step=_purge_step(resumed), before_first_event=run.open)
     _open_runs.append(run)
-    action = f"resuming from step {resumed['global_step']} in" if resumed else "logging to"
-    print(f"{action} {run_dir} (device {device}, {torch.get_num_threads()} threads)", flush=True)
     _install_signal_handlers(run)
     return run
 

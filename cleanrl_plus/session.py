@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from cleanrl_plus.checkpoint import capture_rng_state, restore_rng_state
+from cleanrl_plus.checkpoint import capture_rng_state, load_error_detail, restore_rng_state
+from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import Evaluator
 from cleanrl_plus.progress import Progress
 from cleanrl_plus.run import Run
@@ -48,9 +49,14 @@ class TrainingSession:
         run, counters = self.run, (obs, 0, 0)
         if run.resumed:
             for name, thing in self.state.items():
-                thing.load_state_dict(run.resumed[name])
+                try:
+                    thing.load_state_dict(run.resumed[name])
+                except (RuntimeError, KeyError, ValueError) as error:  # another run's checkpoint, or other flags' networks
+                    raise UserError(f"--resume {run.dir}: its checkpoint does not fit this run: {load_error_detail(error, name)} — "
+                                    "was checkpoint.pt copied from another run? Resume each run with its own checkpoint") from None
             restore_rng_state(run.resumed["rng"])
             counters = (run.resumed["obs"].to(run.device), run.resumed["global_step"], run.resumed["num_updates"])
+        run.open()  # everything is built and checked: the run starts writing
         start_step = counters[1]
         self.progress = Progress(self.args.total_timesteps, start_step, f"{self.agent} {self.args.env_id}", self.args.progress)
         self.start_time, self.start_step = time.perf_counter(), start_step
@@ -224,7 +230,7 @@ class TrainingSession:
 
     @staticmethod
     def _task_summary(record: dict[str, Any], global_step: int) -> dict[str, Any]:
-        """Per-task metrics (spec §3.3): the end-of-task evaluation, the AUC as the mean evaluation over the task,
+        """Per-task metrics (docs/continual.md): the end-of-task evaluation, the AUC as the mean evaluation over the task,
         and the mean training return of the episodes that ran in it."""
         evals = [mean for _, mean in record["evals"]]
         episodes = record["train_episodes"]

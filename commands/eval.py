@@ -42,7 +42,7 @@ def parse(argv: list[str]) -> EvalArgs:
 
 def evaluate_run(options: EvalArgs) -> dict:
     """Evaluate a saved run; returns {"agent", "env_id", "task", "returns", "mean", "std", "video"}."""
-    from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint
+    from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint, load_error_detail
     from cleanrl_plus.config import load_saved_args
     from cleanrl_plus.evaluator import Evaluator, env_options
     from cleanrl_plus.run import resolve_device
@@ -68,8 +68,8 @@ def evaluate_run(options: EvalArgs) -> dict:
     state = load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)
     try:
         policy = module.load_policy(args, evaluator.env, state, device)
-    except (RuntimeError, KeyError) as error:
-        raise UserError(f"{run_dir}: the checkpoint does not fit {agent}'s networks ({str(error).splitlines()[0][:160]})") from None
+    except (RuntimeError, KeyError, ValueError) as error:
+        raise UserError(f"{run_dir}: the checkpoint does not fit {agent}'s networks ({load_error_detail(error)})") from None
     returns = evaluator(policy)
     evaluator.close()
     result = {"agent": agent, "env_id": args.env_id, "task": task, "returns": returns.tolist(),

@@ -8,8 +8,8 @@ remedy configuration its own exp_name. Writes into --out (default: `<first runs 
 
 - `report.md`, `report.csv`: per env and group, final return and AUC as IQM [95% CI] and mean over seeds; an
   aggregate over envs (per-env min–max normalised) when there are several; P(group > baseline) with CI; and for
-  continual runs the per-task table of ../shared/spec/continual-and-evaluation.md §3.3 (end-of-task return and
-  per-task AUC, and their ratios to an oracle group averaged over tasks 2..K);
+  continual runs the per-task table (end-of-task return and per-task AUC, and their ratios to an oracle group averaged
+  over tasks 2..K; docs/continual.md);
 - `curves.png` (IQM return vs steps with 95% CI bands, task switches dashed), `groups.png` (one panel per group
   beside its baseline and the oracle), `profiles.png` (performance profiles of normalised final returns) and, for
   continual runs, `tasks.png` (per-task bars).
@@ -26,6 +26,7 @@ import dataclasses
 import glob
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -42,7 +43,7 @@ TRAIN_FINAL_FRACTION = 0.1  # training returns are single noisy episodes: "final
 BOOTSTRAP_SEED = 0  # fixed, so a report of the same runs reproduces its intervals
 CURVE_POINTS = 100
 PROFILE_TAUS = np.linspace(0.0, 1.0, 101)
-MIN_SEEDS_FOR_COMPARISONS = 10  # spec §3.2: method comparisons need ≥ 10 seeds per setting
+MIN_SEEDS_FOR_COMPARISONS = 10  # method comparisons need ≥ 10 seeds per setting (docs/experiments.md)
 
 
 @dataclasses.dataclass
@@ -433,7 +434,7 @@ class Report:
     def decorate(self, ax, env_id: str, title: str) -> None:
         for k, step in enumerate(_median_switch_steps([r for r in self.runs if r.env_id == env_id])):
             ax.axvline(step, color="0.4", linestyle="--", linewidth=0.8, label="task switch" if k == 0 else None)
-        ax.set_title(title)
+        _set_title(ax, title)
         ax.set_xlabel("environment steps")
         ax.set_ylabel("evaluation return" if self.metric == "eval" else "training episodic return")
         _step_axis(ax)
@@ -444,7 +445,7 @@ class Report:
             for method in self.methods_in(env_id):
                 self.draw_curve(ax, env_id, method)
             self.decorate(ax, env_id, f"{env_id} ({self.seed_range(env_id)} per group)")
-        figure.suptitle(f"{'Evaluation' if self.metric == 'eval' else 'Training'} return: IQM over seeds, 95% bootstrap CI")
+        _suptitle(figure, f"{'Evaluation' if self.metric == 'eval' else 'Training'} return: IQM over seeds, 95% bootstrap CI")
         _figure_legend(figure, axes)
         _save(figure, path)
 
@@ -466,7 +467,7 @@ class Report:
             self.draw_curve(ax, env_id, method, color="tab:blue", band=0.25)  # one colour that stands out in every panel
             self.decorate(ax, env_id, self.labels[method] + (f" — {env_id}" if len(self.envs) > 1 else ""))
             ax.legend(fontsize="x-small", loc="lower left")
-        figure.suptitle(f"Each group against its baseline{' and the oracle' if self.oracle else ''}: IQM over seeds, 95% bootstrap CI")
+        _suptitle(figure, f"Each group against its baseline{' and the oracle' if self.oracle else ''}: IQM over seeds, 95% bootstrap CI")
         _save(figure, path)
 
     def seed_range(self, env_id: str) -> str:
@@ -487,9 +488,9 @@ class Report:
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("normalised final return τ (per env: 0 = worst run, 1 = best run)")
         ax.set_ylabel("fraction of runs with score > τ")
-        ax.set_title(f"Performance profile over {len(self.envs)} env{'s' if len(self.envs) > 1 else ''} (95% bootstrap bands)")
+        _set_title(ax, f"Performance profile over {len(self.envs)} env{'s' if len(self.envs) > 1 else ''} (95% bootstrap bands)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        _figure_legend(figure, [ax])
         _save(figure, path)
 
     def plot_tasks(self, path: Path) -> None:
@@ -509,12 +510,12 @@ class Report:
                     errors = np.array([[e.value - e.low, e.high - e.value] if e else [np.nan, np.nan] for e in estimates]).T
                     ax.bar(tasks + (position - (len(methods) - 1) / 2) * width, middle, width, yerr=errors, capsize=2,
                            color=self.colors[method], label=self.labels[method])
-                ax.set_title(f"{env_id}: {title}")
+                _set_title(ax, f"{env_id}: {title}")
                 ax.set_xlabel("task (in visiting order)")
                 ax.set_ylabel(y_label)
                 ax.set_xticks(np.arange(1, max(self.task_values(env_id, m).shape[1] for m in methods) + 1))
                 ax.grid(alpha=0.3, axis="y")
-        figure.suptitle("Continual runs per task: IQM over seeds, 95% bootstrap CI")
+        _suptitle(figure, "Continual runs per task: IQM over seeds, 95% bootstrap CI")
         _figure_legend(figure, axes)
         _save(figure, path)
 
@@ -547,8 +548,9 @@ class Report:
                 if oracle_lines:
                     parts += ["", f"## Continual runs: relative to the oracle `{self.labels[self.oracle]}` (mean over tasks 2..K of value_k / oracle_k)", "", *oracle_lines]
         if min(seeds) < MIN_SEEDS_FOR_COMPARISONS:
-            parts += ["", f"Warning: {min(seeds)} seed{'s' if min(seeds) > 1 else ''} in the smallest group — 3–5 runs give unreliable estimates; compare methods with "
-                      f"≥ {MIN_SEEDS_FOR_COMPARISONS} seeds per setting (spec §3.2)."]
+            parts += ["", f"Warning: {min(seeds)} seed{'s' if min(seeds) > 1 else ''} in the smallest group — 3–5 runs give unreliable estimates "
+                      f"(Agarwal et al. 2021, Deep RL at the Edge of the Statistical Precipice); compare methods with "
+                      f"≥ {MIN_SEEDS_FOR_COMPARISONS} seeds per setting."]
         final_definition = ("the last evaluation" if self.metric == "eval"
                             else f"the mean of the last {TRAIN_FINAL_FRACTION:.0%} of the training-return points")
         methods = [
@@ -612,6 +614,30 @@ def _subplots(count: int, columns: int = 3, panel: tuple[float, float] = (5.2, 3
     for ax in axes[count:]:
         ax.set_visible(False)
     return figure, list(axes[:count])
+
+
+def _fitted(text: str, width_inches: float, size: str = "large") -> str:
+    """`text` broken after spaces and hyphens into lines no wider than `width_inches` at font `size`: a title stays
+    whole in a figure of one narrow panel, and a long group name (ppo-layernorm-l2init-…) in its panel."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    font, lines, line = FontProperties(size=size), [], ""
+    for piece in re.split(r"(?<=[ -])", text):
+        if line and text_to_path.get_text_width_height_descent((line + piece).rstrip(), font, ismath=False)[0] > 72 * width_inches:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    return "\n".join([*lines, line.rstrip()])
+
+
+def _suptitle(figure, text: str) -> None:
+    figure.suptitle(_fitted(text, 0.95 * figure.get_figwidth()))
+
+
+def _set_title(ax, text: str) -> None:
+    """The panel's title, in lines no wider than the panel (before the layout leaves room for its labels)."""
+    ax.set_title(_fitted(text, ax.get_position().width * ax.figure.get_figwidth()))
 
 
 def _figure_legend(figure, axes) -> None:

@@ -14,11 +14,16 @@
   optional extras: `pip install -e ".[cluster]"`.
 - Each run's stdout/stderr goes to `<runs-dir>/logs/<run name>.log`; a status line shows done / running / failed /
   pending and the last evaluation return.
+- Paths mean what they mean in the shell the sweep was started from: a relative --runs-dir (or a plan's runs_dir) is
+  that folder's, and every run starts in it, whichever executor runs it and wherever the package is installed.
+- The local executor's runs stop (checkpointing) when the sweep dies, however it dies: a rerun resumes them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import errno
 import itertools
 import json
 import os
@@ -27,6 +32,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import typing
@@ -37,6 +43,7 @@ import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
 from cleanrl_plus.registry import AGENTS, agent_module
+from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
 from cleanrl_plus.runlock import run_dir_holder
 
 BASELINE = "baseline"
@@ -49,13 +56,13 @@ class SlurmArgs:
     """submitit backend: 'slurm' submits job arrays; 'local' runs the same submitit path on this machine"""
     partition: str = ""
     """Slurm partition (empty: the cluster's default)"""
-    timeout_min: int = 240
+    timeout_min: AtLeastOne = 240
     """wall-clock limit per job in minutes; a job that reaches it checkpoints and is requeued"""
-    cpus_per_task: int = 1
+    cpus_per_task: AtLeastOne = 1
     """CPU cores per run"""
-    gpus_per_node: int = 0
+    gpus_per_node: Count = 0
     """GPUs per run"""
-    array_parallelism: int = 64
+    array_parallelism: AtLeastOne = 64
     """how many runs of the array run at once"""
 
 
@@ -67,17 +74,17 @@ class SweepArgs:
     """agents (td3, sac_simba, ddqn, ppo, gtr)"""
     env_id: tuple[str, ...] = ("CartPole-v1",)
     """environment ids, continual ids included"""
-    seeds: tuple[int, ...] = (1, 2, 3)
+    seeds: tuple[Seed, ...] = (1, 2, 3)
     """seeds; every configuration runs every seed"""
     config: tuple[str, ...] = (f"{BASELINE}=",)
     """remedy configurations as NAME=FLAGS, e.g. sp="--reset.method shrink-perturb"; the one named 'baseline' keeps the agent's name"""
     flags: str = ""
     """flags given to every run (e.g. "--total-timesteps 50000 --num-envs 8")"""
     runs_dir: str = "runs/sweep"
-    """folder of the sweep's run directories (and logs/)"""
+    """folder of the sweep's run directories (and logs/); a relative one is relative to the folder the sweep starts in"""
     executor: Literal["local", "submitit", "ray"] = "local"
     """where runs execute: a local process pool, Slurm through submitit, or a Ray cluster"""
-    workers: int = 0
+    workers: Count = 0
     """local executor: runs at a time (0 = one per CPU core)"""
     address: str = ""
     """ray executor: the cluster address (empty: start a local Ray instance)"""
@@ -96,7 +103,8 @@ class RunSpec:
     config: str
     seed: int
     flags: tuple[str, ...]
-    runs_dir: str
+    runs_dir: str  # absolute: a run's directory is the same for the sweep and for a job on another machine
+    cwd: str = ""  # the folder the sweep started in, where each run starts too (relative paths in flags are its)
 
     @property
     def exp_name(self) -> str:
@@ -138,13 +146,15 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
         envs.validate_env_id(env_id)
     if not args.seeds:
         raise UserError("--seeds needs at least one seed")
+    check_ranges(args)
     common = tuple(shlex.split(args.flags))
     for reserved in ("--seed", "--env-id", "--exp-name", "--runs-dir", "--run-name", "--resume"):
         if any(flag == reserved or flag.startswith(reserved + "=") for flag in common):
             raise UserError(f"{reserved} is set by the sweep for every run — remove it from --flags")
     configs = parse_configs(args.config)
+    runs_dir, cwd = str(Path(args.runs_dir).expanduser().absolute()), os.getcwd()
     specs = [
-        RunSpec(agent, env_id, config, seed, common + config_flags, args.runs_dir)
+        RunSpec(agent, env_id, config, seed, common + config_flags, runs_dir, cwd)
         for agent, env_id, (config, config_flags), seed in itertools.product(args.agent, args.env_id, configs.items(), args.seeds)
     ]
     for spec in {(spec.agent, spec.env_id, spec.flags): spec for spec in specs}.values():
@@ -153,18 +163,21 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
 
 
 def check_agent_flags(spec: RunSpec) -> None:
-    """Parse and range-check a run's flags with its agent's own parser, so that a bad configuration fails the sweep
-    (and --dry-run) at once instead of every run it would have started."""
+    """Parse a run's flags with its agent's own parser and run the agent's start-up checks (ranges, combinations,
+    remedy applicability; cleanrl_plus.run.check_start_up), so that a configuration every run would refuse fails the
+    sweep (and --dry-run) at once, instead of every run it would have started."""
     import contextlib
     import io
 
-    from cleanrl_plus.config import parse_args, validate_args
+    from cleanrl_plus.config import parse_args
+    from cleanrl_plus.run import check_start_up
 
-    args_type = agent_module(spec.agent).Args
+    agent = agent_module(spec.agent)
     printed = io.StringIO()
     try:
         with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-            validate_args(parse_args(args_type, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)]))
+            args = parse_args(agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)])
+        check_start_up(agent.main, args)
     except SystemExit:  # tyro printed a box; its first message line says what is wrong
         lines = [line.strip(" -│╭╮╰╯─") for line in printed.getvalue().splitlines()]
         cause = next((line for line in lines[2:] if line), "unparsable flags")
@@ -253,8 +266,9 @@ def status_of(spec: RunSpec) -> Literal["finished", "diverged", "resume", "fresh
 
 
 def command_for(spec: RunSpec, threads: bool = True) -> list[str]:
-    """The agent command line of a run: resume from its checkpoint if it has one, else start it fresh."""
-    command = [sys.executable, "-m", f"agents.{spec.agent}", *spec.flags]
+    """The agent command line of a run: resume from its checkpoint if it has one, else start it fresh. The agent runs
+    as a script, from this package (never a folder called agents/ where the sweep started)."""
+    command = [sys.executable, str(REPO / "agents" / f"{spec.agent}.py"), *spec.flags]
     if threads and not any(flag.startswith("--threads") for flag in spec.flags):
         command += ["--threads", "1"]  # packed runs: one core each
     command += ["--no-progress", "--seed", str(spec.seed), "--env-id", spec.env_id, "--exp-name", spec.exp_name,
@@ -272,7 +286,48 @@ def prepare(spec: RunSpec) -> None:
     spec.log.parent.mkdir(parents=True, exist_ok=True)
 
 
-def execute(spec: RunSpec, env: dict[str, str] | None = None) -> dict[str, Any]:
+def check_runs_dir(runs_dir: str) -> None:
+    """One line for a --runs-dir that the runs could not be written to, before any run starts (also for --dry-run):
+    its nearest existing folder must be a directory this process can create a folder in (tried, and removed again)."""
+    folder = Path(runs_dir).expanduser().absolute()
+    try:
+        existing = next(path for path in (folder, *folder.parents) if path.exists())
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as error:
+        raise UserError(f"--runs-dir {runs_dir}: cannot create runs in {folder} ({error.strerror or error}) — pass a writable folder") from None
+
+
+def agent_process(spec: RunSpec, log: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """subprocess.Popen/run keywords for a run's agent: it starts in the sweep's folder, imports this package (whatever
+    the folder holds), writes to its log, and is stopped (SIGTERM: it checkpoints) when the process that started it
+    dies, however it dies."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    cwd = spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None  # a cluster node without that folder: its own
+    return dict(cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_stop_with_parent(os.getpid()))
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _stop_with_parent(parent: int) -> Callable[[], None] | None:
+    """Linux: the child asks the kernel for SIGTERM when its parent dies (kill -9 included), and stops itself if the
+    parent died before it asked. Elsewhere: None (a sweep killed with SIGKILL leaves its runs to finish on their own)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def ask() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return ask
+
+
+def execute(spec: RunSpec) -> dict[str, Any]:
     """Run (or finish) one run to completion, blocking; used by the cluster executors. Returns its outcome."""
     if status_of(spec) in ("finished", "diverged"):
         return outcome(spec, 0)
@@ -280,7 +335,7 @@ def execute(spec: RunSpec, env: dict[str, str] | None = None) -> dict[str, Any]:
         return held_outcome(spec)
     prepare(spec)
     with open(spec.log, "a") as log:
-        code = subprocess.run(command_for(spec), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        code = subprocess.run(command_for(spec), **agent_process(spec, log)).returncode
     return outcome(spec, code)
 
 
@@ -365,7 +420,7 @@ def run_local(specs: list[RunSpec], workers: int, board: Board) -> list[dict[str
                 if gpus:  # several runs per GPU, GPUs round-robin
                     env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
                 log = open(spec.log, "a")
-                process = subprocess.Popen(command_for(spec), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
+                process = subprocess.Popen(command_for(spec), **agent_process(spec, log, env),
                                            start_new_session=True)  # Ctrl-C reaches runs through us, once
                 running[spec.name] = (process, spec, log)
             board.running = len(running)
@@ -455,6 +510,7 @@ def _wait_all(handles: list, is_done: Callable[[Any], bool], result: Callable[[A
 def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     """Expand, skip what is finished, execute the rest; returns every run's outcome (finished ones included)."""
     specs = manifest(args)
+    check_runs_dir(args.runs_dir)
     states = {spec.name: status_of(spec) for spec in specs}
     if args.dry_run:
         for spec in specs:

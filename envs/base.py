@@ -12,6 +12,13 @@ import torch
 from cleanrl_plus.errors import UserError
 
 
+def generator_seed(seed: int, limit: int = 2**32) -> int:
+    """`seed` folded into [0, limit) for generators that take no more: numpy's RandomState (dm-control, MinAtar) seeds
+    below 2**32, envpool below 2**31. Any --seed is below 2**32, but the seeds derived from it (+ the sub-env's index,
+    + the evaluation offset) may not be; smaller ones are unchanged."""
+    return seed % limit
+
+
 class StepResult(NamedTuple):
     """One step of a batch of environments; every tensor has leading dimension num_envs, on the env's device.
 

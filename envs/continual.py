@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from cleanrl_plus.errors import UserError, did_you_mean
-from envs.base import EpisodeStats, StepResult, TorchVecEnv
+from cleanrl_plus.ranges import SEED_MAX, Count, Range
+from envs.base import EpisodeStats, StepResult, TorchVecEnv, generator_seed
 from envs.shifts import SHIFTS, ActionPermutation, ObservationOffset, ObservationPermutation, PhysicsShift, Sequence, Shift
 
 PREFIX = "continual:"
@@ -40,11 +41,11 @@ PREFIX = "continual:"
 
 @dataclasses.dataclass
 class ContinualArgs:
-    steps_per_task: int = 0
+    steps_per_task: Count = 0
     """continual ids only: env steps per task (0 = the preset's schedule)"""
-    num_tasks: int = 0
+    num_tasks: Count = 0
     """continual ids only: number of tasks in the sequence (0 = the preset's); the last task stays after its turn"""
-    schedule_seed: int = -1
+    schedule_seed: Annotated[int, Range(ge=-1, le=SEED_MAX)] = -1
     """seed of the task schedule (offsets, frictions, permutations); -1 = the run's --seed"""
     reset_obs_norm: bool = False
     """at each switch, reset observation/reward normalisation statistics (C-CHAIN/Plasticine rebuild the env: True)"""
@@ -52,7 +53,7 @@ class ContinualArgs:
     """at each switch, empty the replay buffer (C-CHAIN's continual MinAtar keeps it: False)"""
     reset_exploration: bool = False
     """at each switch, restart exploration schedules (random warm-up steps, ε decay) from the task's start"""
-    random_steps_per_task: int = -1
+    random_steps_per_task: Annotated[int, Range(ge=-1)] = -1
     """off-policy agents: the first N steps of every task act uniformly at random and make no updates (C-CHAIN's
     INIT_RANDOM_STEPS: 10k at each MinAtar game); -1 = the preset's (10k for minatar3/minatar-saf, else 0)"""
     oracle: bool = False
@@ -236,7 +237,7 @@ class GameSequenceEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:  # every game gets its own stream from the one seed
             for i, game in enumerate(self.games):
-                game.reset(seed=seed + 7919 * i)
+                game.reset(seed=generator_seed(seed + 7919 * i))
         obs, info = self.active_game.reset()
         return self._pad(obs), info
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from cleanrl_plus.errors import UserError, did_you_mean
-from envs.base import StepResult, TorchVecEnv
+from envs.base import StepResult, TorchVecEnv, generator_seed
 
 PREFIX = "dmc:"
 
@@ -59,7 +59,7 @@ class DMCVecEnv(TorchVecEnv):
             raise UserError(f"action_repeat must be >= 1, got {action_repeat}")
         self.env_id, self.device, self.seed = env_id, device, seed
         self.domain, self.task, self.action_repeat = domain, task, action_repeat
-        self.envs = [suite.load(domain, task, task_kwargs={"random": seed + i}) for i in range(num_envs)]
+        self.envs = [suite.load(domain, task, task_kwargs={"random": generator_seed(seed + i)}) for i in range(num_envs)]
         spec = self.envs[0].action_spec()
         self._action_low, self._action_high = spec.minimum.astype(np.float64), spec.maximum.astype(np.float64)
         obs_dim = sum(int(np.prod(s.shape)) for s in self.envs[0].observation_spec().values())
@@ -73,7 +73,7 @@ class DMCVecEnv(TorchVecEnv):
             from dm_control import suite
 
             self.seed = seed
-            self.envs = [suite.load(self.domain, self.task, task_kwargs={"random": seed + i}) for i in range(self.num_envs)]
+            self.envs = [suite.load(self.domain, self.task, task_kwargs={"random": generator_seed(seed + i)}) for i in range(self.num_envs)]
         self._reset_episode_tracking()
         return self._to_torch(np.stack([_flatten(env.reset().observation) for env in self.envs]))
 
@@ -144,7 +144,7 @@ class DMCTaskChainVecEnv(DMCVecEnv):
 
         self.sub_env_tasks[i] = switch
         task = self.tasks[switch % len(self.tasks)]
-        return suite.load(self.domain, task, task_kwargs={"random": self.seed + i + 100_003 * switch})
+        return suite.load(self.domain, task, task_kwargs={"random": generator_seed(self.seed + i + 100_003 * switch)})
 
     def _reset_sub_env(self, i: int):
         if self.sub_env_tasks[i] != self.pending_task:

@@ -22,7 +22,7 @@ import torch
 
 from cleanrl_plus.errors import UserError
 from envs.atari_backend import FRAME_SKIP, FRAME_STACK, NOOP_MAX, SCREEN_SIZE, check_atari_id
-from envs.base import StepResult, TorchVecEnv
+from envs.base import StepResult, TorchVecEnv, generator_seed
 
 
 class EnvpoolAtariVecEnv(TorchVecEnv):
@@ -43,7 +43,7 @@ class EnvpoolAtariVecEnv(TorchVecEnv):
             use_fire_reset=False, max_episode_steps=108_000 // FRAME_SKIP, stack_num=1,
         )
         self._settings = settings | envpool_kwargs
-        self.pool = envpool.make(self.task, env_type="gymnasium", num_envs=num_envs, seed=seed, **self._settings)
+        self.pool = envpool.make(self.task, env_type="gymnasium", num_envs=num_envs, seed=generator_seed(seed, 2**31), **self._settings)
         self.single_observation_space = gym.spaces.Box(0, 255, (FRAME_STACK, SCREEN_SIZE, SCREEN_SIZE), np.uint8)
         self.single_action_space = gym.spaces.Discrete(int(self.pool.action_space.n))
         self._stack = np.zeros((num_envs, FRAME_STACK, SCREEN_SIZE, SCREEN_SIZE), dtype=np.uint8)
@@ -58,7 +58,7 @@ class EnvpoolAtariVecEnv(TorchVecEnv):
 
             self.pool.close()
             self.seed = seed
-            self.pool = envpool.make(self.task, env_type="gymnasium", num_envs=self.num_envs, seed=seed, **self._settings)
+            self.pool = envpool.make(self.task, env_type="gymnasium", num_envs=self.num_envs, seed=generator_seed(seed, 2**31), **self._settings)
         frames, _ = self.pool.reset()
         self._stack[:] = frames  # (N, 1, H, W) broadcast: the reset frame repeated
         self._reset_episode_tracking()

@@ -18,7 +18,7 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from cleanrl_plus.errors import UserError, did_you_mean
-from envs.base import StepResult, TorchVecEnv
+from envs.base import StepResult, TorchVecEnv, generator_seed
 
 
 # Tasks whose episodes only end at the time limit (no termination condition in gymnasium's source).
@@ -72,7 +72,8 @@ class GymnasiumVecEnv(TorchVecEnv):
             self._np_action_dtype = np.int64
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
-        obs, _ = self.vec.reset(seed=self.seed if seed is None else seed)
+        first = self.seed if seed is None else seed  # sub-env i starts from seed + i
+        obs, _ = self.vec.reset(seed=[generator_seed(first + i) for i in range(self.num_envs)])
         self._reset_episode_tracking()
         return self._to_torch(obs, self.obs_dtype)
 

@@ -46,27 +46,30 @@ coefficient and the counters change in place and every decision is a `torch.wher
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Annotated, Callable
 
 import torch
 import torch.nn as nn
 from torch.func import functional_call
 
 
+from cleanrl_plus.ranges import AtLeastOne, Count, NonNegative, Range
+
+
 @dataclasses.dataclass
 class CChainArgs:
     enabled: bool = False
     """C-CHAIN: penalise the change of each network's outputs on a separate reference batch since the last update"""
-    relative_scale: float | None = None
+    relative_scale: Annotated[float, Range(gt=0)] | None = None
     """ρ: after the warm-up the churn term is scaled to ρ × the loss it is scaled against (default: the authors' value for
     the network: 0.01 for value networks, 0.05 for PPO's Gaussian policy, 1e4 for its categorical policy)"""
-    initial_coef: float | None = None
+    initial_coef: NonNegative | None = None
     """c during the warm-up (default: the authors' 50, 100 or 1)"""
-    warmup: int | None = None
+    warmup: Count | None = None
     """rescaling points (updates; PPO: iterations) at the initial coefficient (default: the authors' 10,000, 50 or 11)"""
-    window: int | None = None
+    window: AtLeastOne | None = None
     """rescaling points in the running means of the two losses (default: the authors' 50,000, 100 or 50)"""
-    min_coef: float | None = None
+    min_coef: NonNegative | None = None
     """floor of the rescaled coefficient (default: the authors' 0, 0 or 1)"""
 
 

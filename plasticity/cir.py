@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.ranges import AtLeastOne, Fraction
 from cleanrl_plus.simba import EnsembleLayerNorm
 from plasticity.diagnostics import ActivationProbe
 from plasticity.network import Layout
@@ -36,11 +37,11 @@ TORCH_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, as CIR's PyTorch code
 class CIRArgs:
     critic: bool = False
     """use CIR's critic torso (tanh-constrained first layer, U-shaped skips, width --cir.width) for every critic"""
-    width: int = 512
+    width: AtLeastOne = 512
     """hidden width H of the CIR critic"""
     shared_layer_norm: bool = True
     """one LayerNorm shared by every site of both critics, as the official code (False: one per site and critic)"""
-    convex_lambda: float = 1.0
+    convex_lambda: Fraction = 1.0
     """twin-critic target λ·min + (1 − λ)·max: 1 = clipped double-Q; CIR on DMC uses 0.3"""
 
 

@@ -27,29 +27,31 @@ need no special code: ensemble layers (E, B, H) count E·H units.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable
+from typing import Annotated, Callable, Iterable
 
 import torch
 import torch.nn as nn
+
+from cleanrl_plus.ranges import AtLeastOne, Count, Range
 
 DORMANT_TAUS = (0.0, 0.025, 0.1)
 
 
 @dataclasses.dataclass
 class DiagnosticsArgs:
-    every: int = 10_000
+    every: Count = 10_000
     """gradient updates between plasticity diagnostics on a probe batch (0 = never); logged as plasticity/*"""
-    probe_size: int = 1024
+    probe_size: AtLeastOne = 1024
     """probe batch size (≥ the feature width, so that feature ranks are meaningful)"""
-    ntk_every: int = 100_000
+    ntk_every: Count = 100_000
     """gradient updates between NTK / Gram-matrix ranks (0 = never); costly: ntk_batch backward passes per network"""
-    ntk_batch: int = 64
+    ntk_batch: Annotated[int, Range(ge=2)] = 64
     """samples whose per-sample gradients form the Gram matrix K = J·Jᵀ (the probe batch's first ones when both are due)"""
-    ntk_max_params: int = 250_000
+    ntk_max_params: AtLeastOne = 250_000
     """J keeps the last layers' parameters up to this many (memory: ntk_batch × this many floats)"""
-    churn_every: int = 0
+    churn_every: Count = 0
     """gradient updates between churn measurements across one update (0 = never; each draws one extra replay batch)"""
-    churn_batch: int = 256
+    churn_batch: AtLeastOne = 256
     """reference batch size for churn"""
 
 

@@ -27,6 +27,7 @@ import dataclasses
 import torch
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.ranges import AtLeastOne, Fraction, Positive
 from cleanrl_plus.replay import ring_slots
 
 
@@ -34,13 +35,13 @@ from cleanrl_plus.replay import ring_slots
 class LEASTArgs:
     enabled: bool = False
     """stop unpromising episodes early (stored as truncations, never as terminations)"""
-    start: float = 0.15
+    start: Fraction = 0.15
     """fraction of --total-timesteps before any stop (t_start: 10–20% on MuJoCo)"""
-    window: int = 250
+    window: AtLeastOne = 250
     """K: episodes whose step-indexed Q and TD-error histories set the thresholds"""
-    weight: float = 0.5
+    weight: Positive = 0.5
     """c: the stop threshold is c·ω·ε (ε ≥ 0) or ε/(c·ω) (ε < 0); the paper reports [0.3, 0.6] robust"""
-    min_history: int = 10
+    min_history: AtLeastOne = 10
     """episodes that must have reached step i before step i can stop an episode [our default]"""
 
 

@@ -33,6 +33,8 @@ from typing import Any, Literal
 
 import torch
 
+from cleanrl_plus.ranges import Positive
+
 
 class ElementStepAdam(torch.optim.Adam):
     """torch.optim.Adam (AdamW with `decoupled_weight_decay=True`) whose entries can restart with a fresh bias correction.
@@ -132,7 +134,7 @@ class OptimArgs:
     """base optimiser of every network: the agent's Adam/AdamW, or PSGD-Kron (heavyball.PSGDKron)"""
     trac: bool = False
     """TRAC: wrap the base optimiser and learn the scale of its updates online (Muppidi et al. 2024)"""
-    trac_s_init: float = 1e-8
+    trac_s_init: Positive = 1e-8
     """TRAC's s_init (official default)"""
 
 

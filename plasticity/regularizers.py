@@ -36,19 +36,20 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.ranges import NonNegative, Positive
 
 PARSEVAL_WIDTH = 64  # the width the authors tuned λ at: λ·(64/n)² per layer of n units [code]
 
 
 @dataclasses.dataclass
 class RegArgs:
-    l2: float = 0.0
+    l2: NonNegative = 0.0
     """L2 regularisation λ·Σθ² added to each network's loss (coupled, not AdamW's decay; 0 = off)"""
-    l2_init: float = 0.0
+    l2_init: NonNegative = 0.0
     """regenerative regularisation λ·Σ(θ − θ₀)² towards the initial parameters (Kumar et al. 2024; 0 = off)"""
-    parseval: float = 0.0
+    parseval: NonNegative = 0.0
     """Parseval regularisation λ·Σ(64/n)²‖WWᵀ − s·I‖²_F over hidden weight matrices (Chung et al. 2024: 1e-3 or 1e-4; 0 = off)"""
-    parseval_scale: float = 2.0
+    parseval_scale: Positive = 2.0
     """s in ‖WWᵀ − s·I‖²_F: the authors' 2, the squared gain of their orthogonal initialisation"""
     parseval_width_scaling: bool = True
     """scale λ by (64/n)² per layer of n units, as the authors' code (their λ was tuned for width 64)"""
@@ -56,7 +57,7 @@ class RegArgs:
 
 @dataclasses.dataclass
 class WeightClipArgs:
-    kappa: float = 0.0
+    kappa: NonNegative = 0.0
     """weight clipping: after every step clip each layer's weights and bias to ±κ/√fan_in (Elsayed et al. 2024: κ = 3 for PPO; 0 = off)"""
 
 

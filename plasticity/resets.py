@@ -73,6 +73,7 @@ import torch.nn as nn
 
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative
 from plasticity.diagnostics import ActivationProbe, measuring, unit_scores
 from plasticity.network import Network
 from plasticity.optimizers import ElementStepAdam
@@ -87,26 +88,26 @@ class ResetArgs:
     """re-initialisation remedy: full reset (replay kept), shrink-and-perturb, ReDo (recycle dormant units), plasticity
     injection (once), continual backprop (replace the least useful mature units), layer resetting (the last k layers), or
     ReGraMa (recycle units with vanishing gradients)"""
-    every: int = 0
+    every: Count = 0
     """gradient updates between events (injection: the update at which it happens, once); 0 = the method's default
     (full, S&P and layers 200,000; ReDo and ReGraMa 1,000; injection 250,000; CBP 1)"""
-    layers: int = 1
+    layers: AtLeastOne = 1
     """layer resetting: how many of the last layers to re-initialise (1 = the output layer)"""
     networks: Literal["critic", "actor", "both"] = "both"
     """which networks the remedy touches ('both': all of them; PPO on Atari frames has one, policy and value on one torso)"""
-    redo_tau: float = 0.1
+    redo_tau: NonNegative = 0.1
     """ReDo: units with τ-dormant score ≤ redo_tau are recycled"""
-    regrama_tau: float = 0.01
+    regrama_tau: NonNegative = 0.01
     """ReGraMa: units with gradient-magnitude score ≤ regrama_tau are recycled"""
-    redo_batch: int = 256
+    redo_batch: AtLeastOne = 256
     """ReDo: replay batch used to score units"""
-    shrink: float = 0.8
+    shrink: Fraction = 0.8
     """shrink-and-perturb: α in θ ← α·θ + (1 − α)·φ"""
-    cbp_replacement_rate: float = 1e-4
+    cbp_replacement_rate: Fraction = 1e-4
     """CBP: ρ, units replaced per step per mature unit of a layer (fractions accumulate)"""
-    cbp_maturity: int = 10_000
+    cbp_maturity: Count = 10_000
     """CBP: m, a unit can be replaced once it is older than m steps of its network (10,000: the paper's RL setting)"""
-    cbp_decay: float = 0.99
+    cbp_decay: Fraction = 0.99
     """CBP: η, decay of the running mean activation and of the contribution utility"""
     per_element_adam_steps: bool = True
     """ReDo/CBP: recycled entries also restart their Adam step counts (fresh bias correction, as CBP's AdamGnT), not only
@@ -478,10 +479,12 @@ class Resetter:
             if args.per_element_adam_steps and not isinstance(net.optimizer, ElementStepAdam):
                 raise UserError(f"{method} with per-element Adam steps needs the {name}'s optimiser built by plasticity.optimizers.adam "
                                 f"(an ElementStepAdam), not {type(net.optimizer).__name__} — or add --reset.no-per-element-adam-steps")
-        if args.method == "layers" and args.layers < 1:
-            raise UserError(f"--reset.layers is how many of the last layers to re-initialise; it must be ≥ 1, got {args.layers}")
-        if args.method == "cbp" and not 0 <= args.cbp_replacement_rate <= 1:
-            raise UserError(f"--reset.cbp-replacement-rate is a fraction of the mature units per step; got {args.cbp_replacement_rate}")
+        if args.method == "layers":  # a range that depends on the network, checked once it exists
+            for name, net in self.networks.items():
+                depth = len(depth_levels(net))
+                if args.layers > depth:
+                    raise UserError(f"--reset.layers must be in [1, {depth}] for this {name} (its weight layers, the heads "
+                                    f"counting as one), got {args.layers}")
         self.cbp = {name: ContinualBackprop(net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps)
                     for name, net in self.networks.items()} if args.method == "cbp" else {}
         self.gradients = {name: PreactivationGradients([layer_in for layer_in, _ in net.unit_pairs])

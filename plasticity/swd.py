@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
+
+from cleanrl_plus.ranges import Count, Range
 
 
 @dataclasses.dataclass
 class SWDArgs:
     enabled: bool = False
     """sample replay by age with Sample Weight Decay instead of uniformly"""
-    decay_steps: int = 80_000
+    decay_steps: Count = 80_000
     """T: age (in vector-env steps) at which the weight reaches its floor; 0 = uniform"""
-    min_weight: float = 0.1
+    min_weight: Annotated[float, Range(gt=0, le=1)] = 0.1
     """w_min: the weight floor of old transitions"""
     mode: Literal["decay", "augment"] = "decay"
     """'decay': w = max(w_min, 1 − age/T) (SWD); 'augment': w = min(1, w_min + age/T) (the SWA ablation)"""

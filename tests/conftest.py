@@ -39,6 +39,22 @@ def run_script(*args: str, timeout: float = 300, **kwargs):
     return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
+def cli_in_process(agent: str, argv: list[str], monkeypatch, capsys):
+    """The agent's command line run in this process (cli_main, as the script runs it): its exit code, stdout and stderr."""
+    import importlib
+    import types
+
+    from cleanrl_plus.run import cli_main
+
+    module = importlib.import_module(f"agents.{agent}")
+    capsys.readouterr()
+    with monkeypatch.context() as patch, pytest.raises(SystemExit) as exit_info:
+        patch.setattr(sys, "argv", [f"{agent}.py", *argv])
+        cli_main(module.main, module.Args)
+    output = capsys.readouterr()
+    return types.SimpleNamespace(returncode=exit_info.value.code, stdout=output.out, stderr=output.err)
+
+
 def assert_states_equal(a, b, where: str) -> None:
     """Two checkpoint states (nested dicts, lists and tensors) equal to the bit; `where` names the first difference."""
     if isinstance(a, torch.Tensor):

@@ -153,8 +153,7 @@ def test_flags_out_of_range_are_one_line_errors_before_anything_is_created(agent
 
     args_type = importlib.import_module(f"agents.{agent}").Args
     env_id = "CartPole-v1" if agent in ("ppo", "ddqn") else "Pendulum-v1"
-    args = parse_args(args_type, ["--env-id", env_id, "--runs-dir", str(tmp_path), *flags])
-    with pytest.raises(UserError, match=re.escape(message)):
-        validate_args(args)
+    with pytest.raises(UserError, match=re.escape(message)):  # parse_args runs validate_args
+        parse_args(args_type, ["--env-id", env_id, "--runs-dir", str(tmp_path), *flags])
     validate_args(parse_args(args_type, ["--env-id", env_id]))  # the defaults pass
 

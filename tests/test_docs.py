@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import io
 import os
 import re
@@ -99,15 +100,16 @@ def check_command(command: list[str]) -> None:
         except SystemExit as exit:
             assert exit.code == 0, f"{shlex.join(command)}:\n{errors.getvalue()}"
             return
-    # the agent flags a sweep, compare or bench passes on must parse with that agent's parser too
+    # the agent flags a sweep, compare or bench passes on must parse (and pass the range checks) with that agent's
+    # parser too, on the env they are given with
     if isinstance(parsed, sweep.SweepArgs):
-        for agent_name in parsed.agent:
+        for agent_name, env_id in itertools.product(parsed.agent, parsed.env_id):
             for config in parsed.config or ("baseline=",):
-                parse_agent_flags(agent_name, shlex.split(parsed.flags) + shlex.split(config.split("=", 1)[1]))
+                parse_agent_flags(agent_name, [*shlex.split(parsed.flags), *shlex.split(config.split("=", 1)[1]), "--env-id", env_id])
     elif argv[0] == "compare":
-        parse_agent_flags(parsed.agent, shlex.split(parsed.flags) + shlex.split(parsed.remedy))
+        parse_agent_flags(parsed.agent, [*shlex.split(parsed.flags), *shlex.split(parsed.remedy), "--env-id", parsed.env_id])
     elif argv[0] == "bench" and parsed.agent != "env":
-        parse_agent_flags(parsed.agent, shlex.split(parsed.agent_flags))
+        parse_agent_flags(parsed.agent, [*shlex.split(parsed.agent_flags), "--env-id", parsed.env_id])
 
 
 COMMANDS = collected_commands()

@@ -148,3 +148,19 @@ def test_unknown_dmc_id_suggests_the_closest():
 def test_never_terminating_gymnasium_tasks_are_marked():
     assert not envs.make("Pendulum-v1").can_terminate
     assert envs.make("Hopper-v5").can_terminate
+
+
+@pytest.mark.parametrize("env_id, backend", [("dmc:cartpole-balance", "auto"), ("MinAtar/Breakout-v1", "auto"), ("continual:dmc-walker", "auto"),
+                                             pytest.param("ALE/Pong-v5", "envpool", marks=pytest.mark.skipif(
+                                                 __import__("importlib").util.find_spec("envpool") is None, reason="envpool not installed"))])
+def test_the_largest_seed_and_the_seeds_derived_from_it_start_every_backend(env_id, backend):
+    """--seed takes [0, 2**32 - 1]; sub-env i and the evaluation envs (+100,000) derive larger seeds, which dm-control's
+    and MinAtar's RandomState (below 2**32) and envpool (below 2**31) refuse unless they are folded into their range."""
+    from cleanrl_plus.evaluation import EVAL_SEED_OFFSET
+    from cleanrl_plus.ranges import SEED_MAX
+
+    for seed in (SEED_MAX, SEED_MAX + EVAL_SEED_OFFSET):
+        env = envs.make(env_id, num_envs=2, seed=seed, backend=backend)
+        obs = env.reset(seed=seed)
+        assert obs.shape[0] == 2
+        env.close()

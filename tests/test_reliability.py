@@ -5,6 +5,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, run_script
+from conftest import REPO, cli_in_process, run_script
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.errors import RunFailure, UserError
 
@@ -44,21 +45,6 @@ def _td3_run(tmp_path, *flags: str, name: str = "run") -> Path:
 # ---------------------------------------------------------------- 1. a refused resume changes nothing
 
 
-def _cli_in_process(agent: str, argv: list[str], monkeypatch, capsys):
-    """The agent's command line run in this process (cli_main, as the script runs it): its exit code and stderr."""
-    import importlib
-    import types
-
-    from cleanrl_plus.run import cli_main
-
-    module = importlib.import_module(f"agents.{agent}")
-    capsys.readouterr()
-    with monkeypatch.context() as patch, pytest.raises(SystemExit) as exit_info:
-        patch.setattr(sys, "argv", [f"{agent}.py", *argv])
-        cli_main(module.main, module.Args)
-    return types.SimpleNamespace(returncode=exit_info.value.code, stderr=capsys.readouterr().err)
-
-
 def test_refused_resumes_leave_every_file_byte_identical_and_the_run_resumable(tmp_path, monkeypatch, capsys):
     run_dir = _td3_run(tmp_path, "--total-timesteps", "150")
     assert json.loads((run_dir / "args.json").read_text())["agent"] == "td3"
@@ -69,10 +55,10 @@ def test_refused_resumes_leave_every_file_byte_identical_and_the_run_resumable(t
         (["--learning-rate", "0.1"], "--learning-rate 0.1 differs from the run's 0.0003"),
         (["--swd.enabled"], "--swd.enabled True differs from the run's False"),
     ]:
-        result = _cli_in_process("td3", ["--resume", str(run_dir), *flags], monkeypatch, capsys)
+        result = cli_in_process("td3", ["--resume", str(run_dir), *flags], monkeypatch, capsys)
         _one_line_error(result, f"--resume {run_dir}: {expected}")
         assert _hashes(run_dir) == before, flags
-    result = _cli_in_process("sac_simba", ["--resume", str(run_dir)], monkeypatch, capsys)
+    result = cli_in_process("sac_simba", ["--resume", str(run_dir)], monkeypatch, capsys)
     _one_line_error(result, f"--resume {run_dir}: that run was written by agents/td3.py, not agents/sac_simba.py")
     assert _hashes(run_dir) == before
 
@@ -106,27 +92,21 @@ def test_runs_whose_args_name_no_agent_or_another_are_refused_in_one_line(tmp_pa
         check_resume(gtr.Args(env_id="CartPole-v1"), tmp_path)
 
 
-def test_a_resume_failing_after_start_up_leaves_args_and_events_untouched(tmp_path, monkeypatch):
+def test_a_checkpoint_that_does_not_fit_the_networks_is_one_line_and_changes_no_file(tmp_path):
     """args.json is rewritten with the first checkpoint of the resumed run and the events file opened on first use,
-    so even a failure the up-front checks cannot foresee (here: loading the networks) changes no file but run.lock
-    (which names the process that last held the run)."""
-    from agents import td3
-    from plasticity import Plasticity
-
+    so even a failure the up-front checks cannot foresee (here: another run's checkpoint.pt, for an env with other
+    observations, copied in) changes no file but run.lock (which names the process that last held the run)."""
     run_dir = _td3_run(tmp_path, "--total-timesteps", "150")
+    other = _td3_run(tmp_path, "--total-timesteps", "150", "--env-id", "MountainCarContinuous-v0", name="other")
+    (run_dir / "checkpoint.pt").write_bytes((other / "checkpoint.pt").read_bytes())
     before = _hashes(run_dir)
-
-    def broken(self, state):
-        raise UserError("networks do not fit the checkpoint")
-
-    monkeypatch.setattr(Plasticity, "load_state_dict", broken)  # the first state a resume loads
-    args = td3.Args(resume=str(run_dir), env_id="Pendulum-v1", total_timesteps=300, batch_size=32, hidden_sizes=(32, 32), eval_episodes=2,
-                    buffer_size=10000, threads=1, progress=False, learning_starts=100, eval_every=0, runs_dir=str(tmp_path), run_name="run")
-    with pytest.raises(UserError, match="do not fit"):
-        td3.main(args)
-    after = _hashes(run_dir)
-    assert after.keys() == before.keys()
-    assert {k: v for k, v in after.items() if k != "run.lock"} == {k: v for k, v in before.items() if k != "run.lock"}
+    for command in (["agents/td3.py", "--resume", str(run_dir), "--total-timesteps", "300"], ["-m", "commands.cli", "eval", str(run_dir)]):
+        line = _one_line_error(run_script(*command), "")
+        assert re.search(r"(actor\.)?normalize\.mean has shape \[2\] in the checkpoint but \[3\] here", line), line
+        assert str(run_dir) in line
+        after = _hashes(run_dir)
+        assert after.keys() == before.keys()
+        assert {k: v for k, v in after.items() if k != "run.lock"} == {k: v for k, v in before.items() if k != "run.lock"}
 
 
 # ---------------------------------------------------------------- 2. kill -9 and resume: every logged point survives

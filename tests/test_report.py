@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import run_script
@@ -235,3 +236,32 @@ def test_a_legend_of_many_long_remedy_names_fits_inside_the_figure_and_no_colour
     legend, whole = figure.legends[0].get_window_extent(), figure.bbox
     assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1 and whole.y0 <= legend.y0, (legend, whole)
     assert ax.get_window_extent().height >= 0.5 * height * figure.dpi  # the curves keep their height
+
+
+@pytest.mark.parametrize("remedies", [1, 22])
+def test_every_figure_shows_all_its_text_inside_the_image_and_the_report_cites_nothing_a_reader_cannot_open(remedies, tmp_path, monkeypatch):
+    """A continual env (every figure is drawn) with the baseline, an oracle and 1 or 22 remedies of long names: every
+    title, label, tick and legend entry of every figure lies inside the saved image (one panel used to cut its title)."""
+    runs_dir = tmp_path / "runs"
+    for name in ["ppo", "ppo-oracle", *(f"ppo-layernorm-l2init-shrink-perturb-every-1000-{i}" for i in range(remedies))]:
+        for seed in (1, 2):
+            continual_run(runs_dir, name, seed, [(None, None)] * 3)
+    drawn = {}
+    real_save = report._save
+    monkeypatch.setattr(report, "_save", lambda figure, path: (real_save(figure, path), drawn.setdefault(path.name, figure)))
+    markdown = report.write_report([str(runs_dir)], tmp_path / "out", oracle="ppo-oracle", reps=50).read_text()
+    assert sorted(drawn) == ["curves.png", "groups.png", "profiles.png", "tasks.png"]
+    for name, figure in drawn.items():
+        FigureCanvasAgg(figure).draw()
+        renderer, whole = figure.canvas.get_renderer(), figure.bbox
+        axes = [ax for ax in figure.axes if ax.get_visible()]
+        legends = [*figure.legends, *filter(None, (ax.get_legend() for ax in axes))]
+        texts = [figure._suptitle, *(ax.title for ax in axes), *(ax.xaxis.label for ax in axes), *(ax.yaxis.label for ax in axes),
+                 *(text for legend in legends for text in legend.get_texts())]
+        texts = [text for text in texts if text is not None and text.get_text().strip()]
+        assert (figure._suptitle is not None) == (name != "profiles.png") and len(texts) > 3
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            assert whole.x0 - 1 <= box.x0 and box.x1 <= whole.x1 + 1 and whole.y0 - 1 <= box.y0 and box.y1 <= whole.y1 + 1, (
+                name, text.get_text(), box, whole)
+    assert "spec" not in markdown and "../" not in markdown and "§" not in markdown

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -28,7 +30,7 @@ def test_manifest_expands_agents_envs_configs_and_seeds_with_deterministic_names
     assert [r.name for r in runs[:4]] == ["CartPole-v1__ppo__1", "CartPole-v1__ppo__2", "CartPole-v1__ppo-sp__1", "CartPole-v1__ppo-sp__2"]
     assert runs[2].flags == ("--num-envs", "8", "--reset.method", "shrink-perturb")
     command = sweep.command_for(runs[2])
-    assert command[1:3] == ["-m", "agents.ppo"] and "--threads" in command and "--resume" not in command
+    assert command[1] == str(REPO / "agents" / "ppo.py") and "--threads" in command and "--resume" not in command
     assert command[command.index("--run-name") + 1] == "CartPole-v1__ppo-sp__1"
     assert sweep.manifest(args) == runs  # expansion is deterministic
 
@@ -104,21 +106,136 @@ def test_a_run_that_died_before_its_first_checkpoint_is_set_aside_not_deleted(tm
     assert len(aside) == 1 and (aside[0] / "events.out.tfevents.0").exists() and not spec.dir.exists()
 
 
-def test_submitit_executor_runs_the_sweep_in_its_local_mode(tmp_path):
+def test_submitit_executor_runs_the_sweep_in_its_local_mode(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
-    args = sweep.parse(["--seeds", "1", "--flags", TINY_PPO, "--runs-dir", str(tmp_path), "--executor", "submitit",
+    monkeypatch.chdir(tmp_path)  # a relative --runs-dir is the folder the sweep starts in, for a job too
+    args = sweep.parse(["--seeds", "1", "--flags", TINY_PPO, "--runs-dir", "rel", "--executor", "submitit",
                         "--slurm.cluster", "local", "--slurm.timeout-min", "10"])
     results = sweep.run_sweep(args)
     assert [r["state"] for r in results] == ["finished"]
-    assert json.loads((tmp_path / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
+    assert json.loads((tmp_path / "rel" / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
 
 
 @pytest.mark.slow
-def test_ray_executor_runs_the_sweep_on_a_local_ray_instance(tmp_path):
+def test_ray_executor_runs_the_sweep_on_a_local_ray_instance(tmp_path, monkeypatch):
     pytest.importorskip("ray")
-    args = sweep.parse(["--seeds", "1", "2", "--flags", TINY_PPO, "--runs-dir", str(tmp_path), "--executor", "ray"])
+    monkeypatch.chdir(tmp_path)
+    args = sweep.parse(["--seeds", "1", "2", "--flags", TINY_PPO, "--runs-dir", "rel", "--executor", "ray"])
     results = sweep.run_sweep(args)
     assert sorted(r["state"] for r in results) == ["finished", "finished"]
+    assert all(json.loads((tmp_path / "rel" / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text())["finished"] for seed in (1, 2))
+
+
+def _project_files() -> set[str]:
+    """Every file of the project's folder but Python's bytecode caches."""
+    return {str(path.relative_to(REPO)) for path in REPO.rglob("*")
+            if path.is_file() and not {"__pycache__", ".git", ".pytest_cache"} & set(path.relative_to(REPO).parts)}
+
+
+def _in_folder(folder: Path, *command: str, timeout: float = 300, **variables: str) -> subprocess.CompletedProcess:
+    """A command started in `folder` as the installed `cleanrl-plus` script runs it: importing this checkout, as an
+    installed package is found from anywhere, and not the folder's own modules (-P: the folder is not on sys.path)."""
+    env = os.environ | variables | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-P", *command], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_and_never_into_the_project(tmp_path):
+    """A researcher's experiment folder, which even holds an agents/ package of its own: relative paths are that
+    folder's, for the sweep, its plan file, W&B's folder, report, eval and an agent started by hand."""
+    work = tmp_path / "experiment"
+    (work / "agents").mkdir(parents=True)
+    (work / "agents" / "__init__.py").write_text("")
+    (work / "agents" / "ppo.py").write_text("raise SystemExit('not the agent of cleanrl_plus')\n")
+    (work / "plan.toml").write_text(f'agent = "ppo"\nenv_id = "CartPole-v1"\nseeds = [2]\nruns_dir = "planned"\nflags = "{TINY_PPO} --track"\n')
+    before = _project_files()
+    sweep_command = ["-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "--config", "baseline=",
+                     "--runs-dir", "rel", "--flags", TINY_PPO, "--workers", "1"]
+    first = _in_folder(work, *sweep_command)
+    assert first.returncode == 0, first.stderr
+    assert json.loads((work / "rel" / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
+    again = _in_folder(work, *sweep_command)
+    assert again.returncode == 0 and "1 finished already, 0 to resume, 0 to start" in again.stderr, again.stderr
+    planned = _in_folder(work, "-m", "cleanrl_plus.cli", "sweep", "plan.toml", "--workers", "1", WANDB_MODE="offline", WANDB_SILENT="true",
+                         WANDB_DIR="wandb-files")  # a relative W&B folder is the experiment folder's too
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads((work / "planned" / "CartPole-v1__ppo__2" / "summary.json").read_text())["finished"]
+    assert list((work / "wandb-files").rglob("*.wandb")), "the W&B run's files are not in the experiment folder"
+
+    reported = _in_folder(work, "-m", "cleanrl_plus.cli", "report", "rel", "planned", "--reps", "50")
+    assert reported.returncode == 0 and (work / "rel" / "report" / "report.md").exists(), reported.stderr
+    evaluated = _in_folder(work, "-m", "cleanrl_plus.cli", "eval", "rel/CartPole-v1__ppo__1", "--episodes", "2")
+    assert evaluated.returncode == 0 and "ppo on CartPole-v1" in evaluated.stdout, evaluated.stderr
+    by_hand = _in_folder(work, str(REPO / "agents" / "ppo.py"), *TINY_PPO.split(), "--env-id", "CartPole-v1", "--runs-dir", "mine",
+                         "--run-name", "by-hand", "--no-progress", "--threads", "1")
+    assert by_hand.returncode == 0 and (work / "mine" / "by-hand" / "summary.json").exists(), by_hand.stderr
+    assert _project_files() == before
+
+
+def test_a_run_executed_in_another_folder_as_on_a_cluster_node_writes_where_the_sweep_started(tmp_path, monkeypatch):
+    """submitit and Ray call `execute` in a job or task whose folder is the node's: the run, its log and a relative W&B
+    folder still land where the sweep was started, and nothing in the node's folder."""
+    experiment, node = tmp_path / "experiment", tmp_path / "node"
+    experiment.mkdir()
+    node.mkdir()
+    monkeypatch.chdir(experiment)
+    spec = sweep.manifest(sweep.parse(["--seeds", "1", "--flags", TINY_PPO + " --track", "--runs-dir", "rel"]))[0]
+    monkeypatch.chdir(node)
+    for name, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"), ("WANDB_DIR", "wandb-files")):
+        monkeypatch.setenv(name, value)
+    assert sweep.execute(spec)["state"] == "finished", (experiment / "rel" / "logs" / f"{spec.name}.log").read_text()
+    assert json.loads((experiment / "rel" / spec.name / "summary.json").read_text())["finished"]
+    assert list((experiment / "wandb-files").rglob("*.wandb")) and not any(node.iterdir())
+
+
+def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp_path):
+    from cleanrl_plus.runlock import run_dir_holder
+
+    long_flags = TINY_PPO.replace("--total-timesteps 512", "--total-timesteps 500000") + " --checkpoint-every 256"
+    command = ["-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "2", "--runs-dir", "rel",
+               "--workers", "2", "--flags", long_flags]
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    sweeping = subprocess.Popen([sys.executable, *command], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dirs = [tmp_path / "rel" / f"CartPole-v1__ppo__{seed}" for seed in (1, 2)]
+    workers: list = []
+    try:
+        deadline = time.time() + 240
+        while not all((run_dir / "checkpoint.pt").exists() for run_dir in run_dirs):
+            assert time.time() < deadline and sweeping.poll() is None, "runs never checkpointed"
+            time.sleep(0.5)
+        workers = [run_dir_holder(run_dir) for run_dir in run_dirs]
+        assert all(workers)
+        sweeping.kill()
+        sweeping.wait(timeout=60)
+        deadline = time.time() + 120
+        while any(run_dir_holder(run_dir) for run_dir in run_dirs):  # the workers checkpoint and stop: the OS drops their locks
+            assert time.time() < deadline, f"runs {workers} outlived their sweep"
+            time.sleep(0.5)
+    finally:
+        sweeping.kill()
+        for holder in filter(None, map(run_dir_holder, run_dirs)):  # an orphan that a failing check would leave running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(holder, signal.SIGKILL)
+    stopped = [json.loads((run_dir / "summary.json").read_text())["global_step"] for run_dir in run_dirs]
+
+    command[command.index("--flags") + 1] = long_flags.replace("--total-timesteps 500000", f"--total-timesteps {max(stopped) + 256}")
+    resumed = subprocess.run([sys.executable, *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0 and "2 to resume, 0 to start" in resumed.stderr, resumed.stderr
+    assert all(json.loads((run_dir / "summary.json").read_text())["finished"] for run_dir in run_dirs)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--config", "bad=--least.enabled"], "configuration 'bad' of ppo: LEAST (--least.enabled) does not apply to ppo"),
+    (["--flags", "--clip.kappa -1"], "configuration 'baseline' of ppo: --clip.kappa must be at least 0, got -1.0"),
+    (["--config", "redo=--net.activation crelu --reset.method redo"], "configuration 'redo' of ppo: ReDo recycles dormant units one-to-one"),
+    (["--seeds", "1", "-1"], "--seeds entries must be in [0, 4294967295], got 1 -1"),
+    (["--runs-dir", "/sys/runs"], "--runs-dir /sys/runs: cannot create runs in /sys/runs ("),
+])
+def test_dry_run_refuses_what_every_run_would_refuse_at_start_up(argv, expected, tmp_path):
+    result = _in_folder(tmp_path, "-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1",
+                        "--runs-dir", "rel", *argv, "--dry-run", timeout=120)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {expected}"), result.stderr
+    assert not any(tmp_path.iterdir())
 
 
 def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):

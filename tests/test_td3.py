@@ -224,7 +224,7 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
 
 SHARED_SCALE_ERRORS = [  # config.validate_args checks these for TD3 and SAC alike
     (dict(critic=dict(distributional=True, v_min=5.0, v_max=-5.0)), "--critic.v-min < --critic.v-max"),
-    (dict(critic=dict(distributional=True, num_atoms=1)), "--critic.num-atoms >= 2"),
+    (dict(critic=dict(distributional=True, num_atoms=1)), "--critic.num-atoms must be at least 2, got 1"),
     (dict(n_step=3, num_envs=4, buffer_size=10, batch_size=8), "at least n-step × num-envs = 12"),
     (dict(n_step=0), "--n-step must be at least 1"),
 ]
