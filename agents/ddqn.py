@@ -14,8 +14,8 @@ Defaults depend on the env family (`Args.defaults_for`, applied from `--env-id`;
 - Atari `ALE/<Game>-v5`: CleanRL's `dqn_atari.py` (lr 1e-4, buffer 1M, batch 32, 80k random-ish steps, train every
   4 steps, hard target copy every 1000 steps, ε 1 → 0.01 over 10% of 10M steps, ε = 0.05 in evaluation) with the
   Double-DQN target and the Huber loss of Mnih et al./van Hasselt et al. (CleanRL uses MSE: `--loss mse`); Nature CNN.
-- MinAtar `MinAtar/<Game>-v0|v1`: the measured SB3 reference of ../shared/spec/continual-and-evaluation.md §4
-  (lr 2.5e-4, buffer 100k, batch 32, train every 4, target every 1000, ε 1 → 0.1 over 100k of 5M steps) with
+- MinAtar `MinAtar/<Game>-v0|v1`: the DQN settings of a Stable-Baselines3 reference run we measured on MinAtar
+  Breakout (docs/agents/ddqn.md; lr 2.5e-4, buffer 100k, batch 32, train every 4, target every 1000, ε 1 → 0.1 over 100k of 5M steps) with
   MinAtar's small CNN (conv 16×3×3 → 128) and 5k warm-up steps (Young & Tian 2019).
 - Anything else (vector observations, e.g. CartPole-v1): rl-zoo's DQN CartPole settings (lr 2.3e-3, 128 gradient
   steps every 256 env steps, target copy every 10 env steps, ε → 0.04 over 16%, batch 64, buffer 100k, 1k warm-up,

@@ -7,7 +7,7 @@ kernel — bounded and non-monotonic, strong local stability that relaxes under 
 updates — and anchors it to a Mixture Gaussian Anchor over recent policies.
 
 **RECONSTRUCTION.** The paper's loss, deviation measure, kernel width, anchor size and weights are not public
-(spec remedies-and-agents.md §4.2). Everything below is our documented reconstruction (spec §4.3), with every
+(docs/agents/gtr.md). Everything below is our documented reconstruction (docs/agents/gtr.md), with every
 constant a flag so that the published formula can replace it:
 
     Δₜ = log π_θ(aₜ|sₜ) − log π_A(aₜ|sₜ)                                   per-sample deviation from the anchor
@@ -17,7 +17,7 @@ constant a flag so that the published formula can replace it:
     log π_A(a|s) = logsumexp_j(log wⱼ + log π_{θ_{k−j}}(a|s))     computed once per rollout, J forward passes
     L_π = L_clip + β·E[P(Δ)]            (--gtr.mode add, default)   or   −E[ρÂ] + β·E[P(Δ)]   (--gtr.mode replace)
 
-Defaults σ = 0.2 (the clip ε on the log-ratio scale), β = 1, J = 4, η = 0.5 [spec §4.3, our choice].
+Defaults σ = 0.2 (the clip ε on the log-ratio scale), β = 1, J = 4, η = 0.5 [our choice, docs/agents/gtr.md].
 Diagnostics, after each iteration's epochs: fraction of the rollout's samples with |Δ| > σ under the updated policy
 ("released", gtr/released_fraction) and its KL to π_A (gtr/kl_anchor; to π_old: PPO's losses/approx_kl) as k3 estimators
 on the rollout's actions, and the cosine between successive iterations' policy-parameter updates (the paper's

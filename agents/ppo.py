@@ -1,6 +1,6 @@
 """PPO: Proximal Policy Optimization (Schulman et al. 2017, arXiv 1707.06347), discrete and continuous actions.
 
-Defaults are CleanRL's `ppo_continuous_action.py` (= the spec's PPO base, remedies-and-agents.md §4.4): 1 env,
+Defaults are CleanRL's `ppo_continuous_action.py` (also GTR's base, agents/gtr.py): 1 env,
 2,048-step rollouts, 10 epochs × 32 minibatches, clip 0.2 with value clipping, entropy 0, γ 0.99, GAE λ 0.95,
 Adam lr 3e-4 (eps 1e-5) annealed linearly, grad-norm clip 0.5, per-minibatch advantage normalisation, 64-64
 tanh networks with orthogonal init, observation and reward normalisation (clip ±10). For CartPole the rl-zoo

@@ -4,7 +4,7 @@
     cleanrl-plus compare --agent td3 --env-id Pendulum-v1 --remedy "--cir.critic" --remedy-name cir \\
                          --flags "--total-timesteps 10000 --learning-starts 1000 --eval-every 2000"
 
-The default is the cheapest real plasticity experiment we know (spec continual-and-evaluation.md §4.1, §4.3):
+The default is the cheapest real plasticity experiment we know (docs/experiments.md):
 PPO with rl-zoo's CartPole recipe at a constant learning rate on continual CartPole, where a random N(0, 2²)
 observation offset arrives every 40k steps (3 tasks). A single persistent PPO agent tends to collapse to ≈ 9 after a
 switch; the report shows whether the remedy keeps it learning. `--oracle` adds a fresh agent per task as the
@@ -22,7 +22,7 @@ import tyro
 from commands import sweep
 from cleanrl_plus.errors import UserError
 
-# rl-zoo's PPO CartPole recipe (spec §4.1) with a constant learning rate, as in the continual CartPole measurements
+# rl-zoo's PPO CartPole recipe (docs/agents/ppo.md) with a constant learning rate, as in the continual CartPole measurements
 PPO_CONTINUAL_CARTPOLE_RECIPE = (
     "--num-envs 8 --num-steps 32 --num-minibatches 1 --update-epochs 20 --gae-lambda 0.8 --gamma 0.98 "
     "--learning-rate 1e-3 --no-anneal-lr --no-clip-vloss --no-normalize-obs --no-normalize-reward --eval-episodes 20"

@@ -1,6 +1,6 @@
 """rliable-style statistics with numpy only (Agarwal et al., "Deep RL at the Edge of the Statistical Precipice",
 NeurIPS 2021; definitions as in rliable's `metrics.py` and `library.py`, see
-../shared/spec/continual-and-evaluation.md §3.1).
+docs/experiments.md).
 
 Input convention (rliable's): the scores of one group (agent + settings) form a matrix of shape (runs, tasks).
 A task with fewer runs than the others pads its column with NaN; a 1-D array is the runs of a single task.

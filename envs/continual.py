@@ -1,6 +1,6 @@
 """Continual / non-stationary settings: one env id, a seeded piecewise-constant task schedule, every agent unchanged.
 
-Ids (spec: ../shared/spec/continual-and-evaluation.md §0, §1.10–1.14, §6):
+Ids (docs/continual.md lists them, with each schedule's source):
 - named presets `continual:<preset>` (the published schedules; `-small` variants are CPU-sized), listed in PRESETS;
 - any shift on any env, `continual:<shift>:<env id>` (e.g. `continual:friction:Hopper-v5`,
   `continual:obs-offset:torch:CartPole-v1`), with SHIFTS' schedule defaults.
@@ -84,13 +84,13 @@ def _minatar(*games: str) -> tuple[str, ...]:
 
 PRESETS: dict[str, Preset] = {
     "cartpole-offset": Preset("CartPole-v1", ObservationOffset, 160_000, 10, "TRAC/C-CHAIN: N(0, 2²) observation offset per level, 200 PPO iterations × 800 steps per level"),
-    "cartpole-offset-small": Preset("CartPole-v1", ObservationOffset, 60_000, 5, "CPU-sized continual CartPole (spec §4.1): 5 levels × 60k"),
+    "cartpole-offset-small": Preset("CartPole-v1", ObservationOffset, 60_000, 5, "CPU-sized continual CartPole (docs/continual.md): 5 levels × 60k"),
     "acrobot-offset": Preset("Acrobot-v1", ObservationOffset, 160_000, 10, "TRAC/C-CHAIN continual Acrobot"),
     "cartpole-permute": Preset("CartPole-v1", ObservationPermutation, 60_000, 5, "observation permutation per task [our default schedule]"),
     "cartpole-shuffle": Preset("CartPole-v1", ActionPermutation, 60_000, 5, "action permutation per task [our default schedule]"),
     "slippery-ant": Preset("Ant-v5", SHIFTS["friction"], 2_000_000, 10, "Dohare et al. 2024: friction log-uniform in [0.02, 2] every 2M steps"),
-    "slippery-hopper": Preset("Hopper-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery Hopper (spec §0) [untested schedule]"),
-    "slippery-halfcheetah": Preset("HalfCheetah-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery HalfCheetah (spec §0) [untested schedule]"),
+    "slippery-hopper": Preset("Hopper-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery Hopper, after Dohare et al. 2024's slippery Ant [untested schedule]"),
+    "slippery-halfcheetah": Preset("HalfCheetah-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery HalfCheetah, after Dohare et al. 2024's slippery Ant [untested schedule]"),
     "dmc-walker": Preset("dmc:walker-stand", lambda: Sequence("dmc", ("stand", "walk", "run")), 1_000_000, 3, "C-CHAIN/Plasticine walker stand→walk→run, 1M per task"),
     "dmc-quadruped": Preset("dmc:quadruped-walk", lambda: Sequence("dmc", ("walk", "run", "walk")), 1_000_000, 3, "C-CHAIN quadruped walk→run→walk"),
     "dmc-dog": Preset("dmc:dog-stand", lambda: Sequence("dmc", ("stand", "walk", "run", "trot")), 1_000_000, 4, "C-CHAIN dog stand→walk→run→trot"),

@@ -1,4 +1,4 @@
-"""CIR: Constrained Initial Representations (spec remedies-and-agents.md §2; official code `dmc/algo/cir.py`).
+"""CIR: Constrained Initial Representations (docs/remedies/architecture.md; official code `dmc/algo/cir.py`).
 
 Two plug-ins that TD3 and SAC take from the command line:
 
@@ -9,7 +9,7 @@ Two plug-ins that TD3 and SAC take from the command line:
       z₄ = LN(M₂·ELU(LN(U₂z₃)) + z₁)                           the long shallow→deep skip from z₁
       Q = wᵀz₄ + b,     AvgL1Norm(z) = 0.1·z / max(mean|z|, 1e-8)
   width 512, PyTorch default init; by default ONE LayerNorm module is shared by every site of both critics,
-  as in the official code (pitfall §2.6.1: tied affine parameters); `--cir.no-shared-layer-norm` gives each
+  as in the official code (tied affine parameters); `--cir.no-shared-layer-norm` gives each
   site of each critic its own.
 - the **convex Q target** (`--cir.convex-lambda λ`): λ·min(Q̄₁, Q̄₂) + (1 − λ)·max(Q̄₁, Q̄₂) over twin target
   critics, = mean + (½ − λ)·|Q̄₁ − Q̄₂|; λ = 1 is clipped double-Q (the default here), CIR uses 0.3 on DMC and

@@ -1,4 +1,4 @@
-"""Plasticity diagnostics on a probe batch (definitions: ../shared/spec/remedies-and-agents.md §7).
+"""Plasticity diagnostics on a probe batch (docs/remedies/index.md lists the tags).
 
 - dormant fraction (ReDo, Sokar et al. 2023): unit score sᵢ = E|hᵢ| / mean_j E|h_j| per layer; a unit is
   τ-dormant if sᵢ ≤ τ; reported for τ ∈ {0, 0.025, 0.1} over all hidden units of a network.
@@ -6,14 +6,14 @@
 - srank_δ (Kumar et al. 2021): min k with Σ_{i≤k} σᵢ / Σ σᵢ ≥ 1 − δ, δ = 0.01, of the penultimate features.
 - effective rank (Roy & Vetterli 2007): exp(entropy of σ / Σσ).
 - parameter RMS ‖θ‖/√P and distance from initialisation ‖θ − θ₀‖/√P; gradient L2 norm before clipping.
-- empirical NTK (spec §7.6): J ∈ ℝ^{B×P} holds the per-sample gradients ∇_θ f(x_b) of B = 64 probe samples,
+- empirical NTK (Lyle et al. 2023, "Understanding plasticity in neural networks"): J ∈ ℝ^{B×P} holds the per-sample gradients ∇_θ f(x_b) of B = 64 probe samples,
   K = J·Jᵀ; logged: numerical rank #{λ > 10⁻⁶·λ_max}, effective rank and srank of K's eigenvalues, condition
   number λ_max/λ_min (λ_min floored at 10⁻⁶·λ_max) and the mean off-diagonal |cos| between gradients. f(x) is
   the network's output summed over its entries (Q for a critic, Q₁ + Q₂ for a twin critic, Σ_a Q(s, a) for
   DQN, Σ_j μ_j(s) for an actor). J keeps the last layers' parameters up to `ntk_max_params` (the choice is
   logged as `_ntk_params`). A loop of B backward passes: on CPU it measured 79 ms for TD3's 256-256 twin
   critic, 2.2× faster than torch.func's vmap(grad), and it takes any forward.
-- churn across one update (spec §7.7; Tang & Berseth 2024): on a separate reference batch drawn just before
+- churn across one update (Tang & Berseth 2024, "Improving deep RL by reducing the chain effect of value and policy churn"): on a separate reference batch drawn just before
   update n, value churn E|Q_θ′ − Q_θ| for critics (mean over ensemble members and, for DQN, actions; DQN also
   logs the fraction of states whose greedy action changes), policy churn E‖π_θ′(s) − π_θ(s)‖ for actors (the
   change of the deterministic action, of PPO's mean or logits) and, for stochastic policies, E KL(π_θ(·|s) ‖

@@ -1,4 +1,4 @@
-"""LEAST: learn to stop episodes early (ICML 2025; spec remedies-and-agents.md §3 — no official code exists, so
+"""LEAST: learn to stop episodes early (ICML 2025; docs/remedies/replay-other.md — no official code exists, so
 the rule below is our reconstruction from the paper's summaries, every [our default] marked).
 
 At within-episode step i of each env, with Q̂ = min(Q₁, Q₂)(s, a) of the action taken [our default] and
@@ -17,7 +17,7 @@ A stopped episode is a **truncation**: its last transition is stored with termin
 s'), the env is reset, and the episode counts in the statistics with the steps it really took. Logged:
 least/stop_rate (fraction of finished episodes that were stopped) and least/steps_saved (time-limit steps
 the stopped episodes did not use). The entropy-aware window and the exploration-noise schedule of the paper
-are not implemented (their formulas are not public either; spec §3.2).
+are not implemented (their formulas are not public either).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sample Weight Decay (SWD): replay sampling whose probability decays linearly with a transition's age.
 
-Paper: "Sample Weight Decay" (plasticity via replay; spec ../shared/spec/remedies-and-agents.md §1).
+Paper: "Sample Weight Decay" (plasticity via replay; docs/remedies/replay-other.md).
 Rule (official code): age a = t − tᵢ in insertion steps, weight w(a) = max(w_min, 1 − a/T), indices drawn
 i.i.d. with replacement with p ∝ w; the loss stays an unweighted mean. Defaults T = 80,000, w_min = 0.1
 [code]. T = 0 is uniform sampling. The "augment" ablation (SWA) up-weights old data: w = min(1, w_min + a/T).

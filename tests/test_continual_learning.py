@@ -1,4 +1,4 @@
-"""The cheapest real plasticity signal (spec continual-and-evaluation.md §4.1, §4.3): PPO on continual CartPole with
+"""The cheapest real plasticity signal (docs/experiments.md): PPO on continual CartPole with
 observation offsets. One persistent agent collapses after switches; a fresh agent per level (the oracle) does not.
 
 The full-size claim (5 levels × 60k steps, 3 seeds) is slow: 6 runs of 300k steps, two at a time through

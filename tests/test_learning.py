@@ -1,6 +1,6 @@
 """The agents learn on real tasks. Seeds run two at a time, one torch thread each (CI has 2 cores).
 
-Threshold: ../shared/spec/continual-and-evaluation.md §4.2 (TD3 Pendulum-v1 ≥ −300 by 20k steps, ≥ 2 of 3
+Threshold: docs/testing.md (TD3 Pendulum-v1 ≥ −300 by 20k steps, ≥ 2 of 3
 seeds); we ask for it by 10k steps. CleanRL's defaults except a shorter random warm-up (1k steps instead of
 25k) so that the budget is spent learning. Measured (eval every 2k, 10 episodes): seed 1 −1459, −1205, −408,
 −337, −199; seed 2 −1486, −1224, −617, −222, −267; seed 3 −1528, −1250, −427, −429, −188.
@@ -108,7 +108,7 @@ def test_sac_many_env_recipe_with_c51_reaches_minus_300_on_pendulum_within_24k_s
     assert _count_passing(results, -300.0) >= 2, results
 
 
-# rl-zoo's PPO CartPole-v1 recipe (../shared/spec/continual-and-evaluation.md §4.1): 8 envs × 32 steps, one
+# rl-zoo's PPO CartPole-v1 recipe (docs/agents/ppo.md): 8 envs × 32 steps, one
 # minibatch of 256, 20 epochs, γ 0.98, λ 0.8, lr 1e-3 and clip 0.2 both annealed to 0, no value clipping,
 # no normalisation; eval 20 episodes.
 PPO_CARTPOLE = dict(num_envs=8, num_steps=32, num_minibatches=1, update_epochs=20, gae_lambda=0.8, gamma=0.98,

@@ -90,7 +90,7 @@ def test_restarted_entries_step_like_a_fresh_adam_and_the_others_like_ordinary_a
 
 
 def test_restarting_moments_alone_oversteps_as_the_spec_pitfall_says():
-    """What ElementStepAdam fixes (spec §6.6.4): after a long run (bias corrections ≈ 1), zeroed moments with the tensor's
+    """What ElementStepAdam fixes (plasticity/resets.py's docstring): after a long run (bias corrections ≈ 1), zeroed moments with the tensor's
     step count make the next update lr·(1 − β₁)/√(1 − β₂)·g/|g|: 3.16× lr for β = (0.9, 0.999), 0.1× lr for (0.99, 0.99)."""
     for betas, factor in (((0.9, 0.999), 0.1 / 0.001 ** 0.5), ((0.99, 0.99), 0.01 / 0.01 ** 0.5)):
         (weight, _), (reference_weight, _), optimizer, ordinary, step = _twin_adams(lr=1e-3, betas=betas, eps=1e-12)
