@@ -87,4 +87,4 @@ class NormProjector:
     def load_state_dict(self, state: dict) -> None:
         for target, saved in zip(self.targets, state["targets"]):
             target.copy_(saved)
-        self.projections.copy_(torch.as_tensor(state["projections"]))  # a host int in checkpoints from before --cudagraphs
+        self.projections.copy_(state["projections"])

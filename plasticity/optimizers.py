@@ -218,7 +218,7 @@ class TRAC:
         self.reference = {p: ref.to(p.device) for p, ref in zip(order, state["reference"]) if ref is not None}
         for key in ("variance", "sigma", "s"):
             getattr(self, key).copy_(state[key])
-        self.steps.copy_(torch.as_tensor(state["steps"]))  # a host int in checkpoints from before --cudagraphs
+        self.steps.copy_(state["steps"])
 
 
 def make_optimizer(args: Any, parameters, device: torch.device, **adam_kwargs) -> torch.optim.Optimizer:

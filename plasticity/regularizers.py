@@ -131,4 +131,4 @@ class WeightClipper:
 
     def load_state_dict(self, state: dict) -> None:
         self.bounds = list(state["bounds"])  # host floats: read before any step is captured
-        self.clips.copy_(torch.as_tensor(state["clips"]))  # a host int in checkpoints from before --cudagraphs
+        self.clips.copy_(state["clips"])

@@ -148,22 +148,22 @@ def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_an
     (work / "agents" / "ppo.py").write_text("raise SystemExit('not the agent of cleanrl_plus')\n")
     (work / "plan.toml").write_text(f'agent = "ppo"\nenv_id = "CartPole-v1"\nseeds = [2]\nruns_dir = "planned"\nflags = "{TINY_PPO} --track"\n')
     before = _project_files()
-    sweep_command = ["-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "--config", "baseline=",
+    sweep_command = ["-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "--config", "baseline=",
                      "--runs-dir", "rel", "--flags", TINY_PPO, "--workers", "1"]
     first = _in_folder(work, *sweep_command)
     assert first.returncode == 0, first.stderr
     assert json.loads((work / "rel" / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
     again = _in_folder(work, *sweep_command)
     assert again.returncode == 0 and "1 finished already, 0 to resume, 0 to start" in again.stderr, again.stderr
-    planned = _in_folder(work, "-m", "cleanrl_plus.cli", "sweep", "plan.toml", "--workers", "1", WANDB_MODE="offline", WANDB_SILENT="true",
+    planned = _in_folder(work, "-m", "commands.cli", "sweep", "plan.toml", "--workers", "1", WANDB_MODE="offline", WANDB_SILENT="true",
                          WANDB_DIR="wandb-files")  # a relative W&B folder is the experiment folder's too
     assert planned.returncode == 0, planned.stderr
     assert json.loads((work / "planned" / "CartPole-v1__ppo__2" / "summary.json").read_text())["finished"]
     assert list((work / "wandb-files").rglob("*.wandb")), "the W&B run's files are not in the experiment folder"
 
-    reported = _in_folder(work, "-m", "cleanrl_plus.cli", "report", "rel", "planned", "--reps", "50")
+    reported = _in_folder(work, "-m", "commands.cli", "report", "rel", "planned", "--reps", "50")
     assert reported.returncode == 0 and (work / "rel" / "report" / "report.md").exists(), reported.stderr
-    evaluated = _in_folder(work, "-m", "cleanrl_plus.cli", "eval", "rel/CartPole-v1__ppo__1", "--episodes", "2")
+    evaluated = _in_folder(work, "-m", "commands.cli", "eval", "rel/CartPole-v1__ppo__1", "--episodes", "2")
     assert evaluated.returncode == 0 and "ppo on CartPole-v1" in evaluated.stdout, evaluated.stderr
     by_hand = _in_folder(work, str(REPO / "agents" / "ppo.py"), *TINY_PPO.split(), "--env-id", "CartPole-v1", "--runs-dir", "mine",
                          "--run-name", "by-hand", "--no-progress", "--threads", "1")
@@ -191,7 +191,7 @@ def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp
     from cleanrl_plus.runlock import run_dir_holder
 
     long_flags = TINY_PPO.replace("--total-timesteps 512", "--total-timesteps 500000") + " --checkpoint-every 256"
-    command = ["-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "2", "--runs-dir", "rel",
+    command = ["-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "2", "--runs-dir", "rel",
                "--workers", "2", "--flags", long_flags]
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     sweeping = subprocess.Popen([sys.executable, *command], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -231,7 +231,7 @@ def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp
     (["--runs-dir", "/sys/runs"], "--runs-dir /sys/runs: cannot create runs in /sys/runs ("),
 ])
 def test_dry_run_refuses_what_every_run_would_refuse_at_start_up(argv, expected, tmp_path):
-    result = _in_folder(tmp_path, "-m", "cleanrl_plus.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1",
+    result = _in_folder(tmp_path, "-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1",
                         "--runs-dir", "rel", *argv, "--dry-run", timeout=120)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {expected}"), result.stderr
