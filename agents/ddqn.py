@@ -15,7 +15,8 @@ Defaults depend on the env family (`Args.defaults_for`, applied from `--env-id`;
   4 steps, hard target copy every 1000 steps, ε 1 → 0.01 over 10% of 10M steps, ε = 0.05 in evaluation) with the
   Double-DQN target and the Huber loss of Mnih et al./van Hasselt et al. (CleanRL uses MSE: `--loss mse`); Nature CNN.
 - MinAtar `MinAtar/<Game>-v0|v1`: the DQN settings of a Stable-Baselines3 reference run we measured on MinAtar
-  Breakout (docs/agents/ddqn.md; lr 2.5e-4, buffer 100k, batch 32, train every 4, target every 1000, ε 1 → 0.1 over 100k of 5M steps) with
+  Breakout (docs/agents/ddqn.md; lr 2.5e-4, buffer 100k, batch 32, train every 4, target every 1000, ε 1 → 0.1 over 100k of 5M
+  steps) with
   MinAtar's small CNN (conv 16×3×3 → 128) and 5k warm-up steps (Young & Tian 2019).
 - Anything else (vector observations, e.g. CartPole-v1): rl-zoo's DQN CartPole settings (lr 2.3e-3, 128 gradient
   steps every 256 env steps, target copy every 10 env steps, ε → 0.04 over 16%, batch 64, buffer 100k, 1k warm-up,
@@ -50,10 +51,10 @@ from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession, crossed
 from envs.continual import base_env_id
 from plasticity import Network, Plasticity, catalogue
-from plasticity.network import Layout
 from plasticity.architecture import torso_settings
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
+from plasticity.network import Layout
 from plasticity.optimizers import make_optimizer
 from plasticity.resets import ResetArgs, rebuild_injected_heads
 from plasticity.swd import SWDArgs, make_sampler
@@ -124,14 +125,33 @@ class Args(RemedyArgs, RunArgs):
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "atari": {},  # the field defaults above
     "minatar": dict(
-        total_timesteps=5_000_000, learning_rate=2.5e-4, buffer_size=100_000, target_network_frequency=1_000,
-        end_e=0.1, exploration_fraction=0.02, learning_starts=5_000, max_grad_norm=10.0, eval_epsilon=0.0,
-        eval_every=50_000, checkpoint_every=250_000,
+        total_timesteps=5_000_000,
+        learning_rate=2.5e-4,
+        buffer_size=100_000,
+        target_network_frequency=1_000,
+        end_e=0.1,
+        exploration_fraction=0.02,
+        learning_starts=5_000,
+        max_grad_norm=10.0,
+        eval_epsilon=0.0,
+        eval_every=50_000,
+        checkpoint_every=250_000,
     ),
     "classic": dict(
-        total_timesteps=50_000, learning_rate=2.3e-3, buffer_size=100_000, batch_size=64, target_network_frequency=10,
-        end_e=0.04, exploration_fraction=0.16, learning_starts=1_000, train_frequency=256, gradient_steps=128,
-        max_grad_norm=10.0, eval_epsilon=0.0, eval_every=5_000, checkpoint_every=50_000,
+        total_timesteps=50_000,
+        learning_rate=2.3e-3,
+        buffer_size=100_000,
+        batch_size=64,
+        target_network_frequency=10,
+        end_e=0.04,
+        exploration_fraction=0.16,
+        learning_starts=1_000,
+        train_frequency=256,
+        gradient_steps=128,
+        max_grad_norm=10.0,
+        eval_epsilon=0.0,
+        eval_every=5_000,
+        checkpoint_every=50_000,
     ),
 }
 
@@ -146,8 +166,15 @@ def env_family(env_id: str) -> str:
 class QNetwork(nn.Module):
     """Q(s, ·) = head(torso(s)): one value per action."""
 
-    def __init__(self, kind: NetworkKind, obs_shape: tuple[int, ...], num_actions: int, hidden: tuple[int, ...],
-                 norm: str = "none", activation: str = "relu") -> None:
+    def __init__(
+        self,
+        kind: NetworkKind,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        hidden: tuple[int, ...],
+        norm: str = "none",
+        activation: str = "relu",
+    ) -> None:
         super().__init__()
         kind = network_for(obs_shape) if kind == "auto" else kind
         if kind == "nature-cnn":
@@ -174,7 +201,9 @@ def network_for(obs_shape: tuple[int, ...]) -> NetworkKind:
         return "mlp"
     if len(obs_shape) == 3:
         return "nature-cnn" if min(obs_shape[1:]) >= 36 else "minatar-cnn"
-    raise UserError(f"no Q-network torso for observations of shape {obs_shape} — expected (K, H, W) frames, (H, W, C) grids or vectors")
+    raise UserError(
+        f"no Q-network torso for observations of shape {obs_shape} — expected (K, H, W) frames, (H, W, C) grids or vectors"
+    )
 
 
 # ---- the algorithm ---------------------------------------------------------------------------------------------
@@ -199,7 +228,9 @@ def main(args: Args) -> dict:
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
 
     def new_q_network() -> QNetwork:
-        return QNetwork(args.network, obs_shape, num_actions, args.hidden_sizes, *torso_settings(args.net, args.nap)).to(device)
+        return QNetwork(args.network, obs_shape, num_actions, args.hidden_sizes, *torso_settings(args.net, args.nap)).to(
+            device
+        )
 
     q_network = new_q_network()
     q_target = target_copy(q_network)
@@ -210,18 +241,24 @@ def main(args: Args) -> dict:
         replay: ReplayBuffer = FrameStackReplay(args.buffer_size, obs_shape, (), device, env.num_envs, sampler=sampler)
     else:
         replay = ReplayBuffer(args.buffer_size, obs_shape, (), device, obs.dtype, torch.int64, sampler=sampler)
-    plasticity = Plasticity(args, Network("critic", q_network, optimizer, lambda b: q_network(b.obs), new_q_network, q_target),
-                            logger=run.logger)
+    plasticity = Plasticity(
+        args, Network("critic", q_network, optimizer, lambda b: q_network(b.obs), new_q_network, q_target), logger=run.logger
+    )
     td_loss = F.smooth_l1_loss if args.loss == "huber" else F.mse_loss
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the loss and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
     def td_objective(batch: Batch, reference: Batch | None):
         with torch.no_grad():  # y = r + γ(1 − terminated)·Q̄(s', argmax_a' Q(s', a'))
-            target = double_dqn_target(batch.rewards, batch.terminated, q_network(batch.next_obs), q_target(batch.next_obs), args.gamma)
+            target = double_dqn_target(
+                batch.rewards, batch.terminated, q_network(batch.next_obs), q_target(batch.next_obs), args.gamma
+            )
         q_taken = q_network(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
         loss = td_loss(q_taken, target)
-        return plasticity.loss("critic", loss, reference), {"losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean()}
+        return plasticity.loss("critic", loss, reference), {
+            "losses/td_loss": loss.detach(),
+            "losses/q_values": q_taken.detach().mean(),
+        }
 
     def act(obs: torch.Tensor, epsilon: torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
@@ -237,7 +274,7 @@ def main(args: Args) -> dict:
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
     update = GraphStep(update, args.cudagraphs, watch=(q_network, q_target, optimizer))
     act = GraphStep(act, args.cudagraphs, watch=(q_network,))
-    eval_policy = lambda observation: epsilon_greedy(q_network(observation), args.eval_epsilon)  # noqa: E731
+    eval_policy = lambda observation: epsilon_greedy(q_network(observation), args.eval_epsilon)
 
     session = TrainingSession(run, "ddqn", env, evaluator, **plasticity.checkpointed(), replay=replay)
     obs, global_step, num_updates = session.start(obs)
@@ -246,10 +283,15 @@ def main(args: Args) -> dict:
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: ε-greedy on the whole batch of envs ----------------------------------------------------------
-        _, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)  # DQN acts ε-greedily from the start
+        _, learn = session.off_policy_phase(
+            global_step, num_updates, args.learning_starts
+        )  # DQN acts ε-greedily from the start
         # ε over the run (over each task with --continual.reset-exploration); 1 in a task's --continual.random-steps-per-task
-        epsilon = 1.0 if session.in_task_warmup(global_step) else \
-            linear_schedule(args.start_e, args.end_e, exploration_steps, session.schedule_step(global_step))
+        epsilon = (
+            1.0
+            if session.in_task_warmup(global_step)
+            else linear_schedule(args.start_e, args.end_e, exploration_steps, session.schedule_step(global_step))
+        )
         # ε as a device tensor filled from the host (a kernel argument, no copy to wait for), so one graph serves every ε
         draws = exploration_draws(env.num_envs, num_actions, device)
         actions = act(obs, torch.full((), epsilon, device=device), draws)
@@ -265,9 +307,15 @@ def main(args: Args) -> dict:
                     losses = update(batch, plasticity.reference_batch(replay, args.batch_size))
                     num_updates += 1
                     plasticity.after_update(num_updates, replay, global_step)
-                losses = losses | {"replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon} | plasticity.report()
+                losses = (
+                    losses
+                    | {"replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon}
+                    | plasticity.report()
+                )
             if crossed(previous_step, global_step, args.target_network_frequency):
-                polyak_update(q_target, q_network, args.tau)  # in place (τ = 1: an exact copy), so a captured update keeps reading it
+                polyak_update(
+                    q_target, q_network, args.tau
+                )  # in place (τ = 1: an exact copy), so a captured update keeps reading it
 
         session.after_step(previous_step, global_step, num_updates, losses, eval_policy, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
@@ -278,8 +326,13 @@ def main(args: Args) -> dict:
 
 def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`): ε-greedy in Q with ε = --eval-epsilon."""
-    q_network = QNetwork(args.network, tuple(env.single_observation_space.shape), int(env.single_action_space.n), args.hidden_sizes,
-                         *torso_settings(args.net, args.nap))
+    q_network = QNetwork(
+        args.network,
+        tuple(env.single_observation_space.shape),
+        int(env.single_action_space.n),
+        args.hidden_sizes,
+        *torso_settings(args.net, args.nap),
+    )
     rebuild_injected_heads(q_network.to(device), state["critic"]).load_state_dict(state["critic"])
     return lambda obs: epsilon_greedy(q_network(obs), args.eval_epsilon)
 

@@ -42,7 +42,6 @@ import torch
 from torch import Tensor
 
 from agents import ppo
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.ranges import AtLeastOne, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main
@@ -131,7 +130,9 @@ class GaussianTrustRegion:
         storage.extra[..., 0] = self.anchor.log_prob(rollout.obs, rollout.actions).reshape(storage.logprobs.shape)  # in place
         self.parameters_before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
 
-    def policy_loss(self, ppo_loss: Tensor, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch) -> Tensor:
+    def policy_loss(
+        self, ppo_loss: Tensor, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch
+    ) -> Tensor:
         surrogate = ppo_loss if self.args.mode == "add" else -(ratio * advantages).mean()
         delta = new_logprobs - minibatch.extra[:, 0]
         return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean()

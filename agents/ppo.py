@@ -31,7 +31,6 @@ On a GPU, add --compile --cudagraphs: the same math, captured and replayed (clea
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Annotated, Any, Callable, Literal, Protocol
 
 import gymnasium as gym
@@ -69,7 +68,8 @@ class Args(RemedyArgs, RunArgs):
     exp_name: str = "ppo"
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "Hopper-v5"
-    """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5, ALE/Breakout-v5); it also picks the defaults"""
+    """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5, ALE/Breakout-v5); it also picks the
+    defaults"""
     env_backend: Literal["auto", "atari", "envpool"] = "auto"
     """'auto' = ale-py for ALE ids and gymnasium otherwise; 'envpool' runs ALE ids in envpool (faster on CPU)"""
     learning_rate: Positive = 3e-4
@@ -117,11 +117,13 @@ class Args(RemedyArgs, RunArgs):
     """ε of the evaluation policy around the most probable action (Atari: 0.05, as DDQN, so that a policy that never
     presses FIRE still ends its game)"""
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))
-    """plasticity diagnostics of policy and value network on a probe batch of the current rollout (plasticity/diagnostics.py)"""
+    """plasticity diagnostics of policy and value network on a probe batch of the current rollout
+    (plasticity/diagnostics.py)"""
     least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
     """LEAST does not apply to PPO/GTR (it needs a Q function); present so that asking for it is a clear error"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
-    """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch updates (plasticity/resets.py);
+    """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch updates
+    (plasticity/resets.py);
     on Atari both together (one torso: 'agent'), ReDo on its fully connected layers"""
 
     @classmethod
@@ -148,7 +150,9 @@ def network_settings(args: Args) -> tuple[str, str]:
     return torso_settings(args.net, args.nap, default_activation="relu" if is_atari(args.env_id) else "tanh")
 
 
-def ppo_mlp(in_features: int, out_features: int, hidden: tuple[int, ...], activation: str, out_std: float, norm: str = "none") -> nn.Sequential:
+def ppo_mlp(
+    in_features: int, out_features: int, hidden: tuple[int, ...], activation: str, out_std: float, norm: str = "none"
+) -> nn.Sequential:
     """Orthogonally initialised MLP; `activation` tanh/relu/crelu/fourier and `norm` as --net.* (cleanrl_plus.nn)."""
     layers: list[nn.Module] = []
     for width in hidden:
@@ -162,7 +166,9 @@ class Policy(nn.Module):
     """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box.
     `net` maps observations to those outputs: an MLP on `in_features` inputs, or `torso` then that MLP (the head)."""
 
-    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None):
+    def __init__(
+        self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None
+    ):
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)  # action dimensions or actions
@@ -200,7 +206,9 @@ class Policy(nn.Module):
         """The random numbers `sample` turns into actions for a batch of observations, drawn as torch's own samplers
         draw them: ε ~ N(0, 1) per action dimension (Box), E ~ Exp(1) per action (Discrete)."""
         shape = (obs.shape[0], self.outputs)
-        return torch.randn(shape, device=obs.device) if self.continuous else torch.empty(shape, device=obs.device).exponential_()
+        return (
+            torch.randn(shape, device=obs.device) if self.continuous else torch.empty(shape, device=obs.device).exponential_()
+        )
 
     def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(a ~ π(·|s), log π(a|s)) from `noise`: a = μ + σ·ε (Box), or a = argmax p/E, the exponential race that
@@ -221,7 +229,9 @@ class ActorCritic(nn.Module):
     """Policy and value network: separate MLPs on `in_features` inputs, or, given a `torso`, two heads (MLPs of `hidden`;
     () = one linear layer) on the features of that one torso, whose gradient then sums both losses' (CleanRL's ppo_atari)."""
 
-    def __init__(self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None):
+    def __init__(
+        self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None
+    ):
         super().__init__()
         self.shares_torso = torso is not None
         self.policy = Policy(in_features, action_space, hidden, activation, norm, torso)
@@ -250,8 +260,9 @@ class ActorCritic(nn.Module):
         return (*self.policy.log_prob_from(outputs, actions), values)
 
 
-def make_actor_critic(obs_shape: tuple[int, ...], action_space: gym.Space, hidden: tuple[int, ...], activation: str,
-                      norm: str = "none") -> ActorCritic:
+def make_actor_critic(
+    obs_shape: tuple[int, ...], action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none"
+) -> ActorCritic:
     """Separate MLPs for vector observations; the shared Nature CNN with its two heads for frame stacks."""
     if len(obs_shape) == 1:
         return ActorCritic(obs_shape[0], action_space, hidden, activation, norm)
@@ -273,21 +284,34 @@ def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float 
     return 0.5 * torch.max(unclipped, (clipped - minibatch.returns).square()).mean()
 
 
-def ppo_report(pg_loss: torch.Tensor, v_loss: torch.Tensor, entropy: torch.Tensor, ratio: torch.Tensor, logratio: torch.Tensor,
-               clip_coef: torch.Tensor) -> dict[str, torch.Tensor]:
+def ppo_report(
+    pg_loss: torch.Tensor,
+    v_loss: torch.Tensor,
+    entropy: torch.Tensor,
+    ratio: torch.Tensor,
+    logratio: torch.Tensor,
+    clip_coef: torch.Tensor,
+) -> dict[str, torch.Tensor]:
     """CleanRL's PPO tags of a minibatch: the losses, the k3 estimate of KL(π_old ‖ π_θ) and the clipped fraction."""
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean()
         clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
-    return {"losses/policy_loss": pg_loss.detach(), "losses/value_loss": v_loss.detach(), "losses/entropy": entropy.detach(),
-            "losses/approx_kl": approx_kl, "losses/clipfrac": clip_fraction}
+    return {
+        "losses/policy_loss": pg_loss.detach(),
+        "losses/value_loss": v_loss.detach(),
+        "losses/entropy": entropy.detach(),
+        "losses/approx_kl": approx_kl,
+        "losses/clipfrac": clip_fraction,
+    }
 
 
 def check_spaces(env, env_id: str, agent_name: str, frames: bool) -> None:
     space, obs_shape = env.single_action_space, env.single_observation_space.shape
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or not (frames or len(obs_shape) == 1):
-        raise UserError(f"{agent_name} supports vector observations or Atari frames with Discrete or Box actions; "
-                        f"{env_id} has {env.single_observation_space} → {space}")
+        raise UserError(
+            f"{agent_name} supports vector observations or Atari frames with Discrete or Box actions; "
+            f"{env_id} has {env.single_observation_space} → {space}"
+        )
 
 
 class TrustRegion(Protocol):
@@ -297,8 +321,14 @@ class TrustRegion(Protocol):
 
     def before_update(self, storage: RolloutStorage, policy: Policy) -> None: ...
 
-    def policy_loss(self, ppo_loss: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
-                    new_logprobs: torch.Tensor, minibatch: Minibatch) -> torch.Tensor: ...
+    def policy_loss(
+        self,
+        ppo_loss: torch.Tensor,
+        ratio: torch.Tensor,
+        advantages: torch.Tensor,
+        new_logprobs: torch.Tensor,
+        minibatch: Minibatch,
+    ) -> torch.Tensor: ...
 
     def after_update(self, storage: RolloutStorage, policy: Policy) -> dict[str, torch.Tensor | float]: ...
 
@@ -317,7 +347,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     env, evaluator = make_envs(args, device)
     check_spaces(env, args.env_id, agent_name, frames)
     space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
-    new_agent = lambda: make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731
+    new_agent = lambda: make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)
     agent = new_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
     optimizer = make_optimizer(args, agent.parameters(), device, **adam_settings)
@@ -329,10 +359,12 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
     trust_region = make_trust_region(agent.policy) if make_trust_region else None
-    storage = RolloutStorage.for_env(args.num_steps, env, device, extra_features=trust_region.extra_features if trust_region else 0)
+    storage = RolloutStorage.for_env(
+        args.num_steps, env, device, extra_features=trust_region.extra_features if trust_region else 0
+    )
     to_env = envs.action_clipper(space, device)  # the stored action stays unclipped
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
-    new_policy = lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device)  # noqa: E731  (vectors only)
+    new_policy = lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device)  # (vectors only)
     plasticity = Plasticity(args, plasticity_network(agent, optimizer, new_agent, new_policy, args), logger=run.logger)
 
     # ---- the acting step, GAE and the update as functions of tensors: --compile compiles the loss and the acting step,
@@ -413,7 +445,9 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
             if args.target_kl and float(stats["losses/approx_kl"]) > args.target_kl:  # one sync per epoch, outside the graphs
                 break
 
-        losses = stats | {"losses/clipfrac": clipped / updates_done, "charts/learning_rate": learning_rate} | plasticity.report()
+        losses = (
+            stats | {"losses/clipfrac": clipped / updates_done, "charts/learning_rate": learning_rate} | plasticity.report()
+        )
         losses["losses/explained_variance"] = storage.explained_variance()
         if trust_region is not None:
             losses |= trust_region.after_update(storage, agent.policy)
@@ -424,12 +458,19 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     return session.finish(global_step, num_updates, eval_policy, obs)
 
 
-def plasticity_network(agent: ActorCritic, optimizer: torch.optim.Optimizer, new_agent: Callable[[], ActorCritic],
-                       new_policy: Callable[[], Policy], args: Args) -> Network:
+def plasticity_network(
+    agent: ActorCritic,
+    optimizer: torch.optim.Optimizer,
+    new_agent: Callable[[], ActorCritic],
+    new_policy: Callable[[], Policy],
+    args: Args,
+) -> Network:
     """Policy and value network as the plasticity code sees them: one loss and one optimiser train both (the remedies
     treat them as one network, "agent"; C-CHAIN keeps the policy's mean or probabilities, rescaling once an iteration);
     the diagnostics watch each; the resets act on each, or on the whole when the two heads share the Nature CNN."""
-    policy_linears, value_linears = ([m for m in net.modules() if isinstance(m, nn.Linear)] for net in (agent.policy.net, agent.critic))
+    policy_linears, value_linears = (
+        [m for m in net.modules() if isinstance(m, nn.Linear)] for net in (agent.policy.net, agent.critic)
+    )
     probe_activation = torch.tanh if network_settings(args)[1] == "tanh" else torch.relu
     updates_per_iteration = args.update_epochs * args.num_minibatches
 
@@ -437,23 +478,52 @@ def plasticity_network(agent: ActorCritic, optimizer: torch.optim.Optimizer, new
         outputs, values = agent.heads(batch.obs)
         return torch.cat([outputs, values.unsqueeze(-1)], dim=-1)
 
-    def part(name: str, module: nn.Module, linears: list[nn.Module], forward: Callable, rebuild: Callable, **kwargs) -> Network:
-        return Network(name, module, optimizer, forward, rebuild, hidden=linears[:-1], heads=linears[-1:], activation=probe_activation, **kwargs)
+    def part(
+        name: str, module: nn.Module, linears: list[nn.Module], forward: Callable, rebuild: Callable, **kwargs
+    ) -> Network:
+        return Network(
+            name,
+            module,
+            optimizer,
+            forward,
+            rebuild,
+            hidden=linears[:-1],
+            heads=linears[-1:],
+            activation=probe_activation,
+            **kwargs,
+        )
 
     value = part("critic", agent.critic, value_linears, lambda b: agent.value(b.obs), lambda: new_agent().critic)
-    policy = part("actor", agent.policy, policy_linears, lambda b: agent.policy.net(b.obs), new_policy, label="policy",
-                  distribution=lambda b: agent.policy.distribution_parameters(b.obs))
+    policy = part(
+        "actor",
+        agent.policy,
+        policy_linears,
+        lambda b: agent.policy.net(b.obs),
+        new_policy,
+        label="policy",
+        distribution=lambda b: agent.policy.distribution_parameters(b.obs),
+    )
     # one torso: its units feed both heads (pairs in the order a forward reaches them)
     unit_pairs = [(policy_linears[0], policy_linears[1]), (value_linears[0], value_linears[1])]
     unit_pairs += list(zip(policy_linears[1:-1], policy_linears[2:])) + list(zip(value_linears[1:-1], value_linears[2:]))
-    return Network("agent", agent, optimizer, joint_outputs, new_agent, heads=(policy_linears[-1], value_linears[-1]),
-                   unit_pairs=unit_pairs if agent.shares_torso else [], parts=(value, policy),
-                   churn=policy_churn(lambda b: agent.policy.net(b.obs), agent.policy.continuous, updates_per_iteration))
+    return Network(
+        "agent",
+        agent,
+        optimizer,
+        joint_outputs,
+        new_agent,
+        heads=(policy_linears[-1], value_linears[-1]),
+        unit_pairs=unit_pairs if agent.shares_torso else [],
+        parts=(value, policy),
+        churn=policy_churn(lambda b: agent.policy.net(b.obs), agent.policy.continuous, updates_per_iteration),
+    )
 
 
-def evaluation_policy(agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float,
-                      device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The mean action clipped to the bounds (Box), or the most probable action, ε-greedy with ε = --eval-epsilon (Discrete)."""
+def evaluation_policy(
+    agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float, device: torch.device
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The mean action clipped to the bounds (Box), or the most probable action, ε-greedy with ε = --eval-epsilon
+    (Discrete)."""
     if isinstance(space, gym.spaces.Box):
         low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))
         return lambda obs: agent.policy.greedy(obs_normalizer(obs)).clamp(low, high)

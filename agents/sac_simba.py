@@ -128,7 +128,9 @@ LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
 
 def make_encoder(args: Args, ensemble_size: int, in_features: int, width: int, blocks: int) -> nn.Module:
     norm, activation = torso_settings(args.net, args.nap)
-    if args.network == "simba":  # its blocks hold their own LayerNorms: --net.norm is refused in main(), NaP adds one before the ReLU
+    if (
+        args.network == "simba"
+    ):  # its blocks hold their own LayerNorms: --net.norm is refused in main(), NaP adds one before the ReLU
         return SimbaEncoder(ensemble_size, in_features, width, blocks, activation, norm)
     return MLPEncoder(ensemble_size, in_features, args.mlp_hidden_sizes, norm, activation)
 
@@ -185,7 +187,9 @@ class Actor(nn.Module):
 class Critic(nn.Module):
     """`num_critics` Q-functions as one ensemble: (num_critics, batch) values ((num_critics, batch, outputs) C51 logits)."""
 
-    def __init__(self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1, normalize: nn.Module | None = None) -> None:
+    def __init__(
+        self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1, normalize: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.normalize = normalize or nn.Identity()
         self.num_critics, self.cir = num_critics, args.cir.critic
@@ -218,14 +222,19 @@ def check_flags(args: Args) -> None:
     """One-line UserError for remedies SAC cannot take (plasticity/catalogue.py) or that its SimBa blocks hold already."""
     catalogue.check("sac_simba", args)
     if args.network == "simba" and args.net.norm != "none":
-        raise UserError("SimBa blocks already hold LayerNorms (pre-norm and a final norm) — drop --net.norm, or use --network mlp")
+        raise UserError(
+            "SimBa blocks already hold LayerNorms (pre-norm and a final norm) — drop --net.norm, or use --network mlp"
+        )
 
 
 def critics_for(args: Args, env) -> int:
     """Two critics with clipped double-Q where episodes can terminate, one where they cannot (--clipped-double-q auto, as
     SimBa); says which."""
     use_cdq = env.can_terminate if args.clipped_double_q == "auto" else args.clipped_double_q == "on"
-    print(f"sac_simba: {2 if use_cdq else 1} critic{'s with clipped double-Q' if use_cdq else ''} ({args.env_id} can terminate: {env.can_terminate})")
+    print(
+        f"sac_simba: {2 if use_cdq else 1} critic{'s with clipped double-Q' if use_cdq else ''} ({args.env_id} can "
+        f"terminate: {env.can_terminate})"
+    )
     return 2 if use_cdq else 1
 
 
@@ -240,8 +249,12 @@ class Temperature(nn.Module):
         self.log_alpha = nn.Parameter(torch.tensor(math.log(args.initial_alpha), device=device))
         # torch's default kernel on CPU, fused and capturable on CUDA; ElementStepAdam keeps this run's `capturable`
         # when a checkpoint is loaded
-        self.optimizer = ElementStepAdam([self.log_alpha], lr=args.alpha_learning_rate, fused=True if device.type == "cuda" else None,
-                                         capturable=args.cudagraphs and device.type == "cuda")
+        self.optimizer = ElementStepAdam(
+            [self.log_alpha],
+            lr=args.alpha_learning_rate,
+            fused=True if device.type == "cuda" else None,
+            capturable=args.cudagraphs and device.type == "cuda",
+        )
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -278,8 +291,8 @@ def main(args: Args) -> dict:
     num_critics = critics_for(args, env)
     # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, normalizer).to(device)  # noqa: E731
-    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, normalizer).to(device)  # noqa: E731
+    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, normalizer).to(device)
+    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, normalizer).to(device)
     actor, critic = new_actor(), new_critic()
     critic_target = target_copy(critic).requires_grad_(False)
     temperature = Temperature(args, action_dim, device)
@@ -294,9 +307,11 @@ def main(args: Args) -> dict:
         return critic(obs, actions).min(dim=0).values, next_value
 
     critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
-    kl = lambda b: actor.distribution_parameters(b.obs)  # noqa: E731  (the KL churn diagnostic of a stochastic policy)
+    kl = lambda b: actor.distribution_parameters(b.obs)  # (the KL churn diagnostic of a stochastic policy)
     # a reset of the actor starts α and its Adam afresh too, as Nikishin et al.'s reset builds a new agent
-    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, distribution=kl, restarts_with=(temperature.reset,))
+    actor_net = Network(
+        "actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, distribution=kl, restarts_with=(temperature.reset,)
+    )
     plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
@@ -312,7 +327,9 @@ def main(args: Args) -> dict:
         # n-step: r is Σ γ^k r_{t+k} without the intermediate entropy terms, α·log π only at x' = x_{t+m} (as FastSAC)
         with torch.no_grad():  # a' ~ π(·|x') of the actor just updated, α just updated
             next_actions, next_log_prob = actor.sample(batch.next_obs, next_noise)
-            target = q_target(critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda, temperature.alpha, next_log_prob)
+            target = q_target(
+                critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda, temperature.alpha, next_log_prob
+            )
         qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
         return plasticity.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
 
@@ -336,12 +353,17 @@ def main(args: Args) -> dict:
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
     watched = (actor, critic, critic_target, normalizer, temperature, actor_optimizer, critic_optimizer, temperature.optimizer)
-    update, explore = GraphStep(update, args.cudagraphs, watch=watched), GraphStep(explore, args.cudagraphs, watch=(actor, normalizer))
+    update, explore = (
+        GraphStep(update, args.cudagraphs, watch=watched),
+        GraphStep(explore, args.cudagraphs, watch=(actor, normalizer)),
+    )
 
     state = plasticity.checkpointed() | temperature.checkpointed()
     session = TrainingSession(run, "sac_simba", env, evaluator, **state, replay=replay)
     obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
-    run.logger.writer.add_text("critics", f"{num_critics} (clipped double-Q: {num_critics == 2})")  # once the run directory exists
+    run.logger.writer.add_text(
+        "critics", f"{num_critics} (clipped double-Q: {num_critics == 2})"
+    )  # once the run directory exists
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
@@ -361,7 +383,9 @@ def main(args: Args) -> dict:
                 if update_index > 0 and not args.reuse_batch:
                     batch = replay.sample(args.batch_size)
                 # drawn in the order the update uses them: ã's noise, the actor's C-CHAIN batch, then a′'s and the critic's
-                draws = [(torch.randn_like(batch.actions), plasticity.reference_batch(replay, args.batch_size)) for _ in range(2)]
+                draws = [
+                    (torch.randn_like(batch.actions), plasticity.reference_batch(replay, args.batch_size)) for _ in range(2)
+                ]
                 losses = update(batch, draws)
                 num_updates += 1
                 plasticity.after_update(num_updates, replay, global_step)

@@ -45,9 +45,9 @@ from cleanrl_plus.replay import Batch, make_replay, step_and_store
 from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
-from plasticity.network import Layout
 from plasticity.architecture import torso_settings
 from plasticity.cir import CIRCritic
+from plasticity.network import Layout
 from plasticity.optimizers import make_optimizer
 from plasticity.resets import rebuild_injected_heads
 from plasticity.swd import make_sampler
@@ -105,8 +105,15 @@ class Actor(nn.Module):
     """μ(s) = tanh(MLP(norm(s)))·scale + bias, so actions land inside the Box bounds; `normalize` holds the observation
     statistics (--normalize-obs; shared with the critics and the targets, updated only by acting)."""
 
-    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu",
-                 normalize: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_space: gym.spaces.Box,
+        hidden: tuple[int, ...],
+        norm: str = "none",
+        activation: str = "relu",
+        normalize: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         self.normalize = normalize or nn.Identity()
         self.net = mlp(obs_dim, action_space.shape[0], hidden, norm, activation)
@@ -131,8 +138,16 @@ class TwinCritic(nn.Module):
     """Q₁ and Q₂ as one ensemble: (2, batch) values from a single batched matmul per layer ((2, batch, outputs) for C51
     logits)."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu",
-                 outputs: int = 1, normalize: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: tuple[int, ...],
+        norm: str = "none",
+        activation: str = "relu",
+        outputs: int = 1,
+        normalize: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         self.normalize = normalize or nn.Identity()
         self.layers = ensemble_stack(2, (obs_dim + action_dim, *hidden, outputs), norm, activation)
@@ -165,7 +180,9 @@ def make_critic(obs_dim: int, action_dim: int, args: Args, normalize: nn.Module 
     if args.cir.critic:
         base: nn.Module = CIRCritic(obs_dim, action_dim, args.cir, outputs, normalize)
     else:
-        base = TwinCritic(obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap), outputs=outputs, normalize=normalize)
+        base = TwinCritic(
+            obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap), outputs=outputs, normalize=normalize
+        )
     return CategoricalCritic(base, args.critic) if args.critic.distributional else base
 
 
@@ -173,7 +190,9 @@ def make_actor(obs_dim: int, action_space: gym.spaces.Box, args: Args, normalize
     return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap), normalize=normalize)
 
 
-def smoothed_target_action(next_obs: torch.Tensor, actor_target: Actor, smoothing_noise: torch.Tensor, noise_clip: float) -> torch.Tensor:
+def smoothed_target_action(
+    next_obs: torch.Tensor, actor_target: Actor, smoothing_noise: torch.Tensor, noise_clip: float
+) -> torch.Tensor:
     """ã = clip(μ̄(s') + clip(noise, ±c)·scale, bounds): target policy smoothing."""
     noise = smoothing_noise.clamp(-noise_clip, noise_clip) * actor_target.action_scale
     low = actor_target.action_bias - actor_target.action_scale
@@ -186,7 +205,10 @@ def check_flags(args: Args) -> None:
     together (--n-step's buffer and the C51 support are checked for every agent by cleanrl_plus/config.py)."""
     catalogue.check("td3", args)
     if args.exploration_noise_max > 0 and args.exploration_noise_min > args.exploration_noise_max:
-        raise UserError(f"--exploration-noise-min {args.exploration_noise_min} is above --exploration-noise-max {args.exploration_noise_max}")
+        raise UserError(
+            f"--exploration-noise-min {args.exploration_noise_min} is above --exploration-noise-max "
+            f"{args.exploration_noise_max}"
+        )
 
 
 def main(args: Args) -> dict:
@@ -198,8 +220,8 @@ def main(args: Args) -> dict:
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
     # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, normalizer).to(device)  # noqa: E731
-    new_critic = lambda: make_critic(obs_dim, action_dim, args, normalizer).to(device)  # noqa: E731
+    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, normalizer).to(device)
+    new_critic = lambda: make_critic(obs_dim, action_dim, args, normalizer).to(device)
     actor, critic = new_actor(), new_critic()
     actor_target, critic_target = target_copy(actor), target_copy(critic)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
@@ -235,7 +257,9 @@ def main(args: Args) -> dict:
             std = args.exploration_noise if noise_scales is None else noise_scales.std[:, None]
             return (actor(obs) + noise * actor.action_scale * std).clamp(*actor.bounds)
 
-    critic_objective, actor_objective, explore = (compiled(f, args.compile) for f in (critic_objective, actor_objective, explore))
+    critic_objective, actor_objective, explore = (
+        compiled(f, args.compile) for f in (critic_objective, actor_objective, explore)
+    )
 
     def update_critic(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None) -> dict[str, torch.Tensor]:
         loss, q_values, qf_losses = critic_objective(batch, smoothing_noise, reference)

@@ -92,7 +92,9 @@ def first_non_finite(state: Any, skip: tuple[str, ...] = ("replay", "rng", "env"
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"no checkpoint at {path} — the run was killed before its first checkpoint; start it again without --resume")
+        raise UserError(
+            f"no checkpoint at {path} — the run was killed before its first checkpoint; start it again without --resume"
+        )
     try:
         # weights_only=False: our own files also hold env snapshots and numpy RNG states.
         state = torch.load(path, map_location=map_location, weights_only=False)
@@ -104,13 +106,17 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not isinstance(state, dict) or "global_step" not in state:
         raise UserError(f"checkpoint {path} is incomplete (no global_step) — delete it to restart the run")
     if state.get("format") != CHECKPOINT_FORMAT:
-        raise UserError(f"checkpoint {path} was written by an older cleanrl_plus (checkpoint format {state.get('format', 1)}, this "
-                        f"version reads {CHECKPOINT_FORMAT}) — start a new run, or use the version that wrote it")
+        raise UserError(
+            f"checkpoint {path} was written by an older cleanrl_plus (checkpoint format {state.get('format', 1)}, this "
+            f"version reads {CHECKPOINT_FORMAT}) — start a new run, or use the version that wrote it"
+        )
     return state
 
 
-_SIZE_MISMATCH = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\(\[([^\]]*)\]\) from checkpoint, "
-                            r"the shape in current model is torch\.Size\(\[([^\]]*)\]\)")
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch\.Size\(\[([^\]]*)\]\) from checkpoint, "
+    r"the shape in current model is torch\.Size\(\[([^\]]*)\]\)"
+)
 
 
 def load_error_detail(error: Exception, owner: str = "") -> str:
@@ -122,7 +128,11 @@ def load_error_detail(error: Exception, owner: str = "") -> str:
         tensor = f"{owner}.{mismatch[1]}" if owner else mismatch[1]
         return f"{tensor} has shape [{mismatch[2]}] in the checkpoint but [{mismatch[3]}] here"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else (lines[0] if lines else type(error).__name__)
+    detail = (
+        lines[1]
+        if len(lines) > 1 and lines[0].startswith("Error(s) in loading")
+        else (lines[0] if lines else type(error).__name__)
+    )
     return detail if len(detail) <= 200 else detail[:197] + "..."
 
 
@@ -139,5 +149,3 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-

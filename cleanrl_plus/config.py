@@ -20,7 +20,8 @@ import tyro
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.logger import flatten_args
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
-from envs.continual import ContinualArgs, is_continual, parse as parse_continual_id
+from envs.continual import ContinualArgs, is_continual
+from envs.continual import parse as parse_continual_id
 
 ArgsT = TypeVar("ArgsT")
 
@@ -85,9 +86,26 @@ class RunArgs:
 # Flags that may differ between a run and its --resume: budgets, cadences and where/how it runs (--compile and
 # --cudagraphs run the same math). Every other flag shapes the networks, the data or the schedule, so the checkpoint
 # only makes sense with its saved value.
-RESUMABLE_FLAGS = ("total_timesteps", "eval_every", "eval_episodes", "log_every", "checkpoint_every", "progress",
-                   "threads", "device", "torch_deterministic", "compile", "cudagraphs", "track", "wandb_project_name",
-                   "wandb_entity", "capture_video", "resume", "runs_dir", "run_name")
+RESUMABLE_FLAGS = (
+    "total_timesteps",
+    "eval_every",
+    "eval_episodes",
+    "log_every",
+    "checkpoint_every",
+    "progress",
+    "threads",
+    "device",
+    "torch_deterministic",
+    "compile",
+    "cudagraphs",
+    "track",
+    "wandb_project_name",
+    "wandb_entity",
+    "capture_video",
+    "resume",
+    "runs_dir",
+    "run_name",
+)
 
 
 def validate_args(args: RunArgs) -> None:
@@ -99,17 +117,28 @@ def validate_args(args: RunArgs) -> None:
             raise UserError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
     run_name = values.get("run_name", "")
     if run_name and (run_name in (".", "..") or "/" in run_name or "\\" in run_name):
-        raise UserError(f"--run-name '{run_name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir")
+        raise UserError(
+            f"--run-name '{run_name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir"
+        )
     check_ranges(args)
     if values.get("buffer_size", 1) < values.get("batch_size", 0):
-        raise UserError(f"--buffer-size {values['buffer_size']} is smaller than --batch-size {values['batch_size']} — raise it")
+        raise UserError(
+            f"--buffer-size {values['buffer_size']} is smaller than --batch-size {values['batch_size']} — raise it"
+        )
     if values.get("n_step", 1) > 1 and values["buffer_size"] < values["n_step"] * values["num_envs"]:
-        raise UserError(f"--n-step {values['n_step']} needs a --buffer-size of at least n-step × num-envs = {values['n_step'] * values['num_envs']}")
+        raise UserError(
+            f"--n-step {values['n_step']} needs a --buffer-size of at least n-step × num-envs = "
+            f"{values['n_step'] * values['num_envs']}"
+        )
     critic = values.get("critic")
     if isinstance(critic, dict) and critic.get("distributional") and not critic["v_min"] < critic["v_max"]:
-        raise UserError(f"--critic.distributional needs --critic.v-min < --critic.v-max, got [{critic['v_min']}, {critic['v_max']}]")
+        raise UserError(
+            f"--critic.distributional needs --critic.v-min < --critic.v-max, got [{critic['v_min']}, {critic['v_max']}]"
+        )
     if not is_continual(args.env_id) and dataclasses.replace(args.continual, schedule_seed=-1) != ContinualArgs():
-        raise UserError(f"--continual.* flags apply to continual ids; {args.env_id} is not one — use continual:<shift>:{args.env_id}")
+        raise UserError(
+            f"--continual.* flags apply to continual ids; {args.env_id} is not one — use continual:<shift>:{args.env_id}"
+        )
 
 
 def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
@@ -128,7 +157,9 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
         env_id = known.env_id or _field_default(args_type, "env_id")
         default = args_type.defaults_for(env_id)
         if is_continual(env_id):  # a continual run spends its whole schedule unless --total-timesteps says otherwise
-            schedule = parse_continual_id(env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks))
+            schedule = parse_continual_id(
+                env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks)
+            )
             default = dataclasses.replace(default, total_timesteps=schedule.total_steps)
     args = tyro.cli(args_type, args=argv, default=default)
     validate_args(args)
@@ -164,8 +195,10 @@ def check_agent(run_dir: Path, saved: dict[str, Any], agent: str) -> None:
     if recorded is None:
         raise UserError(f"--resume {run_dir}: its args.json names no agent (an older cleanrl_plus wrote it) — start a new run")
     if recorded != agent:
-        raise UserError(f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent}.py — "
-                        f"resume it with python agents/{recorded}.py --resume {run_dir}")
+        raise UserError(
+            f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent}.py — "
+            f"resume it with python agents/{recorded}.py --resume {run_dir}"
+        )
 
 
 def check_resume(args: RunArgs, run_dir: Path) -> None:
@@ -179,9 +212,13 @@ def check_resume(args: RunArgs, run_dir: Path) -> None:
         if name in RESUMABLE_FLAGS or name not in given or given[name] == saved_value:
             continue
         flag = "--" + name.replace("_", "-")
-        may_change = ", ".join("--" + f.replace("_", "-") for f in RESUMABLE_FLAGS if f not in ("resume", "runs_dir", "run_name"))
-        raise UserError(f"--resume {run_dir}: {flag} {given[name]} differs from the run's {saved_value} — only {may_change} "
-                        "may change on resume; start a new run for other settings")
+        may_change = ", ".join(
+            "--" + f.replace("_", "-") for f in RESUMABLE_FLAGS if f not in ("resume", "runs_dir", "run_name")
+        )
+        raise UserError(
+            f"--resume {run_dir}: {flag} {given[name]} differs from the run's {saved_value} — only {may_change} "
+            "may change on resume; start a new run for other settings"
+        )
 
 
 def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:
@@ -191,7 +228,9 @@ def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:
     fields = {field.name for field in dataclasses.fields(args_type)}
     unknown = sorted(set(saved) - fields)
     if unknown:
-        raise UserError(f"--resume {run_dir}: saved flags {unknown} are not flags of this agent — resume it with the agent that wrote it")
+        raise UserError(
+            f"--resume {run_dir}: saved flags {unknown} are not flags of this agent — resume it with the agent that wrote it"
+        )
     return args_type(**_rebuild_nested(args_type, saved))
 
 

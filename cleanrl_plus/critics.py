@@ -48,7 +48,9 @@ def q_target(
     return rewards + discount * next_value
 
 
-def critic_losses(critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def critic_losses(
+    critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(each critic's loss (E,), its Q-values (E, B)): the mean squared TD error, or for C51 the cross-entropy to the
     projected target distribution and the expected values."""
     if isinstance(critic, CategoricalCritic):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
 import torch.nn.functional as F
 
 from cleanrl_plus.nn import ACTIVATIONS, hidden_conv, hidden_linear, layer_init, mlp_torso, units_for
@@ -20,8 +19,13 @@ class NatureCNN(nn.Module):
     def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
         self.convs = nn.Sequential(
-            hidden_conv(obs_shape[0], 32, 8, 4, norm), nn.ReLU(), hidden_conv(32, 64, 4, 2, norm), nn.ReLU(),
-            hidden_conv(64, 64, 3, 1, norm), nn.ReLU(), nn.Flatten(),
+            hidden_conv(obs_shape[0], 32, 8, 4, norm),
+            nn.ReLU(),
+            hidden_conv(32, 64, 4, 2, norm),
+            nn.ReLU(),
+            hidden_conv(64, 64, 3, 1, norm),
+            nn.ReLU(),
+            nn.Flatten(),
         )
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
@@ -50,7 +54,9 @@ class MinAtarCNN(nn.Module):
 
 
 class MLPTorso(nn.Module):
-    def __init__(self, obs_shape: tuple[int, ...], hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
+    def __init__(
+        self, obs_shape: tuple[int, ...], hidden: tuple[int, ...], norm: str = "none", activation: str = "relu"
+    ) -> None:
         super().__init__()
         self.net = mlp_torso(int(obs_shape[0]), hidden, norm, activation)
         self.features = hidden[-1]

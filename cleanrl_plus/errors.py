@@ -31,7 +31,9 @@ def file_system_error(path: Path, error: OSError) -> UserError | RunFailure:
     cause = error.strerror or str(error)
     if error.errno in _BAD_PATH_ERRNOS:
         return UserError(f"cannot write {path}: {cause} — pass a writable folder (--runs-dir)")
-    return RunFailure(f"cannot write {path}: {cause} — the previous checkpoint, if any, is intact; free space and --resume the run")
+    return RunFailure(
+        f"cannot write {path}: {cause} — the previous checkpoint, if any, is intact; free space and --resume the run"
+    )
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

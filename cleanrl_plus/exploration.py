@@ -9,7 +9,9 @@ import torch
 import torch.nn as nn
 
 
-def uniform_or_explore(act_randomly: bool, explore: Callable, obs: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+def uniform_or_explore(
+    act_randomly: bool, explore: Callable, obs: torch.Tensor, low: torch.Tensor, high: torch.Tensor
+) -> torch.Tensor:
     """The actions of an off-policy actor-critic in a Box [low, high]: drawn uniformly while it acts at random (before
     learning starts), else `explore(obs, noise)` with noise ~ N(0, I) of shape (envs, |A|), drawn here, outside any
     compiled or captured step."""
@@ -25,11 +27,15 @@ def exploration_draws(batch: int, num_actions: int, device: torch.device) -> tup
     return random_actions, torch.rand((batch,), device=device)
 
 
-def epsilon_greedy(q_values: torch.Tensor, epsilon: float | torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+def epsilon_greedy(
+    q_values: torch.Tensor, epsilon: float | torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor] | None = None
+) -> torch.Tensor:
     """A uniformly random action with probability ε, else the greedy one; (batch, actions) → (batch,), on device.
     `draws` = exploration_draws(…) made by the caller (a compiled or captured acting step), else drawn here."""
     greedy = q_values.argmax(dim=1)
-    random_actions, uniform = exploration_draws(greedy.shape[0], q_values.shape[1], q_values.device) if draws is None else draws
+    random_actions, uniform = (
+        exploration_draws(greedy.shape[0], q_values.shape[1], q_values.device) if draws is None else draws
+    )
     return torch.where(uniform < epsilon, random_actions, greedy)
 
 

@@ -52,7 +52,9 @@ class FrameStackReplay(ReplayBuffer):
         # offsets back in time of the K stacked frames, oldest first: K−1, …, 1, 0
         self._offsets = torch.arange(self.stack - 1, -1, -1, device=self.device)
 
-    def _write_observations(self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None) -> None:
+    def _write_observations(
+        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
+    ) -> None:
         if episode_end is None:
             raise ValueError("FrameStackReplay.add needs `truncated` to know where episodes end")
         if obs.shape[0] != self.num_envs:
@@ -66,7 +68,9 @@ class FrameStackReplay(ReplayBuffer):
 
     def _read_observations(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         step, stream = self.insertion_step[index] // self.num_envs, self.insertion_step[index] % self.num_envs
-        back = torch.minimum(self._offsets[None, :], self.episode_step[index, None].long())  # (B, K): no frame before the episode
+        back = torch.minimum(
+            self._offsets[None, :], self.episode_step[index, None].long()
+        )  # (B, K): no frame before the episode
         rows = (step[:, None] - back) % self.ring_rows
         obs = self.obs_frames[rows, stream[:, None]]  # (B, K, H, W)
         next_obs = torch.cat([obs[:, 1:], self.next_frame[index, None]], dim=1)
@@ -75,7 +79,10 @@ class FrameStackReplay(ReplayBuffer):
     def state_dict(self) -> dict[str, Any]:
         steps = self.num_inserted // self.num_envs
         rows = min(steps, self.ring_rows)
-        return super().state_dict() | {"obs_frames": self.obs_frames[:rows].clone(), "stream_episode_step": self.stream_episode_step.clone()}
+        return super().state_dict() | {
+            "obs_frames": self.obs_frames[:rows].clone(),
+            "stream_episode_step": self.stream_episode_step.clone(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)

@@ -107,7 +107,9 @@ class GraphStep:
         return self.static_outputs
 
     def _signature(self, leaves: list, spec: Any) -> tuple:
-        described = [(tuple(leaf.shape), leaf.dtype, leaf.device) if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        described = [
+            (tuple(leaf.shape), leaf.dtype, leaf.device) if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves
+        ]
         return spec, described, tensor_identity(self.watch)
 
     def release(self) -> None:
@@ -162,8 +164,10 @@ def compile_problem(device: torch.device) -> str | None:
 def check_flags(args: Any, device: torch.device) -> None:
     """One-line UserError at start-up for a speed flag this machine cannot honour."""
     if getattr(args, "cudagraphs", False) and device.type != "cuda":
-        raise UserError(f"--cudagraphs captures CUDA graphs and needs a CUDA device; this run is on {device.type} — drop "
-                        "--cudagraphs (CPU runs are fastest eager: docs/speed.md)")
+        raise UserError(
+            f"--cudagraphs captures CUDA graphs and needs a CUDA device; this run is on {device.type} — drop "
+            "--cudagraphs (CPU runs are fastest eager: docs/speed.md)"
+        )
     if getattr(args, "compile", False):
         problem = compile_problem(device)
         if problem is not None:

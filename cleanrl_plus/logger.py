@@ -52,7 +52,9 @@ def plasticity_layout(networks: list[str]) -> dict[str, dict[str, list]]:
 
 
 class Logger:
-    def __init__(self, run_dir: str, args: Any, purge_step: int | None = None, before_first_event: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, run_dir: str, args: Any, purge_step: int | None = None, before_first_event: Callable[[], None] | None = None
+    ) -> None:
         # purge_step drops events a killed run wrote after its last checkpoint, so curves do not fold back.
         self.run_dir, self.purge_step, self.args = run_dir, purge_step, args
         self._writer: SummaryWriter | None = None  # opened on first use: a run refused at start-up leaves no events file

@@ -124,7 +124,10 @@ def units_for(width: int, activation: str) -> int:
     if activation not in DOUBLING_ACTIVATIONS:
         return width
     if width % 2:
-        raise UserError(f"--net.activation {activation} halves each hidden layer's units (width policy), so widths must be even; got {width}")
+        raise UserError(
+            f"--net.activation {activation} halves each hidden layer's units (width policy), so widths must be even; got "
+            f"{width}"
+        )
     return width // 2
 
 
@@ -140,7 +143,11 @@ def hidden_linear(in_features: int, units: int, norm: str = "none") -> nn.Linear
 
 
 def hidden_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, norm: str = "none") -> nn.Conv2d:
-    return NormedConv2d(in_channels, out_channels, kernel_size, stride) if norm == "layer" else nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride)
+    return (
+        NormedConv2d(in_channels, out_channels, kernel_size, stride)
+        if norm == "layer"
+        else nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride)
+    )
 
 
 def hidden_ensemble_linear(ensemble_size: int, in_features: int, units: int, norm: str = "none") -> EnsembleLinear:
@@ -157,20 +164,26 @@ def mlp_torso(in_features: int, hidden: tuple[int, ...], norm: str = "none", act
     return nn.Sequential(*layers)
 
 
-def mlp(in_features: int, out_features: int, hidden: tuple[int, ...] = (256, 256), norm: str = "none", activation: str = "relu") -> nn.Sequential:
+def mlp(
+    in_features: int, out_features: int, hidden: tuple[int, ...] = (256, 256), norm: str = "none", activation: str = "relu"
+) -> nn.Sequential:
     """A ReLU MLP (defaults), or with LayerNorm before each nonlinearity and/or CReLU / Fourier units (--net.*)."""
     torso = mlp_torso(in_features, hidden, norm, activation)
     return nn.Sequential(*torso, nn.Linear(hidden[-1] if hidden else in_features, out_features))
 
 
-def ensemble_hidden(ensemble_size: int, widths: tuple[int, ...], norm: str = "none", activation: str = "relu") -> list[EnsembleLinear]:
+def ensemble_hidden(
+    ensemble_size: int, widths: tuple[int, ...], norm: str = "none", activation: str = "relu"
+) -> list[EnsembleLinear]:
     """Hidden ensemble layers widths[0] → … → widths[-1] (activation outputs), sized and normalised for `activation`/`norm`."""
     return [hidden_ensemble_linear(ensemble_size, i, units_for(o, activation), norm) for i, o in zip(widths[:-1], widths[1:])]
 
 
 def ensemble_stack(ensemble_size: int, widths: tuple[int, ...], norm: str = "none", activation: str = "relu") -> nn.ModuleList:
     """Ensemble layers widths[0] → … → widths[-1]: the hidden ones as `ensemble_hidden`, the last (the head) plain."""
-    return nn.ModuleList([*ensemble_hidden(ensemble_size, widths[:-1], norm, activation), EnsembleLinear(ensemble_size, widths[-2], widths[-1])])
+    return nn.ModuleList(
+        [*ensemble_hidden(ensemble_size, widths[:-1], norm, activation), EnsembleLinear(ensemble_size, widths[-2], widths[-1])]
+    )
 
 
 class frozen:

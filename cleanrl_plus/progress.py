@@ -53,7 +53,8 @@ class Progress:
         total = max(self.total, step)  # PPO spends whole rollouts, so a run may end past a budget it rounds up
         eta = (total - step) / sps if sps > 0 else 0.0
         extra = "  ".join(f"{k} {v}" for k, v in self.fields.items())
-        line = f"{self.description} {_human(step)}/{_human(total)} [{100 * step / max(total, 1):3.0f}%] {sps:,.0f} SPS  ETA {_clock(eta)}  {extra}"
+        done = f"{_human(step)}/{_human(total)} [{100 * step / max(total, 1):3.0f}%]"
+        line = f"{self.description} {done} {sps:,.0f} SPS  ETA {_clock(eta)}  {extra}"
         print(line.ljust(100), end=end, file=self.stream, flush=True)
 
     def close(self, step: int) -> None:

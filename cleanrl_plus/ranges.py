@@ -33,8 +33,12 @@ class Range:
     lt: float | None = None
 
     def __contains__(self, value: float) -> bool:
-        return ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
-                and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
+        return (
+            (self.ge is None or value >= self.ge)
+            and (self.gt is None or value > self.gt)
+            and (self.le is None or value <= self.le)
+            and (self.lt is None or value < self.lt)
+        )
 
     def __str__(self) -> str:
         low = f"[{_number(self.ge)}" if self.ge is not None else (f"({_number(self.gt)}" if self.gt is not None else None)
@@ -77,10 +81,12 @@ def declared_ranges(settings: type, prefix: str = "") -> Iterator[tuple[str, typ
         if typing.get_origin(hint) in (typing.Union, types.UnionType):  # `X | None`: None stands for a default
             hint = next(member for member in typing.get_args(hint) if member is not type(None))
         is_tuple = typing.get_origin(hint) is tuple
-        for member in (typing.get_args(hint) if is_tuple else (hint,)):
+        for member in typing.get_args(hint) if is_tuple else (hint,):
             if member is Ellipsis:
                 continue
-            base, metadata = (typing.get_args(member)[0], member.__metadata__) if typing.get_origin(member) is Annotated else (member, ())
+            base, metadata = (
+                (typing.get_args(member)[0], member.__metadata__) if typing.get_origin(member) is Annotated else (member, ())
+            )
             if base in (int, float):
                 yield f"{prefix}{field.name}", base, next((m for m in metadata if isinstance(m, Range)), None), is_tuple
                 break
@@ -92,7 +98,7 @@ def out_of_range(settings: Any) -> tuple[str, Any, Range] | None:
         value = settings
         for part in name.split("."):
             value = getattr(value, part)
-        for number in (value if is_tuple else (value,)):
+        for number in value if is_tuple else (value,):
             if bounds is not None and number is not None and number not in bounds:
                 return "--" + name.replace("_", "-"), value, bounds
     return None
@@ -106,4 +112,3 @@ def check_ranges(settings: Any) -> None:
         if isinstance(value, (tuple, list)):
             raise UserError(f"{flag} entries must be {bounds}, got {' '.join(map(str, value))}")
         raise UserError(f"{flag} must be {bounds}, got {value}")
-

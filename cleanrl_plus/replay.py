@@ -97,7 +97,9 @@ class ReplayBuffer:
         self.obs = torch.zeros((self.capacity, *obs_shape), dtype=obs_dtype, device=self.device)
         self.next_obs = torch.zeros_like(self.obs)
 
-    def _write_observations(self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None) -> None:
+    def _write_observations(
+        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
+    ) -> None:
         self.obs[slots] = obs
         self.next_obs[slots] = next_obs
 
@@ -189,22 +191,43 @@ class NStepReplay(ReplayBuffer):
 
     _STORED = ReplayBuffer._STORED + ("episode_end",)
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device | str = "cpu",
-                 *, num_envs: int, n_step: int, gamma: float, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        device: torch.device | str = "cpu",
+        *,
+        num_envs: int,
+        n_step: int,
+        gamma: float,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(capacity, obs_shape, action_shape, device, **kwargs)
         if n_step < 1 or capacity < n_step * num_envs:
-            raise ValueError(f"n-step replay needs n >= 1 and a capacity of at least n·num_envs rows (n={n_step}, num_envs={num_envs})")
+            raise ValueError(
+                f"n-step replay needs n >= 1 and a capacity of at least n·num_envs rows (n={n_step}, num_envs={num_envs})"
+            )
         self.num_envs, self.n_step = num_envs, n_step
         self.episode_end = torch.zeros(capacity, dtype=torch.bool, device=self.device)
         self.powers = gamma ** torch.arange(n_step + 1, dtype=torch.float64, device=self.device).float()  # γ^0 … γ^n
 
-    def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
-            terminated: torch.Tensor, truncated: torch.Tensor | None = None) -> None:
+    def add(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor | None = None,
+    ) -> None:
         if truncated is None or obs.shape[0] != self.num_envs:
             raise ValueError(f"NStepReplay.add takes one vector step: {self.num_envs} rows and their `truncated` flags")
         super().add(obs, actions, rewards, next_obs, terminated, truncated)
 
-    def _write_observations(self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None) -> None:
+    def _write_observations(
+        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
+    ) -> None:
         super()._write_observations(slots, obs, next_obs, episode_end)
         self.episode_end[slots] = episode_end
 
@@ -227,21 +250,33 @@ class NStepReplay(ReplayBuffer):
         returns = (self.rewards[slots] * self.powers[:-1] * counted).sum(dim=1)  # Σ_{k<m} γ^k r_{t+k}
         obs, _ = self._read_observations(index)
         _, next_obs = self._read_observations(last)
-        return Batch(obs, self.actions[index], returns, next_obs, self.terminated[last], self.insertion_step[index], self.powers[steps])
+        return Batch(
+            obs, self.actions[index], returns, next_obs, self.terminated[last], self.insertion_step[index], self.powers[steps]
+        )
 
 
-def make_replay(args: Any, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device, sampler,
-                num_envs: int) -> ReplayBuffer:
+def make_replay(
+    args: Any, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device, sampler, num_envs: int
+) -> ReplayBuffer:
     """The replay of an off-policy agent (--buffer-size): one-step transitions, or n-step returns computed when sampled
     (--n-step, with --gamma)."""
     if args.n_step > 1:
-        return NStepReplay(args.buffer_size, obs_shape, action_shape, device, sampler=sampler, num_envs=num_envs, n_step=args.n_step,
-                           gamma=args.gamma)
+        return NStepReplay(
+            args.buffer_size,
+            obs_shape,
+            action_shape,
+            device,
+            sampler=sampler,
+            num_envs=num_envs,
+            n_step=args.n_step,
+            gamma=args.gamma,
+        )
     return ReplayBuffer(args.buffer_size, obs_shape, action_shape, device, sampler=sampler)
 
 
-def step_and_store(env: Any, replay: ReplayBuffer, obs: torch.Tensor, actions: torch.Tensor, plasticity: Any,
-                   global_step: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+def step_and_store(
+    env: Any, replay: ReplayBuffer, obs: torch.Tensor, actions: torch.Tensor, plasticity: Any, global_step: int
+) -> tuple[Any, torch.Tensor, torch.Tensor]:
     """Step the envs and store (s, a, r, s', terminated, truncated) for an off-policy agent: s' is the true next
     observation (the final one where an episode ended), and only termination cuts the bootstrap; a time limit or one
     of LEAST's early stops (`plasticity.after_env_step`) is a truncation, which still bootstraps from s' and ends

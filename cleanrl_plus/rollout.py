@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from cleanrl_plus.errors import UserError
-from envs.continual import is_continual, parse as parse_continual_id
+from envs.continual import is_continual
+from envs.continual import parse as parse_continual_id
 
 
 class Minibatch(NamedTuple):
@@ -88,8 +89,16 @@ class RolloutStorage:
         """Storage for `num_steps` of `env`: Box actions as float vectors, Discrete ones as indices; uint8 frames as bytes."""
         continuous = isinstance(env.single_action_space, gym.spaces.Box)
         frames = env.single_observation_space.dtype == np.uint8  # Atari frame stacks
-        return cls(num_steps, env.num_envs, tuple(env.single_observation_space.shape), tuple(env.single_action_space.shape), device,
-                   torch.float32 if continuous else torch.long, extra_features, torch.uint8 if frames else torch.float32)
+        return cls(
+            num_steps,
+            env.num_envs,
+            tuple(env.single_observation_space.shape),
+            tuple(env.single_action_space.shape),
+            device,
+            torch.float32 if continuous else torch.long,
+            extra_features,
+            torch.uint8 if frames else torch.float32,
+        )
 
     def explained_variance(self) -> torch.Tensor:
         """1 − Var[R − V]/Var[R] over the rollout (a device tensor)."""
@@ -107,7 +116,9 @@ class RolloutStorage:
         size = (self.num_steps, self.num_envs)
         self.values.copy_(value_fn(self.obs.reshape(flat + self.obs.shape[2:])).reshape(size))
         next_values = value_fn(self.next_obs.reshape(flat + self.obs.shape[2:])).reshape(size)
-        advantages, returns = generalized_advantages(self.rewards, self.values, next_values, self.terminated, self.dones, gamma, gae_lambda)
+        advantages, returns = generalized_advantages(
+            self.rewards, self.values, next_values, self.terminated, self.dones, gamma, gae_lambda
+        )
         self.advantages.copy_(advantages)
         self.returns.copy_(returns)
 
@@ -115,7 +126,12 @@ class RolloutStorage:
         def flatten(x: torch.Tensor) -> torch.Tensor:
             return x.reshape(self.num_steps * self.num_envs, *x.shape[2:])
 
-        return Minibatch(*(flatten(x) for x in (self.obs, self.actions, self.logprobs, self.advantages, self.returns, self.values, self.extra)))
+        return Minibatch(
+            *(
+                flatten(x)
+                for x in (self.obs, self.actions, self.logprobs, self.advantages, self.returns, self.values, self.extra)
+            )
+        )
 
     def minibatch_indices(self, num_minibatches: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
         """One epoch: a fresh permutation of the flattened rollout cut into `num_minibatches` parts (`gather` reads them)."""
@@ -135,11 +151,18 @@ def check_rollout_flags(args: Any, agent: str, frames: bool) -> None:
     """One-line UserError for rollout settings that cannot work (before anything is created)."""
     rollout_size = args.num_steps * args.num_envs
     if args.cudagraphs and rollout_size % args.num_minibatches:
-        raise UserError(f"--cudagraphs replays one minibatch shape, but a rollout of {rollout_size} transitions does not split into "
-                        f"{args.num_minibatches} equal minibatches — pick --num-minibatches dividing {rollout_size}")
+        raise UserError(
+            f"--cudagraphs replays one minibatch shape, but a rollout of {rollout_size} transitions does not split into "
+            f"{args.num_minibatches} equal minibatches — pick --num-minibatches dividing {rollout_size}"
+        )
     if frames and args.normalize_obs:
-        raise UserError(f"--normalize-obs standardises vector observations; {agent}'s Nature CNN scales Atari frames by 1/255 — "
-                        "add --no-normalize-obs")
+        raise UserError(
+            f"--normalize-obs standardises vector observations; {agent}'s Nature CNN scales Atari frames by 1/255 — "
+            "add --no-normalize-obs"
+        )
     if is_continual(args.env_id) and parse_continual_id(args.env_id, args.continual).steps_per_task < rollout_size:
-        raise UserError(f"--continual.steps-per-task {parse_continual_id(args.env_id, args.continual).steps_per_task} is shorter than one "
-                        f"rollout ({args.num_steps} steps × {args.num_envs} envs), so tasks would be skipped — raise it or lower --num-steps")
+        raise UserError(
+            f"--continual.steps-per-task {parse_continual_id(args.env_id, args.continual).steps_per_task} is shorter than one "
+            f"rollout ({args.num_steps} steps × {args.num_envs} envs), so tasks would be skipped — raise it or lower "
+            "--num-steps"
+        )

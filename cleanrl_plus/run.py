@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 import envs
-
 from cleanrl_plus.checkpoint import CHECKPOINT_NAME, first_non_finite, load_checkpoint, save_checkpoint, write_atomically
 from cleanrl_plus.config import RunArgs, agent_of, check_resume, parse_args, validate_args
 from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
@@ -163,8 +162,10 @@ class Run:
         self.write_summary(summary | {"diverged": {"step": step, "quantity": quantity}})
         self.logger.close()
         where = f"the last good checkpoint (step {kept}) is kept" if kept is not None else "no checkpoint was written"
-        raise RunFailure(f"training diverged at step {step}: {quantity} is {value} — {where}; lower --learning-rate "
-                         f"or change the flags and start a new run")
+        raise RunFailure(
+            f"training diverged at step {step}: {quantity} is {value} — {where}; lower --learning-rate "
+            f"or change the flags and start a new run"
+        )
 
     def close(self) -> None:
         self.logger.close()
@@ -184,7 +185,9 @@ _open_runs: list[Run] = []  # started by this process and not closed yet: closed
 
 def _refuse_existing(run_dir: Path) -> None:
     if run_dir.exists():
-        raise UserError(f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name")
+        raise UserError(
+            f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name"
+        )
 
 
 def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
@@ -193,7 +196,9 @@ def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
         run_dir.mkdir(parents=True)
     except OSError as error:
         _refuse_existing(run_dir)  # made by another process since start_run looked
-        raise UserError(f"--runs-dir {runs_dir}: cannot create {run_dir} ({error.strerror or error}) — pass a writable folder") from None
+        raise UserError(
+            f"--runs-dir {runs_dir}: cannot create {run_dir} ({error.strerror or error}) — pass a writable folder"
+        ) from None
 
 
 class _ChecksPassed(Exception):
@@ -248,8 +253,17 @@ def start_run(args: RunArgs) -> Run:
         run_dir, lock_fd = Path(args.runs_dir) / run_name_for(args), None
         _refuse_existing(run_dir)
     seed_everything(args.seed, args.torch_deterministic)
-    run = Run(args=args, dir=run_dir, device=device, logger=None, resumed=resumed, lock_fd=lock_fd, recorded_args=recorded_args,
-              args_to_record=recorded_args if resumed else None, checkpoint_step=resumed["global_step"] if resumed else None)
+    run = Run(
+        args=args,
+        dir=run_dir,
+        device=device,
+        logger=None,
+        resumed=resumed,
+        lock_fd=lock_fd,
+        recorded_args=recorded_args,
+        args_to_record=recorded_args if resumed else None,
+        checkpoint_step=resumed["global_step"] if resumed else None,
+    )
     run.logger = Logger(str(run_dir), args, purge_step=_purge_step(resumed), before_first_event=run.open)
     _open_runs.append(run)
     _install_signal_handlers(run)

@@ -24,8 +24,10 @@ def lock_run_dir(run_dir: Path) -> int:
     except BlockingIOError:
         holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise UserError(f"{run_dir} is being written by process {holder} (another --resume or sweep?) — wait for it "
-                        f"to finish or stop it (kill {holder}); its checkpoint is safe either way") from None
+        raise UserError(
+            f"{run_dir} is being written by process {holder} (another --resume or sweep?) — wait for it "
+            f"to finish or stop it (kill {holder}); its checkpoint is safe either way"
+        ) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd

@@ -52,8 +52,10 @@ class TrainingSession:
                 try:
                     thing.load_state_dict(run.resumed[name])
                 except (RuntimeError, KeyError, ValueError) as error:  # another run's checkpoint, or other flags' networks
-                    raise UserError(f"--resume {run.dir}: its checkpoint does not fit this run: {load_error_detail(error, name)} — "
-                                    "was checkpoint.pt copied from another run? Resume each run with its own checkpoint") from None
+                    raise UserError(
+                        f"--resume {run.dir}: its checkpoint does not fit this run: {load_error_detail(error, name)} — "
+                        "was checkpoint.pt copied from another run? Resume each run with its own checkpoint"
+                    ) from None
             restore_rng_state(run.resumed["rng"])
             counters = (run.resumed["obs"].to(run.device), run.resumed["global_step"], run.resumed["num_updates"])
         run.open()  # everything is built and checked: the run starts writing
@@ -99,7 +101,14 @@ class TrainingSession:
             self.task_start_step = self.tasks[task]["start_step"]
             return
         self.task_start_step = step
-        self.tasks[task] = {"task": task, "start_step": step, "end_step": None, "evals": [], "train_return_sum": 0.0, "train_episodes": 0}
+        self.tasks[task] = {
+            "task": task,
+            "start_step": step,
+            "end_step": None,
+            "evals": [],
+            "train_return_sum": 0.0,
+            "train_episodes": 0,
+        }
         self.run.logger.scalar("continual/task", task, step)  # the switch marker in TensorBoard
         if not resumed and task == 0:
             schedule = self.env.describe()
@@ -204,7 +213,10 @@ class TrainingSession:
             self.evaluate(policy, global_step)
         if crossed(previous_step, global_step, args.checkpoint_every):
             self._log_episodes()  # episodes that ended up to here are logged before, not after, the checkpoint
-            self.run.save(self.checkpoint_state(global_step, num_updates, obs), self.summary(global_step, num_updates, False, time.perf_counter()))
+            self.run.save(
+                self.checkpoint_state(global_step, num_updates, obs),
+                self.summary(global_step, num_updates, False, time.perf_counter()),
+            )
         self.progress.update(global_step)
 
     def sps(self, now: float, global_step: int) -> float:
@@ -212,10 +224,18 @@ class TrainingSession:
 
     def summary(self, global_step: int, num_updates: int, finished: bool, now: float) -> dict[str, Any]:
         result = {
-            "agent": self.agent, "env_id": self.args.env_id, "seed": self.args.seed, "run_dir": str(self.run.dir),
-            "global_step": global_step, "num_updates": num_updates, "finished": finished,
-            "device": str(self.run.device), "threads": torch.get_num_threads(), "sps": self.sps(now, global_step),
-            "eval": dict(self.last_eval), "eval_history": list(self.eval_history),
+            "agent": self.agent,
+            "env_id": self.args.env_id,
+            "seed": self.args.seed,
+            "run_dir": str(self.run.dir),
+            "global_step": global_step,
+            "num_updates": num_updates,
+            "finished": finished,
+            "device": str(self.run.device),
+            "threads": torch.get_num_threads(),
+            "sps": self.sps(now, global_step),
+            "eval": dict(self.last_eval),
+            "eval_history": list(self.eval_history),
         }
         if self.task is not None:
             result["tasks"] = [self._task_summary(record, global_step) for _, record in sorted(self.tasks.items())]
@@ -236,7 +256,8 @@ class TrainingSession:
         episodes = record["train_episodes"]
         return record | {
             "end_step": record["end_step"] if record["end_step"] is not None else global_step,
-            "final_eval": evals[-1] if evals else None, "auc_eval": sum(evals) / len(evals) if evals else None,
+            "final_eval": evals[-1] if evals else None,
+            "auc_eval": sum(evals) / len(evals) if evals else None,
             "train_return_mean": record["train_return_sum"] / episodes if episodes else None,
         }
 

@@ -2,7 +2,8 @@
 
 Encoder: h₀ = W_in·z (orthogonal, gain 1, no activation); N residual blocks h ← h + W₂·ReLU(W₁·LN(h)) with
 W₁: d → 4d and W₂: 4d → d (He-normal, truncated as in flax); a final LN. With `norm="layer"` (Normalize-and-Project,
-which needs a norm right before every nonlinearity) a block computes h + W₂·ReLU(LN(W₁·LN(h))). Every layer is an ensemble layer,
+which needs a norm right before every nonlinearity) a block computes h + W₂·ReLU(LN(W₁·LN(h))). Every layer is an ensemble
+layer,
 so twin critics run as one batched matmul per layer: inputs (E, B, in) → features (E, B, d).
 The plain-MLP torso (ReLU MLP, PyTorch default init) lets a user compare SAC with SAC+SimBa in one file.
 """
@@ -14,8 +15,16 @@ import math
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.nn import (ACTIVATIONS, EnsembleLayerNorm as _EnsembleLayerNorm, EnsembleLinear, ensemble_hidden, hidden_ensemble_linear,
-                             units_for)
+from cleanrl_plus.nn import (
+    ACTIVATIONS,
+    EnsembleLinear,
+    ensemble_hidden,
+    hidden_ensemble_linear,
+    units_for,
+)
+from cleanrl_plus.nn import (
+    EnsembleLayerNorm as _EnsembleLayerNorm,
+)
 
 LAYER_NORM_EPS = 1e-6  # flax's LayerNorm default, as in the official SimBa code
 
@@ -55,8 +64,9 @@ class ResidualBlock(nn.Module):
 
 
 class SimbaEncoder(nn.Module):
-    def __init__(self, ensemble_size: int, in_features: int, width: int, num_blocks: int, activation: str = "relu",
-                 norm: str = "none") -> None:
+    def __init__(
+        self, ensemble_size: int, in_features: int, width: int, num_blocks: int, activation: str = "relu", norm: str = "none"
+    ) -> None:
         super().__init__()
         self.embed = orthogonal_(EnsembleLinear(ensemble_size, in_features, width))
         self.blocks = nn.Sequential(*(ResidualBlock(ensemble_size, width, activation, norm) for _ in range(num_blocks)))
@@ -71,7 +81,9 @@ class MLPEncoder(nn.Module):
     """Plain ReLU MLP torso (the 'SAC' baseline), ensemble layers with nn.Linear's default init; `norm`/`activation`
     as --net.norm/--net.activation (cleanrl_plus.nn.ensemble_stack)."""
 
-    def __init__(self, ensemble_size: int, in_features: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
+    def __init__(
+        self, ensemble_size: int, in_features: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu"
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(ensemble_hidden(ensemble_size, (in_features, *hidden), norm, activation))
         self.activation = ACTIVATIONS[activation]()

@@ -27,9 +27,15 @@ def start_wandb(args: Any, run_dir: Path, resumed: bool) -> Any:
     import wandb
 
     return wandb.init(
-        project=args.wandb_project_name, entity=args.wandb_entity or None, name=run_dir.name, id=_wandb_id(run_dir.name),
-        config=flatten_args(dataclasses.asdict(args)), sync_tensorboard=True, save_code=False,
-        resume="allow" if resumed else None, dir=os.environ.get("WANDB_DIR") or str(run_dir),
+        project=args.wandb_project_name,
+        entity=args.wandb_entity or None,
+        name=run_dir.name,
+        id=_wandb_id(run_dir.name),
+        config=flatten_args(dataclasses.asdict(args)),
+        sync_tensorboard=True,
+        save_code=False,
+        resume="allow" if resumed else None,
+        dir=os.environ.get("WANDB_DIR") or str(run_dir),
     )
 
 

@@ -21,13 +21,27 @@ import torch
 
 import envs
 from cleanrl_plus.errors import UserError
-from envs.continual import ContinualArgs, is_continual, parse as parse_continual_id
+from envs.continual import ContinualArgs, is_continual
+from envs.continual import parse as parse_continual_id
 
 GL_HINT = "install libosmesa6 and set MUJOCO_GL=osmesa (or libegl1 and MUJOCO_GL=egl on a GPU machine)"
 MAX_STEPS = 2_000  # a video of a whole Atari game (up to 27k agent steps) is not what anyone watches
 GIF_MAX_FRAMES, GIF_MAX_WIDTH = 200, 240  # keep the TensorBoard event file small
-MINATAR_COLOURS = np.array([[230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48], [145, 30, 180],
-                            [70, 240, 240], [240, 50, 230], [210, 245, 60], [250, 190, 190]], dtype=np.uint8)
+MINATAR_COLOURS = np.array(
+    [
+        [230, 25, 75],
+        [60, 180, 75],
+        [255, 225, 25],
+        [0, 130, 200],
+        [245, 130, 48],
+        [145, 30, 180],
+        [70, 240, 240],
+        [240, 50, 230],
+        [210, 245, 60],
+        [250, 190, 190],
+    ],
+    dtype=np.uint8,
+)
 
 
 def renderable_id(env_id: str) -> str:
@@ -48,7 +62,9 @@ class VideoRecorder:
             os.environ.setdefault(name, "dummy")
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
         base = parse_continual_id(self.env_id, ContinualArgs()).env_id if is_continual(self.env_id) else self.env_id
-        if envs.backend_for(base) in ("gymnasium", "atari") and not base.startswith("MinAtar/"):  # MinAtar: a 10×10 float image
+        if envs.backend_for(base) in ("gymnasium", "atari") and not base.startswith(
+            "MinAtar/"
+        ):  # MinAtar: a 10×10 float image
             env_kwargs = env_kwargs | {"render_mode": "rgb_array"}
         try:
             with warnings.catch_warnings():  # GLFW warns about a missing display before failing: the error says it all
@@ -79,8 +95,9 @@ class VideoRecorder:
             return np.asarray(sub_env.render())
         return observation_picture(obs[0].cpu().numpy())
 
-    def record(self, policy: Callable[[torch.Tensor], torch.Tensor], path: Path, task: int | None = None,
-               max_steps: int = MAX_STEPS) -> list[np.ndarray]:
+    def record(
+        self, policy: Callable[[torch.Tensor], torch.Tensor], path: Path, task: int | None = None, max_steps: int = MAX_STEPS
+    ) -> list[np.ndarray]:
         """Play one episode (up to `max_steps` steps) with `policy`, write it to `path` (mp4), return its frames."""
         if task is not None and hasattr(self.env, "set_task"):
             self.env.set_task(task)

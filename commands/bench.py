@@ -20,6 +20,7 @@ import tyro
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.registry import AGENTS, agent_module
 
+
 @dataclasses.dataclass
 class BenchArgs:
     agent: tyro.conf.Positional[Literal[(*AGENTS, "env")]]
@@ -60,6 +61,7 @@ def bench_env(args: BenchArgs) -> dict:
     env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, backend=args.env_backend)
     space = env.single_action_space
     if isinstance(space, gym.spaces.Discrete):
+
         def random_actions() -> torch.Tensor:
             return torch.randint(int(space.n), (env.num_envs,), device=device)
     else:
@@ -83,9 +85,16 @@ def bench_env(args: BenchArgs) -> dict:
     elapsed = run(iterations)
     env.close()
     return {
-        "agent": "env", "env_id": args.env_id, "num_envs": env.num_envs, "device": str(device), "threads": torch.get_num_threads(),
-        "timed_steps": iterations * env.num_envs, "warmup_steps": warmup_iterations * env.num_envs,
-        "env_steps_per_second": round(iterations * env.num_envs / elapsed, 1), "updates_per_second": 0.0, "agent_flags": "",
+        "agent": "env",
+        "env_id": args.env_id,
+        "num_envs": env.num_envs,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "timed_steps": iterations * env.num_envs,
+        "warmup_steps": warmup_iterations * env.num_envs,
+        "env_steps_per_second": round(iterations * env.num_envs / elapsed, 1),
+        "updates_per_second": 0.0,
+        "agent_flags": "",
     }
 
 
@@ -97,9 +106,18 @@ def bench(args: BenchArgs) -> dict:
     warmup = args.warmup if off_policy else 0  # on-policy agents learn from the first rollout: all steps are timed
     with tempfile.TemporaryDirectory() as runs_dir, _burnin(args.burnin):
         settings = dict(
-            total_timesteps=warmup + args.burnin + args.steps, num_envs=args.num_envs, threads=args.threads, device=args.device,
-            seed=args.seed, eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=1_000, runs_dir=runs_dir,
-            progress=False, **({"learning_starts": warmup} if off_policy else {}),
+            total_timesteps=warmup + args.burnin + args.steps,
+            num_envs=args.num_envs,
+            threads=args.threads,
+            device=args.device,
+            seed=args.seed,
+            eval_every=0,
+            eval_episodes=1,
+            checkpoint_every=0,
+            log_every=1_000,
+            runs_dir=runs_dir,
+            progress=False,
+            **({"learning_starts": warmup} if off_policy else {}),
         )
         if args.buffer_size:
             settings["buffer_size"] = args.buffer_size
@@ -112,10 +130,17 @@ def bench(args: BenchArgs) -> dict:
             agent_args = tyro.cli(module.Args, args=shlex.split(args.agent_flags), default=agent_args)
         result = module.main(agent_args)
     report = {
-        "agent": args.agent, "env_id": args.env_id, "num_envs": args.num_envs, "device": result["device"],
-        "threads": result["threads"], "timed_steps": args.steps, "warmup_steps": warmup, "burnin_steps": args.burnin,
+        "agent": args.agent,
+        "env_id": args.env_id,
+        "num_envs": args.num_envs,
+        "device": result["device"],
+        "threads": result["threads"],
+        "timed_steps": args.steps,
+        "warmup_steps": warmup,
+        "burnin_steps": args.burnin,
         "env_steps_per_second": round(result["sps_learning"], 1),
-        "updates_per_second": round(result["updates_per_second"], 1), "agent_flags": args.agent_flags,
+        "updates_per_second": round(result["updates_per_second"], 1),
+        "agent_flags": args.agent_flags,
     }
     if "frames" in result:  # Atari: 4 emulator frames per agent step (dm-control: action repeat)
         report["env_frames_per_second"] = round(result["sps_learning"] * result["frames"] / result["global_step"], 1)
@@ -145,15 +170,19 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json_out:
         print(json.dumps(result))
     elif args.agent == "env":
-        print(f"env {result['env_id']} ({result['num_envs']} envs, {result['device']}, {result['threads']} threads): "
-              f"{result['env_steps_per_second']:,.0f} env steps/s with random actions over {result['timed_steps']} steps")
+        print(
+            f"env {result['env_id']} ({result['num_envs']} envs, {result['device']}, {result['threads']} threads): "
+            f"{result['env_steps_per_second']:,.0f} env steps/s with random actions over {result['timed_steps']} steps"
+        )
     else:
         line = (
-            f"{result['agent']} on {result['env_id']} ({result['num_envs']} env, {result['device']}, {result['threads']} threads): "
+            f"{result['agent']} on {result['env_id']} ({result['num_envs']} env, {result['device']}, {result['threads']} "
+            "threads): "
             f"{result['env_steps_per_second']:.1f} env steps/s, {result['updates_per_second']:.1f} updates/s"
         )
         if "env_frames_per_second" in result:
             line += f", {result['env_frames_per_second']:.1f} env frames/s ({args.env_backend} backend)"
         burnin = f" and {result['burnin_steps']} burn-in steps" if result["burnin_steps"] else ""
-        print(f"{line} over {result['timed_steps']} steps after {result['warmup_steps']} warm-up steps{burnin} {args.agent_flags}".rstrip())
+        timed = f"over {result['timed_steps']} steps after {result['warmup_steps']} warm-up steps{burnin}"
+        print(f"{line} {timed} {args.agent_flags}".rstrip())
     return result

@@ -13,7 +13,8 @@ USAGE = """usage: cleanrl-plus <command> [flags]
 commands:
   compare  baseline vs a remedy over seeds, then the report (default: PPO on continual CartPole, a few minutes)
   sweep    agent × env × remedy configuration × seed, idempotent, local pool / Slurm (submitit) / Ray:
-           cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= --config sp="--reset.method shrink-perturb"
+           cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= \\
+               --config sp="--reset.method shrink-perturb"
   report   IQM tables with 95% CIs and plots from run directories: cleanrl-plus report runs/ --baseline ppo
   bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
   eval     evaluate a saved run's checkpoint: cleanrl-plus eval runs/<run> --episodes 20 [--capture-video]
@@ -26,8 +27,14 @@ Agents run as scripts: python agents/td3.py --help
 
 
 # command → the module whose main(argv) runs it and whose parse(argv) parses its flags
-COMMANDS = {"compare": "commands.compare", "sweep": "commands.sweep", "report": "commands.report",
-            "bench": "commands.bench", "eval": "commands.eval", "remedies": "commands.remedies"}
+COMMANDS = {
+    "compare": "commands.compare",
+    "sweep": "commands.sweep",
+    "report": "commands.report",
+    "bench": "commands.bench",
+    "eval": "commands.eval",
+    "remedies": "commands.remedies",
+}
 
 
 def _module(command: str):

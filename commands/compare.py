@@ -1,6 +1,6 @@
 """`cleanrl-plus compare`: a baseline against one remedy over several seeds, then the report — one command.
 
-    cleanrl-plus compare                                               # PPO on continual CartPole: baseline vs shrink-and-perturb
+    cleanrl-plus compare                                     # PPO on continual CartPole: baseline vs shrink-and-perturb
     cleanrl-plus compare --agent td3 --env-id Pendulum-v1 --remedy "--cir.critic" --remedy-name cir \\
                          --flags "--total-timesteps 10000 --learning-starts 1000 --eval-every 2000"
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import tyro
 
-from commands import sweep
 from cleanrl_plus.errors import UserError
+from commands import sweep
 
 # rl-zoo's PPO CartPole recipe (docs/agents/ppo.md) with a constant learning rate, as in the continual CartPole measurements
 PPO_CONTINUAL_CARTPOLE_RECIPE = (
@@ -28,7 +28,9 @@ PPO_CONTINUAL_CARTPOLE_RECIPE = (
     "--learning-rate 1e-3 --no-anneal-lr --no-clip-vloss --no-normalize-obs --no-normalize-reward --eval-episodes 20"
 )
 # compare's default: that recipe on a schedule shortened to 3 tasks × 40k steps, evaluated every 10k
-CONTINUAL_CARTPOLE_FLAGS = PPO_CONTINUAL_CARTPOLE_RECIPE + " --eval-every 10000 --continual.steps-per-task 40000 --continual.num-tasks 3"
+CONTINUAL_CARTPOLE_FLAGS = (
+    PPO_CONTINUAL_CARTPOLE_RECIPE + " --eval-every 10000 --continual.steps-per-task 40000 --continual.num-tasks 3"
+)
 
 
 @dataclasses.dataclass
@@ -66,10 +68,20 @@ def main(argv: list[str]) -> Path:
     configs = [f"{sweep.BASELINE}=", f"{args.remedy_name}={args.remedy}"]
     if args.oracle:
         configs.append("oracle=--continual.oracle")
-    plan = sweep.SweepArgs(agent=(args.agent,), env_id=(args.env_id,), seeds=tuple(range(1, args.seeds + 1)), config=tuple(configs),
-                           flags=args.flags, runs_dir=args.runs_dir, workers=args.workers)
-    print(f"compare: {args.agent} on {args.env_id}, baseline vs {args.remedy_name} ({args.remedy})"
-          f"{' and the oracle' if args.oracle else ''}, {args.seeds} seeds each", flush=True)
+    plan = sweep.SweepArgs(
+        agent=(args.agent,),
+        env_id=(args.env_id,),
+        seeds=tuple(range(1, args.seeds + 1)),
+        config=tuple(configs),
+        flags=args.flags,
+        runs_dir=args.runs_dir,
+        workers=args.workers,
+    )
+    print(
+        f"compare: {args.agent} on {args.env_id}, baseline vs {args.remedy_name} ({args.remedy})"
+        f"{' and the oracle' if args.oracle else ''}, {args.seeds} seeds each",
+        flush=True,
+    )
     print(f"  every run: {shlex.join(shlex.split(args.flags))}", flush=True)
     results = sweep.run_sweep(plan)
     if any(r["state"] != "finished" for r in results):
@@ -77,4 +89,6 @@ def main(argv: list[str]) -> Path:
     from commands.report import write_report
 
     oracle = f"{args.agent}-oracle" if args.oracle else None
-    return write_report([args.runs_dir], Path(args.runs_dir) / "report", baseline=args.agent, oracle=oracle, reps=args.reps, verbose=True)
+    return write_report(
+        [args.runs_dir], Path(args.runs_dir) / "report", baseline=args.agent, oracle=oracle, reps=args.reps, verbose=True
+    )

@@ -56,7 +56,9 @@ def evaluate_run(options: EvalArgs) -> dict:
         agent = json.loads((run_dir / "summary.json").read_text())["agent"]
         module = agent_module(agent)
     except (OSError, json.JSONDecodeError, KeyError, TypeError):
-        raise UserError(f"{run_dir}: summary.json does not name a known agent — pass a run directory written by cleanrl_plus") from None
+        raise UserError(
+            f"{run_dir}: summary.json does not name a known agent — pass a run directory written by cleanrl_plus"
+        ) from None
     args = load_saved_args(module.Args, run_dir)
     device = resolve_device(options.device)
     env_kwargs = env_options(args)
@@ -72,8 +74,15 @@ def evaluate_run(options: EvalArgs) -> dict:
         raise UserError(f"{run_dir}: the checkpoint does not fit {agent}'s networks ({load_error_detail(error)})") from None
     returns = evaluator(policy)
     evaluator.close()
-    result = {"agent": agent, "env_id": args.env_id, "task": task, "returns": returns.tolist(),
-              "mean": float(returns.mean()), "std": float(returns.std()), "video": None}
+    result = {
+        "agent": agent,
+        "env_id": args.env_id,
+        "task": task,
+        "returns": returns.tolist(),
+        "mean": float(returns.mean()),
+        "std": float(returns.std()),
+        "video": None,
+    }
     if options.capture_video:
         from cleanrl_plus.video import VideoRecorder
 
@@ -103,6 +112,8 @@ def _task(requested: int, env, run_dir: Path) -> int | None:
 def main(argv: list[str]) -> dict:
     result = evaluate_run(parse(argv))
     where = f" task {result['task']}" if result["task"] is not None else ""
-    print(f"{result['agent']} on {result['env_id']}{where}: {result['mean']:.2f} ± {result['std']:.2f} "
-          f"over {len(result['returns'])} episodes" + (f" — video {result['video']}" if result["video"] else ""))
+    print(
+        f"{result['agent']} on {result['env_id']}{where}: {result['mean']:.2f} ± {result['std']:.2f} "
+        f"over {len(result['returns'])} episodes" + (f" — video {result['video']}" if result["video"] else "")
+    )
     return result

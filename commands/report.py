@@ -34,8 +34,8 @@ from typing import Any, Iterable, Literal
 import numpy as np
 import tyro
 
-from commands import stats
 from cleanrl_plus.errors import UserError, did_you_mean
+from commands import stats
 
 METRIC_TAGS = {"eval": "eval/episodic_return", "train": "charts/episodic_return"}
 TASK_TAG = "continual/task"
@@ -114,7 +114,11 @@ def find_run_dirs(paths: Iterable[str], out_dir: Path | None = None) -> tuple[li
                 for child in sorted(p for p in match.iterdir() if p.is_dir()):
                     if is_run_dir(child):
                         found.append(child)
-                    elif child.name != "report" and not is_sweep_log_dir(child) and (out_dir is None or child.resolve() != out_dir.resolve()):
+                    elif (
+                        child.name != "report"
+                        and not is_sweep_log_dir(child)
+                        and (out_dir is None or child.resolve() != out_dir.resolve())
+                    ):
                         notes.append(f"skipped {child}: not a run directory (no summary.json or args.json)")
             else:
                 notes.append(f"skipped {match}: not a directory")
@@ -153,7 +157,9 @@ def load_run(directory: Path, metric: str) -> RunRecord:
         raise SkippedRun(f"skipped {directory}: summary.json lacks agent, env_id or seed")
     if summary.get("diverged"):
         diverged = summary["diverged"]
-        raise SkippedRun(f"skipped {directory}: it diverged ({diverged.get('quantity')} not finite at step {diverged.get('step')})")
+        raise SkippedRun(
+            f"skipped {directory}: it diverged ({diverged.get('quantity')} not finite at step {diverged.get('step')})"
+        )
     curves = read_scalars(directory, [METRIC_TAGS[metric], TASK_TAG])
     if METRIC_TAGS[metric] not in curves:
         what = "evaluations" if metric == "eval" else "training episodes"
@@ -168,9 +174,16 @@ def load_run(directory: Path, metric: str) -> RunRecord:
     else:
         switch_steps = [int(task["start_step"]) for task in tasks[1:]]
     return RunRecord(
-        directory=directory, agent=str(summary["agent"]), env_id=str(summary["env_id"]),
-        exp_name=str(args.get("exp_name", summary["agent"])), seed=int(summary["seed"]),
-        steps=steps, returns=returns, switch_steps=switch_steps, tasks=tasks, finished=bool(summary.get("finished", True)),
+        directory=directory,
+        agent=str(summary["agent"]),
+        env_id=str(summary["env_id"]),
+        exp_name=str(args.get("exp_name", summary["agent"])),
+        seed=int(summary["seed"]),
+        steps=steps,
+        returns=returns,
+        switch_steps=switch_steps,
+        tasks=tasks,
+        finished=bool(summary.get("finished", True)),
     )
 
 
@@ -180,7 +193,7 @@ def load_run(directory: Path, metric: str) -> RunRecord:
 def final_return(returns: np.ndarray, metric: str) -> float:
     if metric == "eval":
         return float(returns[-1])
-    return float(returns[-max(1, math.ceil(TRAIN_FINAL_FRACTION * len(returns))):].mean())
+    return float(returns[-max(1, math.ceil(TRAIN_FINAL_FRACTION * len(returns))) :].mean())
 
 
 def time_averaged_return(steps: np.ndarray, returns: np.ndarray) -> float:
@@ -199,7 +212,9 @@ def per_task_returns(run: RunRecord, metric: str) -> list[tuple[float, float]]:
     for task in run.tasks:
         inside = (run.steps > task["start_step"]) & (run.steps <= task["end_step"])
         steps, returns = run.steps[inside], run.returns[inside]
-        from_curve = (final_return(returns, metric), time_averaged_return(steps, returns)) if inside.any() else (math.nan, math.nan)
+        from_curve = (
+            (final_return(returns, metric), time_averaged_return(steps, returns)) if inside.any() else (math.nan, math.nan)
+        )
         recorded = (task.get("final_eval"), task.get("auc_eval")) if metric == "eval" else (None, None)
         values.append(tuple(float(r) if r is not None else c for r, c in zip(recorded, from_curve)))
     return values
@@ -285,12 +300,16 @@ class Report:
     def estimate(self, scores: np.ndarray) -> stats.Estimate:
         return stats.bootstrap_ci(scores, "iqm", reps=self.reps, seed=BOOTSTRAP_SEED)
 
-    def add_iqm_and_mean(self, table: str, env_id: str, group: str, statistic: str, scores: np.ndarray, **extra) -> tuple[str, str]:
+    def add_iqm_and_mean(
+        self, table: str, env_id: str, group: str, statistic: str, scores: np.ndarray, **extra
+    ) -> tuple[str, str]:
         """CSV rows for the IQM [CI] and the mean of `scores`; returns their markdown cells."""
         matrix = np.asarray(scores, dtype=float).reshape(len(scores), -1)
         seeds = int((~np.isnan(matrix)).sum(axis=0).max())  # runs in the largest env (NaN pads the others)
         estimate, mean = self.estimate(scores), stats.mean(scores)
-        self.rows.append(Row(table, env_id, group, seeds, statistic, "iqm", estimate.value, estimate.low, estimate.high, **extra))
+        self.rows.append(
+            Row(table, env_id, group, seeds, statistic, "iqm", estimate.value, estimate.low, estimate.high, **extra)
+        )
         self.rows.append(Row(table, env_id, group, seeds, statistic, "mean", mean, **extra))
         return str(estimate), stats.format_number(mean)
 
@@ -303,8 +322,10 @@ class Report:
                 runs, label = self.runs_of(env_id, method), self.labels[method]
                 finals = np.array([self.finals[id(r)] for r in runs])
                 aucs = np.array([self.aucs[id(r)] for r in runs])
-                cells = [*self.add_iqm_and_mean("per_env", env_id, label, "final", finals),
-                         *self.add_iqm_and_mean("per_env", env_id, label, "auc", aucs)]
+                cells = [
+                    *self.add_iqm_and_mean("per_env", env_id, label, "final", finals),
+                    *self.add_iqm_and_mean("per_env", env_id, label, "auc", aucs),
+                ]
                 lines.append(f"| {env_id} | {label} | {len(runs)} | {' | '.join(cells)} |")
         return lines
 
@@ -347,8 +368,20 @@ class Report:
                     x, y = self._padded(method, envs, values), self._padded(baseline, envs, values)
                     estimate = stats.probability_of_improvement_ci(x, y, reps=self.reps, seed=BOOTSTRAP_SEED)
                     seeds = int(np.sum(~np.isnan(x[:, 0])))
-                    self.rows.append(Row("improvement", scope, label, seeds, statistic, "P(group > baseline)",
-                                         estimate.value, estimate.low, estimate.high, reference=baseline_label))
+                    self.rows.append(
+                        Row(
+                            "improvement",
+                            scope,
+                            label,
+                            seeds,
+                            statistic,
+                            "P(group > baseline)",
+                            estimate.value,
+                            estimate.low,
+                            estimate.high,
+                            reference=baseline_label,
+                        )
+                    )
                     cells.append(str(estimate))
                 lines.append(f"| {scope} | {label} | {baseline_label} | {' | '.join(cells)} |")
         return lines if len(lines) > 2 else []
@@ -380,7 +413,11 @@ class Report:
                     for index, statistic in enumerate(("end_of_task", "task_auc")):
                         scores = values[:, k, index]
                         scores = scores[~np.isnan(scores)]
-                        cells.append(self.add_iqm_and_mean("per_task", env_id, label, statistic, scores, task=str(k + 1))[0] if len(scores) else "n/a")
+                        cells.append(
+                            self.add_iqm_and_mean("per_task", env_id, label, statistic, scores, task=str(k + 1))[0]
+                            if len(scores)
+                            else "n/a"
+                        )
                     seeds = int(np.sum(~np.isnan(values[:, k, 0])))
                     lines.append(f"| {env_id} | {label} | {k + 1} ({task_id}) | {seeds} | {' | '.join(cells)} |")
         return lines
@@ -388,17 +425,26 @@ class Report:
     def oracle_table(self) -> tuple[list[str], list[str]]:
         """Per run, the mean over tasks 2..K of (its value on task k) / (the oracle's IQM over seeds on task k)."""
         oracle_label = self.labels[self.oracle]
-        lines = ["| env | group | seeds | tasks | end-of-task / oracle IQM [95% CI] | AUC / oracle IQM [95% CI] |", "|-|-|-|-|-|-|"]
+        lines = [
+            "| env | group | seeds | tasks | end-of-task / oracle IQM [95% CI] | AUC / oracle IQM [95% CI] |",
+            "|-|-|-|-|-|-|",
+        ]
         notes = []
         for env_id in self.continual_envs():
             oracle_values = self.task_values(env_id, self.oracle)
             if oracle_values.size == 0:
                 notes.append(f"no oracle runs with tasks in {env_id}")
                 continue
-            references = np.array([[stats.iqm(col[~np.isnan(col)]) if (~np.isnan(col)).any() else np.nan
-                                    for col in oracle_values[:, k, :].T] for k in range(oracle_values.shape[1])])
+            references = np.array(
+                [
+                    [stats.iqm(col[~np.isnan(col)]) if (~np.isnan(col)).any() else np.nan for col in oracle_values[:, k, :].T]
+                    for k in range(oracle_values.shape[1])
+                ]
+            )
             if np.any(references[1:] <= 0):
-                notes.append(f"{env_id}: the oracle's return is ≤ 0 on some task, where a ratio means nothing; those tasks are left out")
+                notes.append(
+                    f"{env_id}: the oracle's return is ≤ 0 on some task, where a ratio means nothing; those tasks are left out"
+                )
             references = np.where(references > 0, references, np.nan)
             for method in self.methods_in(env_id):
                 if method == self.oracle:
@@ -413,14 +459,21 @@ class Report:
                 cells = []
                 for index, statistic in enumerate(("end_of_task_ratio", "task_auc_ratio")):
                     scores = per_run[:, index][~np.isnan(per_run[:, index])]
-                    cells.append(self.add_iqm_and_mean("oracle_ratio", env_id, label, statistic, scores,
-                                                       task=f"2..{tasks}", reference=oracle_label)[0] if len(scores) else "n/a")
+                    cells.append(
+                        self.add_iqm_and_mean(
+                            "oracle_ratio", env_id, label, statistic, scores, task=f"2..{tasks}", reference=oracle_label
+                        )[0]
+                        if len(scores)
+                        else "n/a"
+                    )
                 lines.append(f"| {env_id} | {label} | {len(values)} | 2..{tasks} | {' | '.join(cells)} |")
         return (lines if len(lines) > 2 else []), notes
 
     # --- figures
 
-    def draw_curve(self, ax, env_id: str, method: tuple[str, str], color=None, linestyle: str = "-", band: float = 0.2) -> None:
+    def draw_curve(
+        self, ax, env_id: str, method: tuple[str, str], color=None, linestyle: str = "-", band: float = 0.2
+    ) -> None:
         """The IQM curve of one group in one env over a common step grid, with its 95% bootstrap band."""
         runs = self.runs_of(env_id, method)
         start, end = max(r.steps[0] for r in runs), min(r.steps[-1] for r in runs)
@@ -428,7 +481,9 @@ class Report:
         curves = np.stack([np.interp(grid, r.steps, r.returns) for r in runs])
         middle, low, high = stats.bootstrap_iqm_curve(curves, reps=self.reps, seed=BOOTSTRAP_SEED)
         color = self.colors[method] if color is None else color
-        ax.plot(grid, middle, color=color, linestyle=linestyle, label=self.labels[method], marker="o" if len(grid) == 1 else None)
+        ax.plot(
+            grid, middle, color=color, linestyle=linestyle, label=self.labels[method], marker="o" if len(grid) == 1 else None
+        )
         ax.fill_between(grid, low, high, color=color, alpha=band, linewidth=0)
 
     def decorate(self, ax, env_id: str, title: str) -> None:
@@ -452,8 +507,12 @@ class Report:
     def compared_groups(self) -> list[tuple[str, tuple[str, str]]]:
         """(env, group) of every group that has a baseline (and is neither a baseline nor the oracle) in that env."""
         references = set(self.baselines.values()) | {self.oracle}
-        return [(env_id, method) for env_id in self.envs for method in self.methods_in(env_id)
-                if method not in references and self.runs_of(env_id, self.baselines[method[0]])]
+        return [
+            (env_id, method)
+            for env_id in self.envs
+            for method in self.methods_in(env_id)
+            if method not in references and self.runs_of(env_id, self.baselines[method[0]])
+        ]
 
     def plot_groups(self, path: Path) -> None:
         """One panel per group (blue) beside its baseline (grey) and the oracle (black, dashed; its band left out):
@@ -467,7 +526,10 @@ class Report:
             self.draw_curve(ax, env_id, method, color="tab:blue", band=0.25)  # one colour that stands out in every panel
             self.decorate(ax, env_id, self.labels[method] + (f" — {env_id}" if len(self.envs) > 1 else ""))
             ax.legend(fontsize="x-small", loc="lower left")
-        _suptitle(figure, f"Each group against its baseline{' and the oracle' if self.oracle else ''}: IQM over seeds, 95% bootstrap CI")
+        _suptitle(
+            figure,
+            f"Each group against its baseline{' and the oracle' if self.oracle else ''}: IQM over seeds, 95% bootstrap CI",
+        )
         _save(figure, path)
 
     def seed_range(self, env_id: str) -> str:
@@ -483,12 +545,16 @@ class Report:
             matrix = self.normalised_matrix(method, self.finals, [e for e in self.envs if self.runs_of(e, method)])
             profile = stats.performance_profile(matrix, PROFILE_TAUS, reps=self.reps, seed=BOOTSTRAP_SEED)
             ax.plot(profile.taus, profile.fraction, color=self.colors[method], label=label, drawstyle="steps-post")
-            ax.fill_between(profile.taus, profile.low, profile.high, color=self.colors[method], alpha=0.2, linewidth=0, step="post")
+            ax.fill_between(
+                profile.taus, profile.low, profile.high, color=self.colors[method], alpha=0.2, linewidth=0, step="post"
+            )
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("normalised final return τ (per env: 0 = worst run, 1 = best run)")
         ax.set_ylabel("fraction of runs with score > τ")
-        _set_title(ax, f"Performance profile over {len(self.envs)} env{'s' if len(self.envs) > 1 else ''} (95% bootstrap bands)")
+        _set_title(
+            ax, f"Performance profile over {len(self.envs)} env{'s' if len(self.envs) > 1 else ''} (95% bootstrap bands)"
+        )
         ax.grid(alpha=0.3)
         _figure_legend(figure, [ax])
         _save(figure, path)
@@ -499,8 +565,9 @@ class Report:
         for row, env_id in enumerate(envs):
             methods = self.methods_in(env_id)
             width = 0.8 / len(methods)
-            for index, (title, y_label) in enumerate((("end-of-task return", "return at the task's end"),
-                                                      ("per-task AUC", "mean return over the task"))):
+            for index, (title, y_label) in enumerate(
+                (("end-of-task return", "return at the task's end"), ("per-task AUC", "mean return over the task"))
+            ):
                 ax = axes[2 * row + index]
                 for position, method in enumerate(methods):
                     values = self.task_values(env_id, method)[:, :, index]
@@ -508,8 +575,15 @@ class Report:
                     tasks = np.arange(1, len(estimates) + 1)
                     middle = np.array([e.value if e else np.nan for e in estimates])
                     errors = np.array([[e.value - e.low, e.high - e.value] if e else [np.nan, np.nan] for e in estimates]).T
-                    ax.bar(tasks + (position - (len(methods) - 1) / 2) * width, middle, width, yerr=errors, capsize=2,
-                           color=self.colors[method], label=self.labels[method])
+                    ax.bar(
+                        tasks + (position - (len(methods) - 1) / 2) * width,
+                        middle,
+                        width,
+                        yerr=errors,
+                        capsize=2,
+                        color=self.colors[method],
+                        label=self.labels[method],
+                    )
                 _set_title(ax, f"{env_id}: {title}")
                 ax.set_xlabel("task (in visiting order)")
                 ax.set_ylabel(y_label)
@@ -523,10 +597,15 @@ class Report:
 
     def markdown(self, notes: list[str]) -> tuple[str, str]:
         """(the tables, the methods section) of report.md; the tables are also printed."""
-        metric_name = "evaluation return (`eval/episodic_return`)" if self.metric == "eval" else "training episodic return (`charts/episodic_return`)"
+        metric_name = (
+            "evaluation return (`eval/episodic_return`)"
+            if self.metric == "eval"
+            else "training episodic return (`charts/episodic_return`)"
+        )
         seeds = [len(self.runs_of(e, m)) for e in self.envs for m in self.methods_in(e)]
         parts = [
-            f"# Report: {len(self.runs)} runs, {len(self.envs)} env{'s' if len(self.envs) > 1 else ''}, {len(self.labels)} groups",
+            f"# Report: {len(self.runs)} runs, {len(self.envs)} env{'s' if len(self.envs) > 1 else ''}, {len(self.labels)} "
+            "groups",
             "",
             f"Return: {metric_name}. Cells: IQM over seeds [95% stratified-bootstrap CI] and the mean.",
             "",
@@ -535,7 +614,12 @@ class Report:
             *self.per_env_table(),
         ]
         if len(self.envs) > 1:
-            parts += ["", "## All environments (each env min–max normalised over all its runs: 0 = worst, 1 = best)", "", *self.aggregate_table()]
+            parts += [
+                "",
+                "## All environments (each env min–max normalised over all its runs: 0 = worst, 1 = best)",
+                "",
+                *self.aggregate_table(),
+            ]
         improvement = self.improvement_table()
         if improvement:
             baselines = ", ".join(f"`{self.labels[m]}`" for m in sorted(set(self.baselines.values())))
@@ -546,32 +630,53 @@ class Report:
                 oracle_lines, oracle_notes = self.oracle_table()
                 notes = notes + oracle_notes
                 if oracle_lines:
-                    parts += ["", f"## Continual runs: relative to the oracle `{self.labels[self.oracle]}` (mean over tasks 2..K of value_k / oracle_k)", "", *oracle_lines]
+                    parts += [
+                        "",
+                        f"## Continual runs: relative to the oracle `{self.labels[self.oracle]}` (mean over tasks 2..K of "
+                        "value_k / oracle_k)",
+                        "",
+                        *oracle_lines,
+                    ]
         if min(seeds) < MIN_SEEDS_FOR_COMPARISONS:
-            parts += ["", f"Warning: {min(seeds)} seed{'s' if min(seeds) > 1 else ''} in the smallest group — 3–5 runs give unreliable estimates "
-                      f"(Agarwal et al. 2021, Deep RL at the Edge of the Statistical Precipice); compare methods with "
-                      f"≥ {MIN_SEEDS_FOR_COMPARISONS} seeds per setting."]
-        final_definition = ("the last evaluation" if self.metric == "eval"
-                            else f"the mean of the last {TRAIN_FINAL_FRACTION:.0%} of the training-return points")
+            parts += [
+                "",
+                f"Warning: {min(seeds)} seed{'s' if min(seeds) > 1 else ''} in the smallest group — 3–5 runs give unreliable "
+                "estimates "
+                f"(Agarwal et al. 2021, Deep RL at the Edge of the Statistical Precipice); compare methods with "
+                f"≥ {MIN_SEEDS_FOR_COMPARISONS} seeds per setting.",
+            ]
+        final_definition = (
+            "the last evaluation"
+            if self.metric == "eval"
+            else f"the mean of the last {TRAIN_FINAL_FRACTION:.0%} of the training-return points"
+        )
         methods = [
             "## How these numbers were computed",
             "",
             f"- **final** = {final_definition} of each run.",
-            "- **AUC** = the area under the run's return curve (trapezoids between its points, from the first to the last point) "
+            "- **AUC** = the area under the run's return curve (trapezoids between its points, from the first to the last "
+            "point) "
             "divided by that interval: the run's time-averaged return.",
             "- **IQM**: the mean of the middle 50% of the runs' values (25% trimmed at each end, all runs × envs pooled); "
             "**mean**: the mean over envs of the mean over runs.",
             f"- **95% CI**: stratified percentile bootstrap (runs resampled with replacement within each env), {self.reps} "
             f"resamples, seed {BOOTSTRAP_SEED}, as in rliable (Agarwal et al. 2021).",
             "- **P(X > Y)**: per env the Mann–Whitney U statistic / (n·m) — the chance a run of X beats a run of Y, ties ½ — "
-            "averaged over envs; CI with X's and Y's runs resampled independently. A lower bound above 0.5 suggests a real improvement.",
+            "averaged over envs; CI with X's and Y's runs resampled independently. A lower bound above 0.5 suggests a real "
+            "improvement.",
             "- **Aggregate over envs** and **profiles.png**: each env's values min–max normalised over every run of that env.",
             "- **Continual runs**: end-of-task return and per-task AUC come from summary.json's `final_eval` / `auc_eval` "
-            "(eval metric) or from the curve points inside the task (start_step < step ≤ end_step). Oracle ratios: per run, the "
+            "(eval metric) or from the curve points inside the task (start_step < step ≤ end_step). Oracle ratios: per run, "
+            "the "
             "mean over tasks 2..K of value_k / oracle_k, with oracle_k the oracle group's IQM over seeds on task k.",
             "- Figures: `curves.png` (IQM curve over a common step grid, each run's curve linearly interpolated; dashed lines "
-            "= task switches, median step over runs)" + (", `groups.png` (each group's curve beside its baseline's"
-            + (" and the oracle's" if self.oracle else "") + ")" if self.compared_groups() else "") + ", `profiles.png`"
+            "= task switches, median step over runs)"
+            + (
+                ", `groups.png` (each group's curve beside its baseline's" + (" and the oracle's" if self.oracle else "") + ")"
+                if self.compared_groups()
+                else ""
+            )
+            + ", `profiles.png`"
             + (", `tasks.png` (per-task bars)." if self.continual_envs() else "."),
         ]
         if notes:
@@ -624,7 +729,10 @@ def _fitted(text: str, width_inches: float, size: str = "large") -> str:
 
     font, lines, line = FontProperties(size=size), [], ""
     for piece in re.split(r"(?<=[ -])", text):
-        if line and text_to_path.get_text_width_height_descent((line + piece).rstrip(), font, ismath=False)[0] > 72 * width_inches:
+        if (
+            line
+            and text_to_path.get_text_width_height_descent((line + piece).rstrip(), font, ismath=False)[0] > 72 * width_inches
+        ):
             lines.append(line.rstrip())
             line = ""
         line += piece
@@ -711,8 +819,10 @@ def write_report(
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
     if not runs:
-        raise UserError(f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)} "
-                        "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)")
+        raise UserError(
+            f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)} "
+            "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"
+        )
     report = Report(runs, metric, reps, baseline, oracle)
     tables, methods = report.markdown(notes)
     out.mkdir(parents=True, exist_ok=True)

@@ -80,7 +80,7 @@ def trimmed_mean(values: np.ndarray, proportion: float = 0.25) -> np.ndarray:
     """Mean along the last axis after dropping int(proportion·n) values at each end (scipy's trim_mean)."""
     count = values.shape[-1]
     cut = int(proportion * count)
-    return np.sort(values, axis=-1)[..., cut:count - cut].mean(axis=-1)
+    return np.sort(values, axis=-1)[..., cut : count - cut].mean(axis=-1)
 
 
 def _iqm_of(samples: list[np.ndarray]) -> np.ndarray:
@@ -103,7 +103,12 @@ def _optimality_gap_of(samples: list[np.ndarray], gamma: float = 1.0) -> np.ndar
     return gamma - _task_means([np.minimum(sample, gamma) for sample in samples]).mean(axis=0)
 
 
-STATISTICS: dict[str, Statistic] = {"iqm": _iqm_of, "mean": _mean_of, "median": _median_of, "optimality_gap": _optimality_gap_of}
+STATISTICS: dict[str, Statistic] = {
+    "iqm": _iqm_of,
+    "mean": _mean_of,
+    "median": _median_of,
+    "optimality_gap": _optimality_gap_of,
+}
 
 
 def _point(statistic: Statistic, scores: np.ndarray) -> float:
@@ -201,9 +206,12 @@ def probability_of_improvement_ci(
     x_columns, y_columns = _paired_columns(x, y)
     rng = np.random.default_rng(seed)
     pairs = sum(len(a) * len(b) for a, b in zip(x_columns, y_columns))
-    distribution = np.concatenate([
-        _improvement_of(_resample(x_columns, size, rng), _resample(y_columns, size, rng)) for size in _chunk_sizes(reps, pairs)
-    ])
+    distribution = np.concatenate(
+        [
+            _improvement_of(_resample(x_columns, size, rng), _resample(y_columns, size, rng))
+            for size in _chunk_sizes(reps, pairs)
+        ]
+    )
     low, high = _percentile_interval(distribution, confidence)
     return Estimate(probability_of_improvement(x, y), float(low), float(high))
 
@@ -223,7 +231,9 @@ def performance_profile(
     fraction = _fraction_above([column[None, :] for column in columns], taus)[0]
     rng = np.random.default_rng(seed)
     elements = sum(len(column) for column in columns) * len(taus)
-    distribution = np.concatenate([_fraction_above(_resample(columns, size, rng), taus) for size in _chunk_sizes(reps, elements)])
+    distribution = np.concatenate(
+        [_fraction_above(_resample(columns, size, rng), taus) for size in _chunk_sizes(reps, elements)]
+    )
     low, high = _percentile_interval(distribution, confidence)
     return Profile(taus, fraction, low, high)
 

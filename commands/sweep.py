@@ -1,6 +1,7 @@
 """`cleanrl-plus sweep`: agent × env × remedy configuration × seed, run idempotently on this machine or a cluster.
 
-    cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= --config sp="--reset.method shrink-perturb"
+    cleanrl-plus sweep --agent ppo --env-id CartPole-v1 --seeds 1 2 3 --config baseline= \\
+        --config sp="--reset.method shrink-perturb"
     cleanrl-plus sweep plan.toml                                # the same from a file (see `example_plan` / README)
 
 - The manifest: one run per (agent, env, configuration, seed), named `{env}__{exp_name}__{seed}` where exp_name is
@@ -42,8 +43,8 @@ from typing import Any, Callable, Literal
 import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
-from cleanrl_plus.registry import AGENTS, agent_module
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
+from cleanrl_plus.registry import AGENTS, agent_module
 from cleanrl_plus.runlock import run_dir_holder
 
 BASELINE = "baseline"
@@ -77,7 +78,8 @@ class SweepArgs:
     seeds: tuple[Seed, ...] = (1, 2, 3)
     """seeds; every configuration runs every seed"""
     config: tuple[str, ...] = (f"{BASELINE}=",)
-    """remedy configurations as NAME=FLAGS, e.g. sp="--reset.method shrink-perturb"; the one named 'baseline' keeps the agent's name"""
+    """remedy configurations as NAME=FLAGS, e.g. sp="--reset.method shrink-perturb"; the one named 'baseline' keeps the
+    agent's name"""
     flags: str = ""
     """flags given to every run (e.g. "--total-timesteps 50000 --num-envs 8")"""
     runs_dir: str = "runs/sweep"
@@ -128,7 +130,10 @@ def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     for entry in configs:
         name, sep, flags = entry.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise UserError(f"--config '{entry}' must look like NAME=FLAGS with NAME of letters, digits, '-', '_' (e.g. sp=\"--reset.method shrink-perturb\")")
+            raise UserError(
+                f"--config '{entry}' must look like NAME=FLAGS with NAME of letters, digits, '-', '_' (e.g. "
+                'sp="--reset.method shrink-perturb")'
+            )
         if name in parsed:
             raise UserError(f"--config name '{name}' is given twice")
         parsed[name] = tuple(shlex.split(flags))
@@ -155,7 +160,9 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
     runs_dir, cwd = str(Path(args.runs_dir).expanduser().absolute()), os.getcwd()
     specs = [
         RunSpec(agent, env_id, config, seed, common + config_flags, runs_dir, cwd)
-        for agent, env_id, (config, config_flags), seed in itertools.product(args.agent, args.env_id, configs.items(), args.seeds)
+        for agent, env_id, (config, config_flags), seed in itertools.product(
+            args.agent, args.env_id, configs.items(), args.seeds
+        )
     ]
     for spec in {(spec.agent, spec.env_id, spec.flags): spec for spec in specs}.values():
         check_agent_flags(spec)
@@ -181,8 +188,10 @@ def check_agent_flags(spec: RunSpec) -> None:
     except SystemExit:  # tyro printed a box; its first message line says what is wrong
         lines = [line.strip(" -│╭╮╰╯─") for line in printed.getvalue().splitlines()]
         cause = next((line for line in lines[2:] if line), "unparsable flags")
-        raise UserError(f"configuration '{spec.config}' of {spec.agent}: {shlex.join(spec.flags)!r} is refused by "
-                        f"agents/{spec.agent}.py ({cause}) — fix the flags in --config / --flags") from None
+        raise UserError(
+            f"configuration '{spec.config}' of {spec.agent}: {shlex.join(spec.flags)!r} is refused by "
+            f"agents/{spec.agent}.py ({cause}) — fix the flags in --config / --flags"
+        ) from None
     except UserError as error:
         raise UserError(f"configuration '{spec.config}' of {spec.agent}: {error}") from None
 
@@ -230,7 +239,9 @@ def _check_plan_types(path: str, plan: dict[str, Any], settings: type, prefix: s
             item_type = typing.get_args(hint)[0]
             wrong = [item for item in value if not _is_of(item, item_type)]
             if wrong:
-                raise UserError(f"plan file {path}: {prefix}{key} must be a list of {item_type.__name__} values, got {wrong[0]!r}")
+                raise UserError(
+                    f"plan file {path}: {prefix}{key} must be a list of {item_type.__name__} values, got {wrong[0]!r}"
+                )
         elif origin is typing.Literal:
             if value not in typing.get_args(hint):
                 raise UserError(f"plan file {path}: {prefix}{key} must be one of {list(typing.get_args(hint))}, got {value!r}")
@@ -271,8 +282,19 @@ def command_for(spec: RunSpec, threads: bool = True) -> list[str]:
     command = [sys.executable, str(REPO / "agents" / f"{spec.agent}.py"), *spec.flags]
     if threads and not any(flag.startswith("--threads") for flag in spec.flags):
         command += ["--threads", "1"]  # packed runs: one core each
-    command += ["--no-progress", "--seed", str(spec.seed), "--env-id", spec.env_id, "--exp-name", spec.exp_name,
-                "--runs-dir", spec.runs_dir, "--run-name", spec.name]
+    command += [
+        "--no-progress",
+        "--seed",
+        str(spec.seed),
+        "--env-id",
+        spec.env_id,
+        "--exp-name",
+        spec.exp_name,
+        "--runs-dir",
+        spec.runs_dir,
+        "--run-name",
+        spec.name,
+    ]
     if status_of(spec) == "resume":
         command += ["--resume", str(spec.dir)]
     return command
@@ -296,7 +318,9 @@ def check_runs_dir(runs_dir: str) -> None:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         tempfile.TemporaryDirectory(dir=existing).cleanup()
     except OSError as error:
-        raise UserError(f"--runs-dir {runs_dir}: cannot create runs in {folder} ({error.strerror or error}) — pass a writable folder") from None
+        raise UserError(
+            f"--runs-dir {runs_dir}: cannot create runs in {folder} ({error.strerror or error}) — pass a writable folder"
+        ) from None
 
 
 def agent_process(spec: RunSpec, log: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -420,8 +444,9 @@ def run_local(specs: list[RunSpec], workers: int, board: Board) -> list[dict[str
                 if gpus:  # several runs per GPU, GPUs round-robin
                     env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
                 log = open(spec.log, "a")
-                process = subprocess.Popen(command_for(spec), **agent_process(spec, log, env),
-                                           start_new_session=True)  # Ctrl-C reaches runs through us, once
+                process = subprocess.Popen(
+                    command_for(spec), **agent_process(spec, log, env), start_new_session=True
+                )  # Ctrl-C reaches runs through us, once
                 running[spec.name] = (process, spec, log)
             board.running = len(running)
             board.show()
@@ -479,8 +504,12 @@ def run_ray(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[dict[st
         import ray
     except ImportError:
         raise UserError('--executor ray needs ray — pip install -e ".[cluster]"') from None
-    ray.init(address=args.address or None, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    ray.init(
+        address=args.address or None,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+    )
     try:
         remote = ray.remote(num_cpus=args.slurm.cpus_per_task, num_gpus=args.slurm.gpus_per_node, max_retries=3)(execute)
         futures = [remote.remote(spec) for spec in specs]
@@ -489,7 +518,9 @@ def run_ray(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[dict[st
         ray.shutdown()
 
 
-def _wait_all(handles: list, is_done: Callable[[Any], bool], result: Callable[[Any], dict], board: Board) -> list[dict[str, Any]]:
+def _wait_all(
+    handles: list, is_done: Callable[[Any], bool], result: Callable[[Any], dict], board: Board
+) -> list[dict[str, Any]]:
     results, waiting = [], list(handles)
     board.running = len(waiting)
     while waiting:
@@ -521,10 +552,14 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     skipped = len(specs) - len(todo)
     held = sum(states[s.name] == "held" for s in todo)
     diverged = sum(state == "diverged" for state in states.values())
-    print(f"sweep: {len(specs)} runs in {args.runs_dir} ({skipped - diverged} finished already, "
-          f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start"
-          + (f", {diverged} diverged and not rerun" if diverged else "")
-          + (f", {held} held by other live processes and left alone" if held else "") + ")", file=sys.stderr)
+    print(
+        f"sweep: {len(specs)} runs in {args.runs_dir} ({skipped - diverged} finished already, "
+        f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start"
+        + (f", {diverged} diverged and not rerun" if diverged else "")
+        + (f", {held} held by other live processes and left alone" if held else "")
+        + ")",
+        file=sys.stderr,
+    )
     board = Board(len(specs), skipped - diverged, failed=diverged)
     if args.executor == "local":
         results = run_local(todo, args.workers or os.cpu_count() or 1, board)
@@ -536,7 +571,10 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     results += [outcome(spec, 0) for spec in specs if states[spec.name] in done]
     failed = [r for r in results if r["state"] != "finished"]
     for result in failed:
-        print(f"  {result['run']}: {result['state']} — see {Path(args.runs_dir) / 'logs' / (result['run'] + '.log')}", file=sys.stderr)
+        print(
+            f"  {result['run']}: {result['state']} — see {Path(args.runs_dir) / 'logs' / (result['run'] + '.log')}",
+            file=sys.stderr,
+        )
     return results
 
 
@@ -563,7 +601,7 @@ def gather_repeated(argv: list[str], name: str) -> list[str]:
                 values.append(argv[i])
                 i += 1
         elif argv[i].startswith(name + "="):
-            values.append(argv[i][len(name) + 1:])
+            values.append(argv[i][len(name) + 1 :])
             i += 1
         else:
             rest.append(argv[i])
@@ -582,6 +620,8 @@ def parse(argv: list[str]) -> SweepArgs:
 def main(argv: list[str]) -> list[dict[str, Any]]:
     results = run_sweep(parse(argv))
     if any(r["state"] != "finished" for r in results):
-        raise UserError("some runs did not finish (listed above) — fix the cause and rerun the same command; finished runs "
-                        "are skipped, and so are diverged ones (move a diverged run's directory aside to start it afresh)")
+        raise UserError(
+            "some runs did not finish (listed above) — fix the cause and rerun the same command; finished runs "
+            "are skipped, and so are diverged ones (move a diverged run's directory aside to start it afresh)"
+        )
     return results

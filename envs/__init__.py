@@ -16,8 +16,10 @@ from typing import Any, Callable
 import torch
 
 from cleanrl_plus.errors import UserError
-from envs.continual import PREFIX as CONTINUAL_PREFIX, ContinualArgs, ContinualVecEnv, validate as validate_continual_id
 from envs.base import EpisodeStats, StepResult, TorchVecEnv
+from envs.continual import PREFIX as CONTINUAL_PREFIX
+from envs.continual import ContinualArgs, ContinualVecEnv
+from envs.continual import validate as validate_continual_id
 
 BackendFactory = Callable[..., TorchVecEnv]
 
@@ -60,7 +62,12 @@ def _warp(env_id: str, num_envs: int, seed: int, device: torch.device, training:
 
 # name -> factory
 BACKENDS: dict[str, BackendFactory] = {
-    "gymnasium": _gymnasium, "dmc": _dmc, "torch": _torch, "atari": _atari, "envpool": _envpool, "warp": _warp,
+    "gymnasium": _gymnasium,
+    "dmc": _dmc,
+    "torch": _torch,
+    "atari": _atari,
+    "envpool": _envpool,
+    "warp": _warp,
 }
 # id prefix -> backend name, for ids that say which backend they need.
 PREFIXES: dict[str, str] = {"dmc:": "dmc", "ALE/": "atari", "torch:": "torch", "warp:": "warp"}

@@ -72,13 +72,21 @@ class AtariVecEnv(GymnasiumVecEnv):
     frame_stack = FRAME_STACK  # observations are stacks of this many frames on axis 0 (replay stores frames once)
 
     def __init__(
-        self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True,
-        make_env: Callable[[], gym.Env] | None = None, **ale_kwargs: Any,
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int,
+        device: torch.device,
+        training: bool = True,
+        make_env: Callable[[], gym.Env] | None = None,
+        **ale_kwargs: Any,
     ) -> None:
         """`make_env` replaces the one-game env (envs/continual.py plays game sequences through it)."""
         check_atari_id(env_id)
         self.training = training
-        super().__init__(env_id, num_envs, seed, device, make_env=make_env or (lambda: make_atari_env(env_id, training, **ale_kwargs)))
+        super().__init__(
+            env_id, num_envs, seed, device, make_env=make_env or (lambda: make_atari_env(env_id, training, **ale_kwargs))
+        )
 
     @property
     def frames(self) -> int:

@@ -119,7 +119,11 @@ class TorchVecEnv:
         self._episode_length[:] = 0
 
     def _tracking_state(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "episode_return": self._episode_return.copy(), "episode_length": self._episode_length.copy()}
+        return {
+            "env_steps": self.env_steps,
+            "episode_return": self._episode_return.copy(),
+            "episode_length": self._episode_length.copy(),
+        }
 
     def _load_tracking_state(self, state: dict[str, Any]) -> None:
         self.env_steps = state["env_steps"]

@@ -83,25 +83,82 @@ def _minatar(*games: str) -> tuple[str, ...]:
 
 
 PRESETS: dict[str, Preset] = {
-    "cartpole-offset": Preset("CartPole-v1", ObservationOffset, 160_000, 10, "TRAC/C-CHAIN: N(0, 2²) observation offset per level, 200 PPO iterations × 800 steps per level"),
-    "cartpole-offset-small": Preset("CartPole-v1", ObservationOffset, 60_000, 5, "CPU-sized continual CartPole (docs/continual.md): 5 levels × 60k"),
+    "cartpole-offset": Preset(
+        "CartPole-v1",
+        ObservationOffset,
+        160_000,
+        10,
+        "TRAC/C-CHAIN: N(0, 2²) observation offset per level, 200 PPO iterations × 800 steps per level",
+    ),
+    "cartpole-offset-small": Preset(
+        "CartPole-v1", ObservationOffset, 60_000, 5, "CPU-sized continual CartPole (docs/continual.md): 5 levels × 60k"
+    ),
     "acrobot-offset": Preset("Acrobot-v1", ObservationOffset, 160_000, 10, "TRAC/C-CHAIN continual Acrobot"),
-    "cartpole-permute": Preset("CartPole-v1", ObservationPermutation, 60_000, 5, "observation permutation per task [our default schedule]"),
-    "cartpole-shuffle": Preset("CartPole-v1", ActionPermutation, 60_000, 5, "action permutation per task [our default schedule]"),
-    "slippery-ant": Preset("Ant-v5", SHIFTS["friction"], 2_000_000, 10, "Dohare et al. 2024: friction log-uniform in [0.02, 2] every 2M steps"),
-    "slippery-hopper": Preset("Hopper-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery Hopper, after Dohare et al. 2024's slippery Ant [untested schedule]"),
-    "slippery-halfcheetah": Preset("HalfCheetah-v5", SHIFTS["friction"], 200_000, 10, "CPU-sized slippery HalfCheetah, after Dohare et al. 2024's slippery Ant [untested schedule]"),
-    "dmc-walker": Preset("dmc:walker-stand", lambda: Sequence("dmc", ("stand", "walk", "run")), 1_000_000, 3, "C-CHAIN/Plasticine walker stand→walk→run, 1M per task"),
-    "dmc-quadruped": Preset("dmc:quadruped-walk", lambda: Sequence("dmc", ("walk", "run", "walk")), 1_000_000, 3, "C-CHAIN quadruped walk→run→walk"),
-    "dmc-dog": Preset("dmc:dog-stand", lambda: Sequence("dmc", ("stand", "walk", "run", "trot")), 1_000_000, 4, "C-CHAIN dog stand→walk→run→trot"),
-    "minatar3": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Seaquest")), 2_000_000, 3,
-                       "C-CHAIN continual MinAtar: space_invaders→asterix→seaquest, 2M per game, 10 channels, 6 actions, "
-                       "10k random steps at each game's start", random_steps_per_task=10_000),
-    "atari-switch": Preset("ALE/Alien-v5", lambda: Sequence("games", tuple(f"ALE/{g}-v5" for g in ("Alien", "Atlantis", "Boxing", "Breakout", "Centipede"))),
-                           2_500_000, 5, "Abbas et al. 2023 Switching ALE: Alien→Atlantis→Boxing→Breakout→Centipede, full 18 actions; "
-                           "10M frames per game [our default: the paper's frames per game are unverified]; --continual.num-tasks 10 cycles twice"),
-    "minatar-saf": Preset(_minatar("SpaceInvaders")[0], lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Freeway")), 2_000_000, 3,
-                          "C-CHAIN variant: space_invaders→asterix→freeway", random_steps_per_task=10_000),
+    "cartpole-permute": Preset(
+        "CartPole-v1", ObservationPermutation, 60_000, 5, "observation permutation per task [our default schedule]"
+    ),
+    "cartpole-shuffle": Preset(
+        "CartPole-v1", ActionPermutation, 60_000, 5, "action permutation per task [our default schedule]"
+    ),
+    "slippery-ant": Preset(
+        "Ant-v5", SHIFTS["friction"], 2_000_000, 10, "Dohare et al. 2024: friction log-uniform in [0.02, 2] every 2M steps"
+    ),
+    "slippery-hopper": Preset(
+        "Hopper-v5",
+        SHIFTS["friction"],
+        200_000,
+        10,
+        "CPU-sized slippery Hopper, after Dohare et al. 2024's slippery Ant [untested schedule]",
+    ),
+    "slippery-halfcheetah": Preset(
+        "HalfCheetah-v5",
+        SHIFTS["friction"],
+        200_000,
+        10,
+        "CPU-sized slippery HalfCheetah, after Dohare et al. 2024's slippery Ant [untested schedule]",
+    ),
+    "dmc-walker": Preset(
+        "dmc:walker-stand",
+        lambda: Sequence("dmc", ("stand", "walk", "run")),
+        1_000_000,
+        3,
+        "C-CHAIN/Plasticine walker stand→walk→run, 1M per task",
+    ),
+    "dmc-quadruped": Preset(
+        "dmc:quadruped-walk", lambda: Sequence("dmc", ("walk", "run", "walk")), 1_000_000, 3, "C-CHAIN quadruped walk→run→walk"
+    ),
+    "dmc-dog": Preset(
+        "dmc:dog-stand",
+        lambda: Sequence("dmc", ("stand", "walk", "run", "trot")),
+        1_000_000,
+        4,
+        "C-CHAIN dog stand→walk→run→trot",
+    ),
+    "minatar3": Preset(
+        _minatar("SpaceInvaders")[0],
+        lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Seaquest")),
+        2_000_000,
+        3,
+        "C-CHAIN continual MinAtar: space_invaders→asterix→seaquest, 2M per game, 10 channels, 6 actions, "
+        "10k random steps at each game's start",
+        random_steps_per_task=10_000,
+    ),
+    "atari-switch": Preset(
+        "ALE/Alien-v5",
+        lambda: Sequence("games", tuple(f"ALE/{g}-v5" for g in ("Alien", "Atlantis", "Boxing", "Breakout", "Centipede"))),
+        2_500_000,
+        5,
+        "Abbas et al. 2023 Switching ALE: Alien→Atlantis→Boxing→Breakout→Centipede, full 18 actions; "
+        "10M frames per game [our default: the paper's frames per game are unverified]; --continual.num-tasks 10 cycles twice",
+    ),
+    "minatar-saf": Preset(
+        _minatar("SpaceInvaders")[0],
+        lambda: Sequence("games", _minatar("SpaceInvaders", "Asterix", "Freeway")),
+        2_000_000,
+        3,
+        "C-CHAIN variant: space_invaders→asterix→freeway",
+        random_steps_per_task=10_000,
+    ),
 }
 
 
@@ -130,7 +187,7 @@ def is_continual(env_id: str) -> bool:
 
 def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
     """`continual:<preset>` or `continual:<shift>:<env id>` → Setting (one-line UserError for anything else)."""
-    name = env_id[len(PREFIX):]
+    name = env_id[len(PREFIX) :]
     settings = settings or ContinualArgs()
     if name in PRESETS:
         preset = PRESETS[name]
@@ -143,7 +200,8 @@ def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
             raise UserError(f"unknown shift '{shift_name}' in '{env_id}'{hint}")
         if not base:
             hint = did_you_mean(env_id, [PREFIX + p for p in PRESETS]) or (
-                f" — presets: {', '.join(PRESETS)}; or continual:<shift>:<env id> with a shift in {', '.join(SHIFTS)}")
+                f" — presets: {', '.join(PRESETS)}; or continual:<shift>:<env id> with a shift in {', '.join(SHIFTS)}"
+            )
             raise UserError(f"unknown continual id '{env_id}'{hint}")
         shift = SHIFTS[shift_name]()
         steps, tasks, random_steps = shift.default_steps, shift.default_tasks, 0
@@ -202,12 +260,17 @@ class GameSequenceEnv(gym.Env):
         spaces = [game.observation_space for game in self.games]
         channels = max(space.shape[-1] for space in spaces)
         if len({space.shape[:-1] for space in spaces}) != 1:
-            raise UserError(f"games {names} have observation shapes {[s.shape for s in spaces]} that differ beyond their channels")
+            raise UserError(
+                f"games {names} have observation shapes {[s.shape for s in spaces]} that differ beyond their channels"
+            )
         high = 1 if spaces[0].dtype == np.bool_ else spaces[0].high.max().item()
         self.observation_space = gym.spaces.Box(0, high, (*spaces[0].shape[:-1], channels), spaces[0].dtype)
         actions = {game.action_space.n for game in self.games}
         if len(actions) != 1:
-            raise UserError(f"games {names} have different action sets {actions} — use the full action set (MinAtar -v0, ALE full_action_space)")
+            raise UserError(
+                f"games {names} have different action sets {actions} — use the full action set (MinAtar -v0, ALE "
+                "full_action_space)"
+            )
         self.action_space = self.games[0].action_space
         self.active = 0
 
@@ -271,8 +334,15 @@ class ContinualVecEnv(TorchVecEnv):
     `set_task` (the session evaluates on the training env's current task)."""
 
     def __init__(
-        self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True,
-        continual: ContinualArgs | None = None, backend: str = "auto", **env_kwargs: Any,
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int,
+        device: torch.device,
+        training: bool = True,
+        continual: ContinualArgs | None = None,
+        backend: str = "auto",
+        **env_kwargs: Any,
     ) -> None:
         super().__init__(num_envs)
         settings = continual or ContinualArgs()
@@ -284,7 +354,9 @@ class ContinualVecEnv(TorchVecEnv):
             setattr(self, attribute, getattr(self.inner, attribute))
         schedule_seed = settings.schedule_seed if settings.schedule_seed >= 0 else seed
         # the schedule depends on (benchmark, schedule seed) only: zlib.crc32 is stable across processes, hash() is not
-        self.setting.shift.draw(np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self)
+        self.setting.shift.draw(
+            np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self
+        )
         if self.world_physics is not None:
             self.world_factors = torch.as_tensor(self.setting.shift.factors, dtype=torch.float32, device=device)
             self.inner.on_episode_start = self._start_world_physics
@@ -312,16 +384,19 @@ class ContinualVecEnv(TorchVecEnv):
             self.world_physics = WorldPhysics(inner, shift.name)  # before any step: graphs capture the per-world arrays
             return inner
         if (envs.backend_for(base) != "gymnasium" and not game_sequence) or backend not in ("auto", "gymnasium", "atari"):
-            raise UserError(f"the '{shift.name}' shift edits the simulator; it runs on gymnasium and warp: envs, not '{base}' — pick one of those ids")
+            raise UserError(
+                f"the '{shift.name}' shift edits the simulator; it runs on gymnasium and warp: envs, not '{base}' — pick one "
+                "of those ids"
+            )
         if isinstance(shift, Sequence):
             makers = _game_makers(shift.members, training)
-            make_env = lambda: TaskSwitchingEnv(GameSequenceEnv(makers, shift.members), shift.configure)  # noqa: E731
+            make_env = lambda: TaskSwitchingEnv(GameSequenceEnv(makers, shift.members), shift.configure)
             if base.startswith("ALE/"):  # life-loss episodes, clipped rewards and full-game statistics as for one game
                 from envs.atari_backend import AtariVecEnv
 
                 return AtariVecEnv(base, num_envs, seed, device, training=training, make_env=make_env)
         else:
-            make_env = lambda: TaskSwitchingEnv(make_single_env(base, **env_kwargs), shift.configure)  # noqa: E731
+            make_env = lambda: TaskSwitchingEnv(make_single_env(base, **env_kwargs), shift.configure)
         return GymnasiumVecEnv(base, num_envs, seed, device, make_env=make_env)
 
     # --- the schedule ---------------------------------------------------------------------------------------
@@ -360,7 +435,10 @@ class ContinualVecEnv(TorchVecEnv):
 
     def describe(self) -> list[dict[str, Any]]:
         """The whole schedule, for the run log."""
-        return [{"task": k, "start_step": k * self.setting.steps_per_task} | self.setting.shift.describe(k) for k in range(self.setting.num_tasks)]
+        return [
+            {"task": k, "start_step": k * self.setting.steps_per_task} | self.setting.shift.describe(k)
+            for k in range(self.setting.num_tasks)
+        ]
 
     @property
     def _switches_on_host(self) -> bool:
@@ -428,7 +506,9 @@ class ContinualVecEnv(TorchVecEnv):
             self._read_host_tasks()
         else:
             self.switch_index = torch.where(mask, self.pending, self.switch_index)
-        return torch.where(mask.view(-1, *[1] * (obs.dim() - 1)), self.setting.shift.observation(fresh, self.switch_index), obs)
+        return torch.where(
+            mask.view(-1, *[1] * (obs.dim() - 1)), self.setting.shift.observation(fresh, self.switch_index), obs
+        )
 
     def drain_episode_stats(self) -> EpisodeStats:
         """The inner env's episodes, each labelled with its task: the task scheduled when it started, i.e. at the
@@ -443,8 +523,13 @@ class ContinualVecEnv(TorchVecEnv):
 
     def state_dict(self) -> dict[str, Any]:
         sub_tasks = [sub_env.task for sub_env in self._switching_sub_envs()]
-        return {"inner": self.inner.state_dict(), "switch_index": self.switch_index.clone(), "pending": self.pending,
-                "fixed_task": self.fixed_task, "sub_env_tasks": sub_tasks}
+        return {
+            "inner": self.inner.state_dict(),
+            "switch_index": self.switch_index.clone(),
+            "pending": self.pending,
+            "fixed_task": self.fixed_task,
+            "sub_env_tasks": sub_tasks,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.inner.load_state_dict(state["inner"])
@@ -459,7 +544,9 @@ class ContinualVecEnv(TorchVecEnv):
         if hasattr(self.inner, "pending_task"):
             self.inner.pending_task = self.pending
         if self.world_physics is not None:  # the warp state holds no model fields: each world's task gives its physics
-            self.world_physics.scale(self.world_factors[self.switch_index], torch.ones_like(self.switch_index, dtype=torch.bool))
+            self.world_physics.scale(
+                self.world_factors[self.switch_index], torch.ones_like(self.switch_index, dtype=torch.bool)
+            )
 
     def close(self) -> None:
         self.inner.close()

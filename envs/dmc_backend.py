@@ -33,7 +33,7 @@ warnings.filterwarnings("ignore", message=r".*DISPLAY environment variable is mi
 def parse_dmc_id(env_id: str) -> tuple[str, str]:
     from dm_control import suite
 
-    name = env_id[len(PREFIX):]
+    name = env_id[len(PREFIX) :]
     known = [f"{domain}-{task}" for domain, task in suite.ALL_TASKS]
     domain, _, task = name.partition("-")
     if (domain, task) not in suite.ALL_TASKS:
@@ -73,7 +73,10 @@ class DMCVecEnv(TorchVecEnv):
             from dm_control import suite
 
             self.seed = seed
-            self.envs = [suite.load(self.domain, self.task, task_kwargs={"random": generator_seed(seed + i)}) for i in range(self.num_envs)]
+            self.envs = [
+                suite.load(self.domain, self.task, task_kwargs={"random": generator_seed(seed + i)})
+                for i in range(self.num_envs)
+            ]
         self._reset_episode_tracking()
         return self._to_torch(np.stack([_flatten(env.reset().observation) for env in self.envs]))
 
@@ -102,8 +105,10 @@ class DMCVecEnv(TorchVecEnv):
                 obs.append(final)
         self._track_episodes(reward, terminated | truncated)
         return StepResult(
-            obs=self._to_torch(np.stack(obs)), reward=self._to_torch(reward),
-            terminated=self._to_torch(terminated, torch.bool), truncated=self._to_torch(truncated, torch.bool),
+            obs=self._to_torch(np.stack(obs)),
+            reward=self._to_torch(reward),
+            terminated=self._to_torch(terminated, torch.bool),
+            truncated=self._to_torch(truncated, torch.bool),
             next_obs=self._to_torch(np.stack(next_obs)),
         )
 
@@ -129,7 +134,9 @@ class DMCTaskChainVecEnv(DMCVecEnv):
     (set by envs/continual.py) when its episode ends: its simulator is rebuilt for the new task, seeded from
     (seed, sub-env, task). Observation and action spaces are the body's, so they never change."""
 
-    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, tasks: tuple[str, ...], action_repeat: int = 1) -> None:
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int, device: torch.device, tasks: tuple[str, ...], action_repeat: int = 1
+    ) -> None:
         super().__init__(env_id, num_envs, seed, device, action_repeat)
         from dm_control import suite
 

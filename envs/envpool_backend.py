@@ -28,22 +28,35 @@ from envs.base import StepResult, TorchVecEnv, generator_seed
 class EnvpoolAtariVecEnv(TorchVecEnv):
     frame_stack = FRAME_STACK
 
-    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True, **envpool_kwargs: Any) -> None:
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True, **envpool_kwargs: Any
+    ) -> None:
         super().__init__(num_envs)
         check_atari_id(env_id)
         try:
             import envpool
         except ImportError:
-            raise UserError("the envpool backend needs envpool — pip install envpool==1.2.5 (or use --env-backend atari)") from None
+            raise UserError(
+                "the envpool backend needs envpool — pip install envpool==1.2.5 (or use --env-backend atari)"
+            ) from None
         self.env_id, self.device, self.seed, self.training = env_id, device, seed, training
         self.task = env_id.removeprefix("ALE/")
         settings = dict(
-            episodic_life=training, reward_clip=training, repeat_action_probability=0.25, noop_max=NOOP_MAX,
-            frame_skip=FRAME_SKIP, img_height=SCREEN_SIZE, img_width=SCREEN_SIZE,
-            use_fire_reset=False, max_episode_steps=108_000 // FRAME_SKIP, stack_num=1,
+            episodic_life=training,
+            reward_clip=training,
+            repeat_action_probability=0.25,
+            noop_max=NOOP_MAX,
+            frame_skip=FRAME_SKIP,
+            img_height=SCREEN_SIZE,
+            img_width=SCREEN_SIZE,
+            use_fire_reset=False,
+            max_episode_steps=108_000 // FRAME_SKIP,
+            stack_num=1,
         )
         self._settings = settings | envpool_kwargs
-        self.pool = envpool.make(self.task, env_type="gymnasium", num_envs=num_envs, seed=generator_seed(seed, 2**31), **self._settings)
+        self.pool = envpool.make(
+            self.task, env_type="gymnasium", num_envs=num_envs, seed=generator_seed(seed, 2**31), **self._settings
+        )
         self.single_observation_space = gym.spaces.Box(0, 255, (FRAME_STACK, SCREEN_SIZE, SCREEN_SIZE), np.uint8)
         self.single_action_space = gym.spaces.Discrete(int(self.pool.action_space.n))
         self._stack = np.zeros((num_envs, FRAME_STACK, SCREEN_SIZE, SCREEN_SIZE), dtype=np.uint8)
@@ -58,7 +71,9 @@ class EnvpoolAtariVecEnv(TorchVecEnv):
 
             self.pool.close()
             self.seed = seed
-            self.pool = envpool.make(self.task, env_type="gymnasium", num_envs=self.num_envs, seed=generator_seed(seed, 2**31), **self._settings)
+            self.pool = envpool.make(
+                self.task, env_type="gymnasium", num_envs=self.num_envs, seed=generator_seed(seed, 2**31), **self._settings
+            )
         frames, _ = self.pool.reset()
         self._stack[:] = frames  # (N, 1, H, W) broadcast: the reset frame repeated
         self._reset_episode_tracking()

@@ -20,7 +20,6 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from cleanrl_plus.errors import UserError, did_you_mean
 from envs.base import StepResult, TorchVecEnv, generator_seed
 
-
 # Tasks whose episodes only end at the time limit (no termination condition in gymnasium's source).
 NEVER_TERMINATE = {"Pendulum-v1", "HalfCheetah-v5", "HalfCheetah-v4", "Swimmer-v5", "Reacher-v5", "Pusher-v5"}
 
@@ -50,7 +49,13 @@ def check_env_id(env_id: str) -> None:
 
 class GymnasiumVecEnv(TorchVecEnv):
     def __init__(
-        self, env_id: str, num_envs: int, seed: int, device: torch.device, make_env: Callable[[], gym.Env] | None = None, **env_kwargs: Any
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int,
+        device: torch.device,
+        make_env: Callable[[], gym.Env] | None = None,
+        **env_kwargs: Any,
     ) -> None:
         super().__init__(num_envs)
         check_env_id(env_id)

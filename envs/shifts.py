@@ -14,6 +14,7 @@ import torch
 from cleanrl_plus.errors import UserError
 from envs.base import TorchVecEnv
 
+
 class Shift:
     """One kind of change. `draw` fixes the per-task parameters; the tensor hooks run on the device, indexed by each
     sub-env's task; `configure` edits a simulator at a sub-env's reset (host-side shifts only)."""
@@ -93,7 +94,9 @@ class ActionPermutation(Shift):
         space = env.single_action_space
         size = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(np.prod(space.shape))
         if isinstance(space, gym.spaces.Box) and not np.allclose(space.low, -space.high):
-            raise UserError(f"action-permute flips action signs, so it needs symmetric action bounds; {env.env_id} has {space}")
+            raise UserError(
+                f"action-permute flips action signs, so it needs symmetric action bounds; {env.env_id} has {space}"
+            )
         perms = [np.arange(size)] + [rng.permutation(size) for _ in range(num_tasks - 1)]
         signs = [np.ones(size)] + [rng.choice([-1.0, 1.0], size) for _ in range(num_tasks - 1)]
         self.perms = torch.as_tensor(np.stack(perms), dtype=torch.long, device=env.device)
@@ -136,7 +139,9 @@ class PhysicsShift(Shift):
 
     host_side = True
 
-    def __init__(self, name: str, low: float, high: float, log_uniform: bool, default_steps: int = 100_000, default_tasks: int = 10) -> None:
+    def __init__(
+        self, name: str, low: float, high: float, log_uniform: bool, default_steps: int = 100_000, default_tasks: int = 10
+    ) -> None:
         self.name, self.low, self.high, self.log_uniform = name, low, high, log_uniform
         self.default_steps, self.default_tasks = default_steps, default_tasks
 
@@ -166,7 +171,10 @@ class PhysicsShift(Shift):
             return
         attributes = CLASSIC_PHYSICS.get(type(base).__name__, {}).get(self.name)
         if attributes is None:
-            raise UserError(f"the '{self.name}' shift needs a MuJoCo env (or CartPole/Pendulum for gravity and mass); got {base.spec.id if base.spec else type(base).__name__}")
+            raise UserError(
+                f"the '{self.name}' shift needs a MuJoCo env (or CartPole/Pendulum for gravity and mass); "
+                f"got {base.spec.id if base.spec else type(base).__name__}"
+            )
         for attribute in attributes:
             setattr(base, attribute, defaults[attribute] * factor)
         if type(base).__name__ == "CartPoleEnv":  # derived constants of gymnasium's CartPole
@@ -187,9 +195,15 @@ CLASSIC_PHYSICS = {
 def _physics_defaults(base: gym.Env) -> dict[str, Any]:
     model = getattr(base, "model", None)
     if model is not None and hasattr(model, "geom_friction"):
-        return {"model": {"geom_friction": model.geom_friction[:, 0].copy(), "gravity": model.opt.gravity.copy(),
-                          "body_mass": model.body_mass.copy(), "body_inertia": model.body_inertia.copy(),
-                          "dof_damping": model.dof_damping.copy()}}
+        return {
+            "model": {
+                "geom_friction": model.geom_friction[:, 0].copy(),
+                "gravity": model.opt.gravity.copy(),
+                "body_mass": model.body_mass.copy(),
+                "body_inertia": model.body_inertia.copy(),
+                "dof_damping": model.dof_damping.copy(),
+            }
+        }
     names = {a for shift in CLASSIC_PHYSICS.get(type(base).__name__, {}).values() for a in shift}
     return {name: getattr(base, name) for name in names}
 

@@ -44,7 +44,7 @@ class DeviceEpisodeLog:
     def drain(self) -> EpisodeStats:
         count = int(self.count)  # the one sync, at logging intervals
         kept = min(count, self.capacity)  # beyond `capacity` episodes per drain, the oldest are dropped
-        slots = (torch.arange(count - kept, count, device=self.count.device) % self.capacity)
+        slots = torch.arange(count - kept, count, device=self.count.device) % self.capacity
         self.count.zero_()
         return EpisodeStats(self.returns[slots].tolist(), self.lengths[slots].tolist(), self.end_steps[slots].tolist())
 
@@ -56,7 +56,9 @@ class TorchClassicControl(TorchVecEnv):
     reset_low: tuple[float, ...]
     reset_high: tuple[float, ...]
 
-    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, episode_log_capacity: int = 65_536) -> None:
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int, device: torch.device, episode_log_capacity: int = 65_536
+    ) -> None:
         super().__init__(num_envs)
         reference = gym.make(env_id)  # spaces and time limit exactly as gymnasium registers them
         self.env_id, self.device, self.seed = env_id, device, seed
@@ -117,8 +119,13 @@ class TorchClassicControl(TorchVecEnv):
         return self.episode_log.drain()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "elapsed": self.elapsed, "episode_return": self.episode_return,
-                "generator": self.generator.get_state(), "env_steps": self.env_steps}
+        return {
+            "state": self.state,
+            "elapsed": self.elapsed,
+            "episode_return": self.episode_return,
+            "generator": self.generator.get_state(),
+            "env_steps": self.env_steps,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state, self.elapsed = state["state"].to(self.device), state["elapsed"].to(self.device)
@@ -142,8 +149,10 @@ class CartPole(TorchClassicControl):
         temp = (force + polemass_length * theta_dot.square() * sin) / total_mass
         theta_acc = (self.gravity * sin - cos * temp) / (self.length * (4.0 / 3.0 - self.masspole * cos.square() / total_mass))
         x_acc = temp - polemass_length * theta_acc * cos / total_mass
-        next_state = torch.stack([x + self.tau * x_dot, x_dot + self.tau * x_acc,
-                                  theta + self.tau * theta_dot, theta_dot + self.tau * theta_acc], dim=-1)
+        next_state = torch.stack(
+            [x + self.tau * x_dot, x_dot + self.tau * x_acc, theta + self.tau * theta_dot, theta_dot + self.tau * theta_acc],
+            dim=-1,
+        )
         terminated = (next_state[:, 0].abs() > self.x_threshold) | (next_state[:, 2].abs() > self.theta_threshold)
         return next_state, torch.ones_like(x), terminated
 
@@ -157,7 +166,7 @@ class Pendulum(TorchClassicControl):
 
     state_size, reset_low, reset_high = 2, (-math.pi, -1.0), (math.pi, 1.0)
     can_terminate = False
-    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
+    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0  # noqa: E741 (gymnasium's names)
 
     def dynamics(self, state, action):
         th, thdot = state.unbind(-1)
@@ -186,9 +195,15 @@ class Acrobot(TorchClassicControl):
         d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * torch.cos(theta2)) + 2 * moi
         d2 = m2 * (lc2**2 + l1 * lc2 * torch.cos(theta2)) + moi
         phi2 = m2 * lc2 * g * torch.cos(theta1 + theta2 - math.pi / 2.0)
-        phi1 = (-m2 * l1 * lc2 * dtheta2.square() * torch.sin(theta2) - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * torch.sin(theta2)
-                + (m1 * lc1 + m2 * l1) * g * torch.cos(theta1 - math.pi / 2) + phi2)
-        ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1.square() * torch.sin(theta2) - phi2) / (m2 * lc2**2 + moi - d2.square() / d1)
+        phi1 = (
+            -m2 * l1 * lc2 * dtheta2.square() * torch.sin(theta2)
+            - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * torch.sin(theta2)
+            + (m1 * lc1 + m2 * l1) * g * torch.cos(theta1 - math.pi / 2)
+            + phi2
+        )
+        ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1.square() * torch.sin(theta2) - phi2) / (
+            m2 * lc2**2 + moi - d2.square() / d1
+        )
         ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
         return torch.stack([dtheta1, dtheta2, ddtheta1, ddtheta2], dim=-1)
 
@@ -200,14 +215,30 @@ class Acrobot(TorchClassicControl):
         k3 = self.derivatives(state + h / 2 * k2, torque)
         k4 = self.derivatives(state + h * k3, torque)
         s = state + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
-        next_state = torch.stack([angle_normalize_upper(s[:, 0]), angle_normalize_upper(s[:, 1]),
-                                  s[:, 2].clamp(-self.max_vel_1, self.max_vel_1), s[:, 3].clamp(-self.max_vel_2, self.max_vel_2)], dim=-1)
+        next_state = torch.stack(
+            [
+                angle_normalize_upper(s[:, 0]),
+                angle_normalize_upper(s[:, 1]),
+                s[:, 2].clamp(-self.max_vel_1, self.max_vel_1),
+                s[:, 3].clamp(-self.max_vel_2, self.max_vel_2),
+            ],
+            dim=-1,
+        )
         terminated = -torch.cos(next_state[:, 0]) - torch.cos(next_state[:, 1] + next_state[:, 0]) > 1.0
         return next_state, torch.where(terminated, 0.0, -1.0), terminated
 
     def observe(self, state):
-        return torch.stack([torch.cos(state[:, 0]), torch.sin(state[:, 0]), torch.cos(state[:, 1]), torch.sin(state[:, 1]),
-                            state[:, 2], state[:, 3]], dim=-1)
+        return torch.stack(
+            [
+                torch.cos(state[:, 0]),
+                torch.sin(state[:, 0]),
+                torch.cos(state[:, 1]),
+                torch.sin(state[:, 1]),
+                state[:, 2],
+                state[:, 3],
+            ],
+            dim=-1,
+        )
 
 
 def angle_normalize_upper(x: torch.Tensor) -> torch.Tensor:
@@ -227,7 +258,9 @@ class MountainCar(TorchClassicControl):
 
     def dynamics(self, state, action):
         position, velocity = state.unbind(-1)
-        velocity = (velocity + self.push(action) - self.gravity * torch.cos(3 * position)).clamp(-self.max_speed, self.max_speed)
+        velocity = (velocity + self.push(action) - self.gravity * torch.cos(3 * position)).clamp(
+            -self.max_speed, self.max_speed
+        )
         position = (position + velocity).clamp(self.min_position, self.max_position)
         velocity = torch.where((position == self.min_position) & (velocity < 0), 0.0, velocity)
         terminated = (position >= self.goal_position) & (velocity >= self.goal_velocity)
@@ -250,15 +283,20 @@ class MountainCarContinuous(MountainCar):
 
 
 TASKS: dict[str, type[TorchClassicControl]] = {
-    "CartPole-v1": CartPole, "Pendulum-v1": Pendulum, "Acrobot-v1": Acrobot,
-    "MountainCar-v0": MountainCar, "MountainCarContinuous-v0": MountainCarContinuous,
+    "CartPole-v1": CartPole,
+    "Pendulum-v1": Pendulum,
+    "Acrobot-v1": Acrobot,
+    "MountainCar-v0": MountainCar,
+    "MountainCarContinuous-v0": MountainCarContinuous,
 }
 
 
 def task_for(env_id: str) -> type[TorchClassicControl]:
     name = env_id.removeprefix("torch:")
     if name not in TASKS:
-        raise UserError(f"no torch-native version of '{name}'{did_you_mean(name, list(TASKS))} (torch-native ids: {', '.join(TASKS)})")
+        raise UserError(
+            f"no torch-native version of '{name}'{did_you_mean(name, list(TASKS))} (torch-native ids: {', '.join(TASKS)})"
+        )
     return TASKS[name]
 
 

@@ -117,8 +117,16 @@ class WarpLocomotionVecEnv(TorchVecEnv):
     observes_forward = False  # the observation reads mj_forward's outputs (cinert, ...): run forward on reset
 
     def __init__(
-        self, num_envs: int, seed: int, device: torch.device, max_episode_steps: int | None = None, use_graph: bool = True,
-        nconmax: int | None = None, njmax: int | None = None, episode_log_capacity: int = 65_536, deterministic: bool = False,
+        self,
+        num_envs: int,
+        seed: int,
+        device: torch.device,
+        max_episode_steps: int | None = None,
+        use_graph: bool = True,
+        nconmax: int | None = None,
+        njmax: int | None = None,
+        episode_log_capacity: int = 65_536,
+        deterministic: bool = False,
     ) -> None:
         """`max_episode_steps`: time limit (default gymnasium's 1000); `use_graph`: replay the captured physics
         (False: eager launches); `nconmax` / `njmax`: MuJoCo Warp's per-world contact / constraint-row capacity
@@ -128,7 +136,9 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         warp, mujoco_warp = import_warp()
         self.warp, self.mjw = warp, mujoco_warp
         self.env_id, self.device, self.seed = PREFIX + self.gymnasium_id, torch.device(device), seed
-        reference = gym.make(self.gymnasium_id, **self.gymnasium_kwargs())  # spaces, XML file, frame skip and time limit as registered
+        reference = gym.make(
+            self.gymnasium_id, **self.gymnasium_kwargs()
+        )  # spaces, XML file, frame skip and time limit as registered
         self.single_observation_space, self.single_action_space = reference.observation_space, reference.action_space
         self.max_episode_steps = int(max_episode_steps or reference.spec.max_episode_steps)
         self.frame_skip, model_path = reference.unwrapped.frame_skip, reference.unwrapped.fullpath
@@ -250,7 +260,9 @@ class WarpLocomotionVecEnv(TorchVecEnv):
     def _initial_states(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh qpos, qvel for every world (drawn for all, used where a world starts an episode: no host sync)."""
         scale, n = self.reset_noise_scale, self.num_envs
-        qpos = self.init_qpos + scale * (2 * torch.rand(n, self.qpos.shape[1], device=self.device, generator=self.generator) - 1)
+        qpos = self.init_qpos + scale * (
+            2 * torch.rand(n, self.qpos.shape[1], device=self.device, generator=self.generator) - 1
+        )
         if self.qvel_noise == "normal":
             qvel = scale * torch.randn(n, self.qvel.shape[1], device=self.device, generator=self.generator)
         else:
@@ -296,8 +308,12 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         forward_velocity = (x_after - self.x_before) / self.dt
         healthy = self.is_healthy()
         # r = w·ẋ + healthy_reward·[healthy] − c·|a|² (− Ant's contact cost)
-        reward = (self.forward_reward_weight * forward_velocity + self.healthy_reward * healthy
-                  - self.ctrl_cost_weight * action.square().sum(dim=1) - self.contact_cost())
+        reward = (
+            self.forward_reward_weight * forward_velocity
+            + self.healthy_reward * healthy
+            - self.ctrl_cost_weight * action.square().sum(dim=1)
+            - self.contact_cost()
+        )
         terminated = ~healthy
         next_obs = self.observe()
         self.x_before = x_after
@@ -324,9 +340,17 @@ class WarpLocomotionVecEnv(TorchVecEnv):
 
     def state_dict(self) -> dict[str, Any]:
         # Clones: the views change under the next step. The warm start makes resumed solver iterations bit-identical.
-        return {"qpos": self.qpos.clone(), "qvel": self.qvel.clone(), "qacc_warmstart": self.qacc_warmstart.clone(),
-                "time": self.time.clone(), "x_before": self.x_before.clone(), "elapsed": self.elapsed.clone(),
-                "episode_return": self.episode_return.clone(), "generator": self.generator.get_state(), "env_steps": self.env_steps}
+        return {
+            "qpos": self.qpos.clone(),
+            "qvel": self.qvel.clone(),
+            "qacc_warmstart": self.qacc_warmstart.clone(),
+            "time": self.time.clone(),
+            "x_before": self.x_before.clone(),
+            "elapsed": self.elapsed.clone(),
+            "episode_return": self.episode_return.clone(),
+            "generator": self.generator.get_state(),
+            "env_steps": self.env_steps,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in ("qpos", "qvel", "qacc_warmstart", "time", "elapsed", "episode_return"):
@@ -356,8 +380,10 @@ def require_per_world(field: str) -> None:
     owner, name = (mujoco_warp.Option, field.removeprefix("opt.")) if field.startswith("opt.") else (mujoco_warp.Model, field)
     spec = {f.name: f.type for f in dataclasses.fields(owner)}.get(name)
     if getattr(spec, "shape", ())[:1] != ("*",):
-        raise UserError(f"MuJoCo Warp shares `{field}` between all worlds, so a shift of it cannot differ per sub-env on "
-                        f"'warp:' envs — use the gymnasium id (e.g. continual:<shift>:Hopper-v5)")
+        raise UserError(
+            f"MuJoCo Warp shares `{field}` between all worlds, so a shift of it cannot differ per sub-env on "
+            f"'warp:' envs — use the gymnasium id (e.g. continual:<shift>:Hopper-v5)"
+        )
 
 
 class WorldPhysics:
@@ -398,8 +424,7 @@ class Hopper(WarpLocomotionVecEnv):
 
     def is_healthy(self):
         state = torch.cat([self.qpos[:, 2:], self.qvel], dim=1)
-        return (_in_range(state, -100.0, 100.0).all(dim=1) & (self.qpos[:, 1] > 0.7)
-                & _in_range(self.qpos[:, 2], -0.2, 0.2))
+        return _in_range(state, -100.0, 100.0).all(dim=1) & (self.qpos[:, 1] > 0.7) & _in_range(self.qpos[:, 2], -0.2, 0.2)
 
 
 class Walker2d(WarpLocomotionVecEnv):
@@ -478,8 +503,17 @@ class Humanoid(WarpLocomotionVecEnv):
         self.body_mass = self.warp.to_torch(self.model.body_mass)  # (1 or num_envs, nbody): per world under a mass shift
 
     def observe(self):
-        return torch.cat([self.qpos[:, 2:], self.qvel, self.cinert[:, 1:].flatten(1), self.cvel[:, 1:].flatten(1),
-                          self.qfrc_actuator[:, 6:], self.cfrc_ext[:, 1:].flatten(1)], dim=1)
+        return torch.cat(
+            [
+                self.qpos[:, 2:],
+                self.qvel,
+                self.cinert[:, 1:].flatten(1),
+                self.cvel[:, 1:].flatten(1),
+                self.qfrc_actuator[:, 6:],
+                self.cfrc_ext[:, 1:].flatten(1),
+            ],
+            dim=1,
+        )
 
     def is_healthy(self):
         return _in_range(self.qpos[:, 2], 1.0, 2.0)
@@ -492,7 +526,9 @@ class Humanoid(WarpLocomotionVecEnv):
         return (self.contact_cost_weight * self.cfrc_ext.square().sum(dim=(1, 2))).clamp(max=self.contact_cost_max)
 
 
-TASKS: dict[str, type[WarpLocomotionVecEnv]] = {task.gymnasium_id: task for task in (Hopper, HalfCheetah, Walker2d, Ant, Humanoid)}
+TASKS: dict[str, type[WarpLocomotionVecEnv]] = {
+    task.gymnasium_id: task for task in (Hopper, HalfCheetah, Walker2d, Ant, Humanoid)
+}
 
 
 def task_for(env_id: str) -> type[WarpLocomotionVecEnv]:

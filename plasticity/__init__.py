@@ -17,10 +17,10 @@ from plasticity.cir import CIRArgs
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
-from plasticity.network import Network
+from plasticity.network import Network as Network
 from plasticity.resets import ResetArgs
 from plasticity.swd import SWDArgs
-from plasticity.wiring import Plasticity
+from plasticity.wiring import Plasticity as Plasticity
 
 
 @dataclasses.dataclass
@@ -30,7 +30,8 @@ class ActorCriticRemedies(RemedyArgs):
     diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=DiagnosticsArgs)
     """plasticity diagnostics of actor and critic on a probe batch (plasticity/diagnostics.py)"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
-    """neuron resets: full reset, shrink-and-perturb, ReDo, plasticity injection or continual backprop on actor and/or critic (plasticity/resets.py)"""
+    """neuron resets: full reset, shrink-and-perturb, ReDo, plasticity injection or continual backprop on actor and/or critic
+    (plasticity/resets.py)"""
     cir: CIRArgs = dataclasses.field(default_factory=CIRArgs)
     """CIR: constrained-initial-representation critic torso and the convex min/max target (plasticity/cir.py)"""
     least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)

@@ -51,7 +51,8 @@ class NetArgs:
 @dataclasses.dataclass
 class NaPArgs:
     enabled: bool = False
-    """Normalize-and-Project: a LayerNorm before every nonlinearity, and each weight matrix rescaled to its initial norm after every step"""
+    """Normalize-and-Project: a LayerNorm before every nonlinearity, and each weight matrix rescaled to its initial norm after
+    every step"""
 
 
 def torso_settings(net: NetArgs, nap: NaPArgs, default_activation: str = "relu") -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """The remedy catalogue: every remedy, its paper and flags, and which agents it applies to (and why not elsewhere).
 
 `REMEDIES` is the one place applicability is declared: `cleanrl-plus remedies` (commands/remedies.py) prints the agent
-× remedy matrix from it, docs/remedies/index.md is checked against it by a test, and `check(agent, args)` turns an inapplicable or
+× remedy matrix from it, docs/remedies/index.md is checked against it by a test, and `check(agent, args)` turns an
+inapplicable or
 conflicting choice into a one-line UserError at start-up, before any run directory exists.
 """
 
@@ -25,7 +26,9 @@ class Remedy:
     flags: str  # how to switch it on
     is_on: Callable[[Any], bool]
     not_for: dict[str, str] = dataclasses.field(default_factory=dict)  # agent → why it does not apply
-    not_with: dict[str, str] = dataclasses.field(default_factory=dict)  # speed flag (compile, cudagraphs) → why it cannot run with it
+    not_with: dict[str, str] = dataclasses.field(
+        default_factory=dict
+    )  # speed flag (compile, cudagraphs) → why it cannot run with it
 
     def applies_to(self, agent: str) -> bool:
         return agent not in self.not_for
@@ -48,50 +51,142 @@ def _flag(path: str) -> Callable[[Any], bool]:
 
 
 _NO_REPLAY = {agent: "on-policy: there is no replay buffer to sample from" for agent in ON_POLICY}
-_CIR_ONLY = {"ddqn": "CIR's torso and convex min/max target are defined for twin-critic actor-critics",
-             **{agent: "CIR's torso and convex min/max target are defined for twin-critic actor-critics" for agent in ON_POLICY}}
+_CIR_ONLY = {
+    "ddqn": "CIR's torso and convex min/max target are defined for twin-critic actor-critics",
+    **{agent: "CIR's torso and convex min/max target are defined for twin-critic actor-critics" for agent in ON_POLICY},
+}
 
 REMEDIES: tuple[Remedy, ...] = (
     Remedy("full reset", "resets", "Nikishin et al. 2022, The Primacy Bias in Deep RL", "--reset.method full", _reset("full")),
-    Remedy("shrink & perturb", "resets", "Ash & Adams 2020, Warm-starting neural network training", "--reset.method shrink-perturb",
-           _reset("shrink-perturb")),
-    Remedy("layer resetting", "resets", "Nikishin et al. 2022, The Primacy Bias in Deep RL", "--reset.method layers --reset.layers K",
-           _reset("layers")),
-    Remedy("ReDo", "resets", "Sokar et al. 2023, The Dormant Neuron Phenomenon in Deep RL", "--reset.method redo", _reset("redo")),
-    Remedy("ReGraMa", "resets", "Liu et al. 2025, Measure gradients not activations!", "--reset.method regrama", _reset("regrama")),
-    Remedy("plasticity injection", "resets", "Nikishin et al. 2023, Deep RL with plasticity injection", "--reset.method inject",
-           _reset("inject"), {"gtr": "GTR's anchor snapshots cannot follow the policy's change of structure"}),
-    Remedy("continual backprop (CBP)", "resets", "Dohare et al. 2024, Loss of plasticity in deep continual learning",
-           "--reset.method cbp", _reset("cbp"),
-           not_with={"cudagraphs": "CBP's unit statistics are summed by forward hooks that count samples on the host, "
-                                   "and a replayed graph runs no Python"}),
-    Remedy("LayerNorm", "architecture", "Lyle et al. 2024, Disentangling the causes of plasticity loss", "--net.norm layer",
-           lambda args: _get(args, "net.norm") == "layer"),
-    Remedy("Normalize-and-Project (NaP)", "architecture", "Lyle et al. 2024, Normalization and effective learning rates in RL",
-           "--nap.enabled", _flag("nap.enabled")),
-    Remedy("CReLU", "architecture", "Abbas et al. 2023, Loss of plasticity in continual deep RL", "--net.activation crelu",
-           lambda args: _get(args, "net.activation") == "crelu"),
-    Remedy("deep Fourier features", "architecture", "Lewandowski et al. 2024, Plastic learning with deep Fourier features",
-           "--net.activation fourier", lambda args: _get(args, "net.activation") == "fourier"),
-    Remedy("CIR", "architecture", "constrained initial representations (plasticity/cir.py)", "--cir.critic", _flag("cir.critic"), _CIR_ONLY),
+    Remedy(
+        "shrink & perturb",
+        "resets",
+        "Ash & Adams 2020, Warm-starting neural network training",
+        "--reset.method shrink-perturb",
+        _reset("shrink-perturb"),
+    ),
+    Remedy(
+        "layer resetting",
+        "resets",
+        "Nikishin et al. 2022, The Primacy Bias in Deep RL",
+        "--reset.method layers --reset.layers K",
+        _reset("layers"),
+    ),
+    Remedy(
+        "ReDo", "resets", "Sokar et al. 2023, The Dormant Neuron Phenomenon in Deep RL", "--reset.method redo", _reset("redo")
+    ),
+    Remedy(
+        "ReGraMa", "resets", "Liu et al. 2025, Measure gradients not activations!", "--reset.method regrama", _reset("regrama")
+    ),
+    Remedy(
+        "plasticity injection",
+        "resets",
+        "Nikishin et al. 2023, Deep RL with plasticity injection",
+        "--reset.method inject",
+        _reset("inject"),
+        {"gtr": "GTR's anchor snapshots cannot follow the policy's change of structure"},
+    ),
+    Remedy(
+        "continual backprop (CBP)",
+        "resets",
+        "Dohare et al. 2024, Loss of plasticity in deep continual learning",
+        "--reset.method cbp",
+        _reset("cbp"),
+        not_with={
+            "cudagraphs": "CBP's unit statistics are summed by forward hooks that count samples on the host, "
+            "and a replayed graph runs no Python"
+        },
+    ),
+    Remedy(
+        "LayerNorm",
+        "architecture",
+        "Lyle et al. 2024, Disentangling the causes of plasticity loss",
+        "--net.norm layer",
+        lambda args: _get(args, "net.norm") == "layer",
+    ),
+    Remedy(
+        "Normalize-and-Project (NaP)",
+        "architecture",
+        "Lyle et al. 2024, Normalization and effective learning rates in RL",
+        "--nap.enabled",
+        _flag("nap.enabled"),
+    ),
+    Remedy(
+        "CReLU",
+        "architecture",
+        "Abbas et al. 2023, Loss of plasticity in continual deep RL",
+        "--net.activation crelu",
+        lambda args: _get(args, "net.activation") == "crelu",
+    ),
+    Remedy(
+        "deep Fourier features",
+        "architecture",
+        "Lewandowski et al. 2024, Plastic learning with deep Fourier features",
+        "--net.activation fourier",
+        lambda args: _get(args, "net.activation") == "fourier",
+    ),
+    Remedy(
+        "CIR",
+        "architecture",
+        "constrained initial representations (plasticity/cir.py)",
+        "--cir.critic",
+        _flag("cir.critic"),
+        _CIR_ONLY,
+    ),
     Remedy("L2", "regularisers", "studied in Lyle et al. 2024", "--reg.l2 λ", _flag("reg.l2")),
-    Remedy("regenerative L2-init", "regularisers", "Kumar, Marklund, Van Roy 2024, Regenerative regularization", "--reg.l2-init λ",
-           _flag("reg.l2_init")),
-    Remedy("Parseval", "regularisers", "Chung et al. 2024, Parseval regularization for continual RL",
-           "--reg.parseval λ --reg.parseval-scale s", _flag("reg.parseval")),
-    Remedy("weight clipping", "regularisers", "Elsayed et al. 2024, Weight clipping for deep continual and RL", "--clip.kappa κ",
-           _flag("clip.kappa")),
-    Remedy("C-CHAIN", "regularisers", "Tang et al. 2025, Mitigating plasticity loss in continual RL by reducing churn",
-           "--cchain.enabled", _flag("cchain.enabled")),
+    Remedy(
+        "regenerative L2-init",
+        "regularisers",
+        "Kumar, Marklund, Van Roy 2024, Regenerative regularization",
+        "--reg.l2-init λ",
+        _flag("reg.l2_init"),
+    ),
+    Remedy(
+        "Parseval",
+        "regularisers",
+        "Chung et al. 2024, Parseval regularization for continual RL",
+        "--reg.parseval λ --reg.parseval-scale s",
+        _flag("reg.parseval"),
+    ),
+    Remedy(
+        "weight clipping",
+        "regularisers",
+        "Elsayed et al. 2024, Weight clipping for deep continual and RL",
+        "--clip.kappa κ",
+        _flag("clip.kappa"),
+    ),
+    Remedy(
+        "C-CHAIN",
+        "regularisers",
+        "Tang et al. 2025, Mitigating plasticity loss in continual RL by reducing churn",
+        "--cchain.enabled",
+        _flag("cchain.enabled"),
+    ),
     Remedy("TRAC", "optimisers", "Muppidi, Zhang, Yang 2024, Fast TRAC", "--optim.trac", _flag("optim.trac")),
-    Remedy("Kron (PSGD)", "optimisers", "Li 2018, Preconditioned SGD (heavyball.PSGDKron)", "--optim.name kron",
-           lambda args: _get(args, "optim.name") == "kron",
-           not_with={flag: "heavyball's PSGD-Kron step keeps Python-side state and compiles itself its own way"
-                     for flag in SPEED_FLAGS}),
-    Remedy("SWD", "replay/other", "Sample Weight Decay (plasticity/swd.py)", "--swd.enabled", _flag("swd.enabled"), _NO_REPLAY),
-    Remedy("LEAST", "replay/other", "early stopping of unpromising episodes (plasticity/least.py)", "--least.enabled",
-           _flag("least.enabled"), {"ddqn": "not wired: LEAST's stopping rule is implemented for the actor-critics only",
-                                    **{agent: "LEAST needs a Q function to judge episodes" for agent in ON_POLICY}}),
+    Remedy(
+        "Kron (PSGD)",
+        "optimisers",
+        "Li 2018, Preconditioned SGD (heavyball.PSGDKron)",
+        "--optim.name kron",
+        lambda args: _get(args, "optim.name") == "kron",
+        not_with={
+            flag: "heavyball's PSGD-Kron step keeps Python-side state and compiles itself its own way" for flag in SPEED_FLAGS
+        },
+    ),
+    Remedy(
+        "SWD", "replay/other", "Sample Weight Decay (plasticity/swd.py)", "--swd.enabled", _flag("swd.enabled"), _NO_REPLAY
+    ),
+    Remedy(
+        "LEAST",
+        "replay/other",
+        "early stopping of unpromising episodes (plasticity/least.py)",
+        "--least.enabled",
+        _flag("least.enabled"),
+        {
+            "ddqn": "not wired: LEAST's stopping rule is implemented for the actor-critics only",
+            **{agent: "LEAST needs a Q function to judge episodes" for agent in ON_POLICY},
+        },
+    ),
 )
 
 # pairs that cannot be on together, with the reason (checked for every agent)
@@ -104,15 +199,25 @@ def conflicts(on: set[str], oracle: bool = False) -> list[str]:
     for recycler, what in _UNIT_RECYCLERS.items():
         for activation in _DOUBLING:
             if recycler in on and activation in on:
-                problems.append(f"{recycler} {what} one-to-one, but {activation} gives each unit two features (CReLU units are "
-                                f"never dormant; Fourier units never silent) — drop --net.activation or pick another --reset.method")
+                problems.append(
+                    f"{recycler} {what} one-to-one, but {activation} gives each unit two features (CReLU units are "
+                    f"never dormant; Fourier units never silent) — drop --net.activation or pick another --reset.method"
+                )
     if "CIR" in on and on & {"LayerNorm", *_DOUBLING}:
-        problems.append("CIR's critic torso is fixed by its paper (its own LayerNorms, ReLU) — drop --net.norm/--net.activation or --cir.critic")
+        problems.append(
+            "CIR's critic torso is fixed by its paper (its own LayerNorms, ReLU) — drop --net.norm/--net.activation or "
+            "--cir.critic"
+        )
     if "plasticity injection" in on and oracle:
-        problems.append("--continual.oracle gives a fresh agent at every switch, but plasticity injection changes the network's "
-                        "structure once — drop one of them (the oracle is the reference to compare injection against)")
+        problems.append(
+            "--continual.oracle gives a fresh agent at every switch, but plasticity injection changes the network's "
+            "structure once — drop one of them (the oracle is the reference to compare injection against)"
+        )
     if "Kron (PSGD)" in on and any(r.family == "resets" and r.name in on for r in REMEDIES):
-        problems.append("the reset family edits Adam's per-parameter state, which Kron does not keep — use --optim.name adam with --reset.method")
+        problems.append(
+            "the reset family edits Adam's per-parameter state, which Kron does not keep — use --optim.name adam with "
+            "--reset.method"
+        )
     return problems
 
 
@@ -140,23 +245,38 @@ def check(agent: str, args: Any, activation: str = "relu", shared_torso: bool = 
     if method in _NEEDS_RELU and activation == "tanh":
         raise UserError(f"{_NEEDS_RELU[method]} ReLU units; {agent} with tanh units has none — add --net.activation relu")
     if shared_torso and method != "off" and _get(args, "reset.networks") != "both":
-        raise UserError(f"on Atari, {agent}'s policy and value heads share one torso, so a reset touches both — drop --reset.networks")
+        raise UserError(
+            f"on Atari, {agent}'s policy and value heads share one torso, so a reset touches both — drop --reset.networks"
+        )
     if shared_torso and method in _NEEDS_ONE_READER:
-        raise UserError(f"--reset.method {method} {_NEEDS_ONE_READER[method]}, but {agent}'s Nature-CNN units feed two heads on Atari — "
-                        "use redo, regrama, full, shrink-perturb or layers")
+        raise UserError(
+            f"--reset.method {method} {_NEEDS_ONE_READER[method]}, but {agent}'s Nature-CNN units feed two heads on Atari — "
+            "use redo, regrama, full, shrink-perturb or layers"
+        )
     for flag in (flag for flag in SPEED_FLAGS if _get(args, flag, False)):
         for remedy in REMEDIES:
             if remedy.is_on(args) and flag in remedy.not_with:
-                raise UserError(f"{remedy.name} ({remedy.flags}) cannot run with --{flag}: {remedy.not_with[flag]} — drop one of them")
+                raise UserError(
+                    f"{remedy.name} ({remedy.flags}) cannot run with --{flag}: {remedy.not_with[flag]} — drop one of them"
+                )
 
 
 def matrix() -> str:
     """The agent × remedy table as Markdown: ✓ applies, – does not (the reasons follow the table)."""
-    lines = ["| remedy | family | flags | " + " | ".join(AGENTS) + " | paper |", "|---|---|---|" + "---|" * len(AGENTS) + "---|"]
+    lines = [
+        "| remedy | family | flags | " + " | ".join(AGENTS) + " | paper |",
+        "|---|---|---|" + "---|" * len(AGENTS) + "---|",
+    ]
     for remedy in REMEDIES:
         marks = " | ".join("✓" if remedy.applies_to(agent) else "–" for agent in AGENTS)
         lines.append(f"| {remedy.name} | {remedy.family} | `{remedy.flags}` | {marks} | {remedy.paper} |")
     notes = [f"- {remedy.name} × {agent}: {why}" for remedy in REMEDIES for agent, why in remedy.not_for.items()]
     speed = [f"- {remedy.name} × --{flag}: {why}" for remedy in REMEDIES for flag, why in remedy.not_with.items()]
-    return ("\n".join(lines) + "\n\nNot applicable:\n" + "\n".join(notes) + "\n\nNot with the speed flags (docs/speed.md):\n"
-            + "\n".join(speed) + "\n")
+    return (
+        "\n".join(lines)
+        + "\n\nNot applicable:\n"
+        + "\n".join(notes)
+        + "\n\nNot with the speed flags (docs/speed.md):\n"
+        + "\n".join(speed)
+        + "\n"
+    )

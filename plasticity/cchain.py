@@ -24,10 +24,10 @@ networks and the last update of each iteration for PPO, whose values are then th
 records them [code; the classic-control script averages an iteration's minibatches instead]. The new c applies from
 the next update. The authors' numbers per kind (`AUTHORS`; a --cchain.* flag overrides one):
 
-    kind            ρ      c₀    warm-up  W        c_min  restarts at a task switch  source
-    values          0.01   50    10,000   50,000   0      no                         double_dqn_c_chain.py (updates)
-    policy mean     0.05   100   50       100      0      yes                        crl_run_ppo_c_chain_dmc.py (iterations)
-    probabilities   1e4    1     11       50       1      yes                        control_train_aligned_c_chain.py (iterations)
+    kind            ρ      c₀    warm-up  W        c_min  restarts at a switch  source
+    values          0.01   50    10,000   50,000   0      no                    double_dqn_c_chain.py (updates)
+    policy mean     0.05   100   50       100      0      yes                   crl_run_ppo_c_chain_dmc.py (iterations)
+    probabilities   1e4    1     11       50       1      yes                   control_train_aligned_c_chain.py (iterations)
 
 (warm-up: rescaling points before c first moves; the classic-control script starts at its 11th iteration of a task.)
 A restart (continual task switch) sets c back to c₀, empties the means and leaves out the churn of the first update
@@ -51,7 +51,6 @@ from typing import Annotated, Callable
 import torch
 import torch.nn as nn
 from torch.func import functional_call
-
 
 from cleanrl_plus.ranges import AtLeastOne, Count, NonNegative, Range
 
@@ -123,8 +122,11 @@ def policy_churn(policy_outputs: Callable, continuous: bool, updates_per_iterati
 
 def schedule(args: CChainArgs, kind: str) -> Schedule:
     """The authors' schedule for `kind`, with the --cchain.* values that were given in its place."""
-    given = {field: value for field in ("relative_scale", "initial_coef", "warmup", "window", "min_coef")
-             if (value := getattr(args, field)) is not None}
+    given = {
+        field: value
+        for field in ("relative_scale", "initial_coef", "warmup", "window", "min_coef")
+        if (value := getattr(args, field)) is not None
+    }
     return dataclasses.replace(AUTHORS[kind], **given)
 
 
@@ -180,7 +182,9 @@ class ChurnReducer:
         with torch.no_grad():
             self.last_churn.copy_(churn)
             self.has_churn.copy_(~self.skip)
-            torch._foreach_copy_(list(self.previous.values()), [p.detach() for p in self.module.parameters()])  # θₜ₋₁ of the next update
+            torch._foreach_copy_(
+                list(self.previous.values()), [p.detach() for p in self.module.parameters()]
+            )  # θₜ₋₁ of the next update
         return torch.where(self.skip, 0.0, self.coef * churn)
 
     @torch.no_grad()
@@ -220,6 +224,8 @@ class ChurnReducer:
 
     def load_state_dict(self, state: dict) -> None:
         device = self.coef.device
-        self.previous = None if state["previous"] is None else {name: value.to(device) for name, value in state["previous"].items()}
+        self.previous = (
+            None if state["previous"] is None else {name: value.to(device) for name, value in state["previous"].items()}
+        )
         for key in self.STATE:
             getattr(self, key).copy_(state[key])

@@ -57,7 +57,7 @@ class CIREncoder(nn.Module):
 
     def __init__(self, ensemble_size: int, in_features: int, width: int, shared_layer_norm: bool = True) -> None:
         super().__init__()
-        linear = lambda i, o: EnsembleLinear(ensemble_size, i, o)  # noqa: E731
+        linear = lambda i, o: EnsembleLinear(ensemble_size, i, o)
         self.first, self.down1, self.down2 = linear(in_features, width), linear(width, width), linear(width, width)
         self.up1_in, self.up1_out = linear(width, width), linear(width, width)
         self.up2_in, self.up2_out = linear(width, width), linear(width, width)
@@ -65,7 +65,9 @@ class CIREncoder(nn.Module):
             shared = EnsembleLayerNorm(1, width, eps=TORCH_LAYER_NORM_EPS)  # one affine broadcast over members
             self.norms = nn.ModuleList([shared] * self.SITES)
         else:
-            self.norms = nn.ModuleList(EnsembleLayerNorm(ensemble_size, width, eps=TORCH_LAYER_NORM_EPS) for _ in range(self.SITES))
+            self.norms = nn.ModuleList(
+                EnsembleLayerNorm(ensemble_size, width, eps=TORCH_LAYER_NORM_EPS) for _ in range(self.SITES)
+            )
         # one ELU module per site, so that diagnostics can read the hidden activations with hooks
         self.activations = nn.ModuleList(nn.ELU() for _ in range(5))
         self.out_features = width  # EnsembleLinear initialises like nn.Linear: PyTorch's default, as the official code
@@ -83,7 +85,9 @@ class CIRCritic(nn.Module):
     """Twin Q-functions with CIR torsos, TD3's critic interface: forward → (2, B); q1 → (B,) (C51 logits: `outputs`
     per critic, (2, B, outputs) and (B, outputs))."""
 
-    def __init__(self, obs_dim: int, action_dim: int, args: CIRArgs, outputs: int = 1, normalize: nn.Module | None = None) -> None:
+    def __init__(
+        self, obs_dim: int, action_dim: int, args: CIRArgs, outputs: int = 1, normalize: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.normalize = normalize or nn.Identity()  # the agent's observation statistics, shared, not learned
         self.encoder = CIREncoder(2, obs_dim + action_dim, args.width, args.shared_layer_norm)
@@ -103,5 +107,9 @@ class CIRCritic(nn.Module):
 def cir_layout(encoder: CIREncoder, head: nn.Module) -> Layout:
     """Diagnostics read the five ELU outputs of a CIR torso as its hidden units; ReDo and CBP have no units to recycle
     (they cannot keep the output unchanged through LayerNorms and skips)."""
-    return Layout(hidden=list(encoder.activations), heads=(head,), unit_pairs=[],
-                  probe=ActivationProbe(encoder.activations, head, activation=lambda h: h))
+    return Layout(
+        hidden=list(encoder.activations),
+        heads=(head,),
+        unit_pairs=[],
+        probe=ActivationProbe(encoder.activations, head, activation=lambda h: h),
+    )

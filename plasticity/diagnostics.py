@@ -6,14 +6,16 @@
 - srank_δ (Kumar et al. 2021): min k with Σ_{i≤k} σᵢ / Σ σᵢ ≥ 1 − δ, δ = 0.01, of the penultimate features.
 - effective rank (Roy & Vetterli 2007): exp(entropy of σ / Σσ).
 - parameter RMS ‖θ‖/√P and distance from initialisation ‖θ − θ₀‖/√P; gradient L2 norm before clipping.
-- empirical NTK (Lyle et al. 2023, "Understanding plasticity in neural networks"): J ∈ ℝ^{B×P} holds the per-sample gradients ∇_θ f(x_b) of B = 64 probe samples,
+- empirical NTK (Lyle et al. 2023, "Understanding plasticity in neural networks"): J ∈ ℝ^{B×P} holds the per-sample gradients
+∇_θ f(x_b) of B = 64 probe samples,
   K = J·Jᵀ; logged: numerical rank #{λ > 10⁻⁶·λ_max}, effective rank and srank of K's eigenvalues, condition
   number λ_max/λ_min (λ_min floored at 10⁻⁶·λ_max) and the mean off-diagonal |cos| between gradients. f(x) is
   the network's output summed over its entries (Q for a critic, Q₁ + Q₂ for a twin critic, Σ_a Q(s, a) for
   DQN, Σ_j μ_j(s) for an actor). J keeps the last layers' parameters up to `ntk_max_params` (the choice is
   logged as `_ntk_params`). A loop of B backward passes: on CPU it measured 79 ms for TD3's 256-256 twin
   critic, 2.2× faster than torch.func's vmap(grad), and it takes any forward.
-- churn across one update (Tang & Berseth 2024, "Improving deep RL by reducing the chain effect of value and policy churn"): on a separate reference batch drawn just before
+- churn across one update (Tang & Berseth 2024, "Improving deep RL by reducing the chain effect of value and policy churn"):
+on a separate reference batch drawn just before
   update n, value churn E|Q_θ′ − Q_θ| for critics (mean over ensemble members and, for DQN, actions; DQN also
   logs the fraction of states whose greedy action changes), policy churn E‖π_θ′(s) − π_θ(s)‖ for actors (the
   change of the deterministic action, of PPO's mean or logits) and, for stochastic policies, E KL(π_θ(·|s) ‖
@@ -132,7 +134,9 @@ class ActivationProbe:
     def __call__(self, forward: Callable[[], torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
         hidden: list[torch.Tensor] = []
         features: list[torch.Tensor] = []
-        handles = [m.register_forward_hook(lambda _m, _i, out: hidden.append(self.activation(out.detach()))) for m in self.relu_inputs]
+        handles = [
+            m.register_forward_hook(lambda _m, _i, out: hidden.append(self.activation(out.detach()))) for m in self.relu_inputs
+        ]
         handles.append(self.head.register_forward_pre_hook(lambda _m, inputs: features.append(inputs[0].detach())))
         try:
             with torch.no_grad():
@@ -201,7 +205,9 @@ def per_sample_gradients(forward: Callable, batch, parameters: list[torch.Tensor
     with torch.enable_grad(), measuring():
         for b in range(len(batch[0])):
             gradients = torch.autograd.grad(forward(batch_rows(batch, slice(b, b + 1))).sum(), parameters, allow_unused=True)
-            rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gradients, parameters)]))
+            rows.append(
+                torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gradients, parameters)])
+            )
     return torch.stack(rows)
 
 
@@ -288,8 +294,11 @@ class PlasticityMonitor:
             with torch.no_grad():
                 outputs = {name: net.forward(reference) for name, net in self.networks.items()}
                 # copies: a state-independent log σ is the parameter itself, which the update changes in place
-                distributions = {name: {key: value.clone() for key, value in net.distribution(reference).items()}
-                                 for name, net in self.networks.items() if net.distribution is not None}
+                distributions = {
+                    name: {key: value.clone() for key, value in net.distribution(reference).items()}
+                    for name, net in self.networks.items()
+                    if net.distribution is not None
+                }
                 self.churn_reference = (reference, outputs, distributions)
         if report:
             logger.scalars(report, global_step)

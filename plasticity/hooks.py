@@ -1,6 +1,7 @@
 """The two hooks through which an agent applies the loss, optimiser and architecture remedies to each network.
 
-    loss = hooks.loss("critic", td_loss, reference)      # + L2, L2-init, Parseval, C-CHAIN (reference: a replay batch, or None)
+    loss = hooks.loss("critic", td_loss, reference)      # + L2, L2-init, Parseval, C-CHAIN (reference: a replay batch, or
+    None)
     optimizer.zero_grad(); loss.backward(); hooks.step("critic")   # TRAC or the base step, NaP, clipping
 
 `RemedyArgs` holds the settings (nested flags --net.*, --nap.*, --reg.*, --clip.*, --cchain.*, --optim.*); the
@@ -10,7 +11,8 @@ targets, clip bounds, C-CHAIN's snapshot and means, TRAC's tuner) is checkpointe
 
 Both hooks are capture-ready (cleanrl_plus/graphs.py): which remedies act is fixed by the flags, state changes in
 place, and the event counts (`remedies/<remedy>_events`) are device tensors, so a compiled or replayed step keeps
-them right without a host sync. C-CHAIN's reference batch is drawn by the agent (`Plasticity.reference_batch`), only when it is on.
+them right without a host sync. C-CHAIN's reference batch is drawn by the agent (`Plasticity.reference_batch`), only when it
+is on.
 """
 
 from __future__ import annotations
@@ -18,15 +20,24 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-import torch.nn as nn
 
 from cleanrl_plus.replay import Batch
 from plasticity.architecture import NaPArgs, NetArgs, NormProjector
 from plasticity.cchain import CChainArgs, ChurnReducer, ChurnTarget
 from plasticity.network import Network
 from plasticity.optimizers import TRAC, OptimArgs
-from plasticity.regularizers import (PARSEVAL_WIDTH, RegArgs, WeightClipArgs, WeightClipper, l2_init_penalty, l2_penalty,
-                                     parseval_penalty, rows_as_units, trainable, weight_layers)
+from plasticity.regularizers import (
+    PARSEVAL_WIDTH,
+    RegArgs,
+    WeightClipArgs,
+    WeightClipper,
+    l2_init_penalty,
+    l2_penalty,
+    parseval_penalty,
+    rows_as_units,
+    trainable,
+    weight_layers,
+)
 
 
 @dataclasses.dataclass
@@ -54,14 +65,26 @@ class _NetworkHooks:
         self.hidden_layers = [(layer, ensemble) for layer, ensemble in weight_layers(net.module) if id(layer) not in head_ids]
         self.projector = NormProjector(net.module) if args.nap.enabled else None
         self.clipper = WeightClipper(net.module, args.clip.kappa) if args.clip.kappa > 0 else None
-        self.churn = ChurnReducer(args.cchain, net.module, net.churn or ChurnTarget(net.forward)) if args.cchain.enabled else None
+        self.churn = (
+            ChurnReducer(args.cchain, net.module, net.churn or ChurnTarget(net.forward)) if args.cchain.enabled else None
+        )
         self.trac = TRAC(net.optimizer, args.optim.trac_s_init) if args.optim.trac else None
         self.logged: dict[str, torch.Tensor] = {}
         # the remedies each hook applies: fixed by the flags, so a captured step counts them right
         reg = args.reg
-        self.loss_remedies = [name for name, on in (("l2", reg.l2), ("l2_init", reg.l2_init), ("parseval", reg.parseval and self.hidden_layers),
-                                                     ("cchain", self.churn is not None)) if on]
-        self.step_remedies = [name for name, part in (("trac", self.trac), ("nap", self.projector), ("clip", self.clipper)) if part is not None]
+        self.loss_remedies = [
+            name
+            for name, on in (
+                ("l2", reg.l2),
+                ("l2_init", reg.l2_init),
+                ("parseval", reg.parseval and self.hidden_layers),
+                ("cchain", self.churn is not None),
+            )
+            if on
+        ]
+        self.step_remedies = [
+            name for name, part in (("trac", self.trac), ("nap", self.projector), ("clip", self.clipper)) if part is not None
+        ]
 
     def loss(self, main_loss: torch.Tensor, reference, scale_against: torch.Tensor | None = None) -> torch.Tensor:
         reg = self.args.reg
@@ -124,8 +147,9 @@ class RemedyHooks:
             for remedy in hooks.loss_remedies + hooks.step_remedies:
                 self.acted.setdefault(remedy, torch.zeros((), dtype=torch.int64, device=device))
 
-    def loss(self, name: str, main_loss: torch.Tensor, reference: Batch | None = None,
-             scale_against: torch.Tensor | None = None) -> torch.Tensor:
+    def loss(
+        self, name: str, main_loss: torch.Tensor, reference: Batch | None = None, scale_against: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """main_loss + this network's regularisers; `reference` is C-CHAIN's reference batch (None when it is off) and
         `scale_against` the loss its coefficient is scaled against (default main_loss; PPO: the policy loss)."""
         hooks = self.networks[name]
@@ -150,7 +174,9 @@ class RemedyHooks:
 
     def report(self) -> dict[str, torch.Tensor]:
         """remedies/<network>_<quantity> of the last update and remedies/<remedy>_events (device tensors, no sync)."""
-        report = {f"remedies/{name}_{key}": value for name, hooks in self.networks.items() for key, value in hooks.logged.items()}
+        report = {
+            f"remedies/{name}_{key}": value for name, hooks in self.networks.items() for key, value in hooks.logged.items()
+        }
         return report | {f"remedies/{remedy}_events": count for remedy, count in self.acted.items()}
 
     def state_dict(self) -> dict:

@@ -48,7 +48,9 @@ class LEASTArgs:
 class EpisodeStopper:
     """Per-step-index histories of Q̂ and G over the last K episodes, and the stop rule, for a batch of envs."""
 
-    def __init__(self, args: LEASTArgs, num_envs: int, max_episode_steps: int, total_timesteps: int, device: torch.device) -> None:
+    def __init__(
+        self, args: LEASTArgs, num_envs: int, max_episode_steps: int, total_timesteps: int, device: torch.device
+    ) -> None:
         if max_episode_steps <= 0:
             raise UserError("LEAST needs a time limit (its thresholds are indexed by the step within the episode)")
         self.args, self.length = args, max_episode_steps
@@ -99,7 +101,9 @@ class EpisodeStopper:
         self.step_index.masked_fill_(done, 0)
         self.td_error_sum.masked_fill_(done, 0.0)
 
-    def after_env_step(self, env, step, q_taken: torch.Tensor, next_value: torch.Tensor, gamma: float, global_step: int) -> torch.Tensor:
+    def after_env_step(
+        self, env, step, q_taken: torch.Tensor, next_value: torch.Tensor, gamma: float, global_step: int
+    ) -> torch.Tensor:
         """The agent's hook after `env.step`: decide the stops, end those episodes as truncations, and return the
         observations to act on next (fresh initial ones where an episode was stopped)."""
         ended = step.terminated | step.truncated
@@ -110,7 +114,9 @@ class EpisodeStopper:
         return env.reset_where(stop, step.obs)
 
     @staticmethod
-    def td_error(q_taken: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor, next_value: torch.Tensor, gamma: float) -> torch.Tensor:
+    def td_error(
+        q_taken: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor, next_value: torch.Tensor, gamma: float
+    ) -> torch.Tensor:
         """G = |r + γ(1 − terminated)·V̄(s') − Q̂(s, a)| for the transition just taken."""
         return (reward + gamma * (1.0 - terminated.float()) * next_value - q_taken).abs()
 
@@ -118,9 +124,21 @@ class EpisodeStopper:
         return {"least/stop_rate": self.stopped / self.finished.clamp_min(1), "least/steps_saved": self.steps_saved.clone()}
 
     def state_dict(self) -> dict:
-        return {name: getattr(self, name) for name in
-                ("history_q", "history_g", "current_q", "current_g", "step_index", "td_error_sum", "next_row", "finished",
-                 "stopped", "steps_saved")}
+        return {
+            name: getattr(self, name)
+            for name in (
+                "history_q",
+                "history_g",
+                "current_q",
+                "current_g",
+                "step_index",
+                "td_error_sum",
+                "next_row",
+                "finished",
+                "stopped",
+                "steps_saved",
+            )
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for name, value in state.items():

@@ -84,8 +84,12 @@ class ElementStepAdam(torch.optim.Adam):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        restarted = [(p, group) for group in self.param_groups for p in group["params"]
-                     if p.grad is not None and "beta1_power" in self.state.get(p, ())]
+        restarted = [
+            (p, group)
+            for group in self.param_groups
+            for p in group["params"]
+            if p.grad is not None and "beta1_power" in self.state.get(p, ())
+        ]
         grads = [p.grad for p, _ in restarted]
         for p, _ in restarted:  # the parent's step skips parameters without a gradient
             p.grad = None
@@ -122,7 +126,9 @@ def adam(parameters, lr: float, device: torch.device, capturable: bool = False, 
     """Adam (AdamW with decoupled_weight_decay=True) with the fused kernel where the device supports it (one kernel for
     all parameters), and entries that resets can restart (ElementStepAdam). `capturable` (CUDA graphs, --cudagraphs)
     keeps its step counts on the device; on CPU it stays off, so eager runs keep today's numerics."""
-    return ElementStepAdam(parameters, lr=lr, fused=device.type in ("cpu", "cuda"), capturable=capturable and device.type == "cuda", **kwargs)
+    return ElementStepAdam(
+        parameters, lr=lr, fused=device.type in ("cpu", "cuda"), capturable=capturable and device.type == "cuda", **kwargs
+    )
 
 
 TRAC_BETAS = (0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
@@ -140,7 +146,9 @@ class OptimArgs:
 
 _SERIES_TERMS = torch.arange(400, dtype=torch.float64)
 _LOG_SERIES_DENOMINATOR = torch.lgamma(_SERIES_TERMS + 1) + torch.log(2 * _SERIES_TERMS + 1)
-_SERIES_ON: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # per device: a captured step copies nothing from the host
+_SERIES_ON: dict[
+    torch.device, tuple[torch.Tensor, torch.Tensor]
+] = {}  # per device: a captured step copies nothing from the host
 
 
 def _series(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,8 +169,9 @@ class TRAC:
     """Wraps `optimizer` (its step, zero_grad, param_groups and state stay the base optimiser's). Its state changes in
     place, so a captured step (--cudagraphs) keeps tuning; a parameter's reference is taken at its first (eager) step."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, s_init: float = 1e-8, betas: tuple[float, ...] = TRAC_BETAS,
-                 eps: float = 1e-8) -> None:
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, s_init: float = 1e-8, betas: tuple[float, ...] = TRAC_BETAS, eps: float = 1e-8
+    ) -> None:
         self.optimizer, self.s_init, self.eps = optimizer, s_init, eps
         device = next(p.device for group in optimizer.param_groups for p in group["params"])
         self.betas = torch.tensor(betas, dtype=torch.float64, device=device)
@@ -210,8 +219,13 @@ class TRAC:
 
     def state_dict(self) -> dict:
         order = [p for group in self.optimizer.param_groups for p in group["params"]]
-        return {"reference": [self.reference.get(p) for p in order], "variance": self.variance, "sigma": self.sigma, "s": self.s,
-                "steps": self.steps}
+        return {
+            "reference": [self.reference.get(p) for p in order],
+            "variance": self.variance,
+            "sigma": self.sigma,
+            "s": self.s,
+            "steps": self.steps,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         order = [p for group in self.optimizer.param_groups for p in group["params"]]

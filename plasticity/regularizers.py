@@ -48,7 +48,8 @@ class RegArgs:
     l2_init: NonNegative = 0.0
     """regenerative regularisation λ·Σ(θ − θ₀)² towards the initial parameters (Kumar et al. 2024; 0 = off)"""
     parseval: NonNegative = 0.0
-    """Parseval regularisation λ·Σ(64/n)²‖WWᵀ − s·I‖²_F over hidden weight matrices (Chung et al. 2024: 1e-3 or 1e-4; 0 = off)"""
+    """Parseval regularisation λ·Σ(64/n)²‖WWᵀ − s·I‖²_F over hidden weight matrices (Chung et al. 2024: 1e-3 or 1e-4; 0 =
+    off)"""
     parseval_scale: Positive = 2.0
     """s in ‖WWᵀ − s·I‖²_F: the authors' 2, the squared gain of their orthogonal initialisation"""
     parseval_width_scaling: bool = True
@@ -58,7 +59,8 @@ class RegArgs:
 @dataclasses.dataclass
 class WeightClipArgs:
     kappa: NonNegative = 0.0
-    """weight clipping: after every step clip each layer's weights and bias to ±κ/√fan_in (Elsayed et al. 2024: κ = 3 for PPO; 0 = off)"""
+    """weight clipping: after every step clip each layer's weights and bias to ±κ/√fan_in (Elsayed et al. 2024: κ = 3 for PPO;
+    0 = off)"""
 
 
 def weight_layers(module: nn.Module) -> list[tuple[nn.Module, bool]]:

@@ -66,7 +66,7 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 import torch.nn as nn
@@ -79,7 +79,15 @@ from plasticity.network import Network
 from plasticity.optimizers import ElementStepAdam
 from plasticity.regularizers import weight_layers
 
-DEFAULT_EVERY = {"full": 200_000, "shrink-perturb": 200_000, "redo": 1_000, "inject": 250_000, "cbp": 1, "layers": 200_000, "regrama": 1_000}
+DEFAULT_EVERY = {
+    "full": 200_000,
+    "shrink-perturb": 200_000,
+    "redo": 1_000,
+    "inject": 250_000,
+    "cbp": 1,
+    "layers": 200_000,
+    "regrama": 1_000,
+}
 
 
 @dataclasses.dataclass
@@ -139,8 +147,11 @@ def shrink_and_perturb(net: Network, alpha: float) -> None:
 def depth_levels(net: Network) -> list[list[nn.Module]]:
     """The network's trainable weight layers from input to output, one list per depth (several heads share the last)."""
     heads = list(net.heads)
-    layers = [layer for layer, _ in weight_layers(net.module)
-              if layer not in heads and any(p.requires_grad for p in layer.parameters())]
+    layers = [
+        layer
+        for layer, _ in weight_layers(net.module)
+        if layer not in heads and any(p.requires_grad for p in layer.parameters())
+    ]
     return [[layer] for layer in layers] + ([heads] if heads else [])
 
 
@@ -161,7 +172,9 @@ def reset_last_layers(net: Network, count: int) -> list[nn.Module]:
     return chosen
 
 
-def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor) -> dict[torch.Tensor, tuple[torch.Tensor, bool]]:
+def _entry_masks(
+    layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor
+) -> dict[torch.Tensor, tuple[torch.Tensor, bool]]:
     """parameter → (mask of its entries touched by re-initialising `units`, whether they get fresh values)."""
     if isinstance(layer_in, EnsembleLinear):  # weights (E, in, H), bias (E, 1, H); next layer (E, H, out)
         return {
@@ -177,8 +190,14 @@ def _entry_masks(layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor)
 
 
 @torch.no_grad()
-def reinitialise_units(net: Network, layer_in: nn.Module, layer_out: nn.Module, units: torch.Tensor, fresh_in: nn.Module,
-                       element_steps: bool = True) -> None:
+def reinitialise_units(
+    net: Network,
+    layer_in: nn.Module,
+    layer_out: nn.Module,
+    units: torch.Tensor,
+    fresh_in: nn.Module,
+    element_steps: bool = True,
+) -> None:
     """Fresh incoming weights (from `fresh_in`, the same layer freshly built) and zero bias for `units`, zero
     outgoing weights, and zero Adam moments of exactly those entries; with `element_steps` their step counts restart
     too (net.optimizer must be an ElementStepAdam), else they keep the tensor's count (module docstring)."""
@@ -341,8 +360,13 @@ class UnitStatistics:
 
     def state_dict(self) -> dict:
         tensors = {key: getattr(self, key).clone() for key in ("birth", "mean_activation", "utility", "activation_sum")}
-        return tensors | {"samples": self.samples, "steps": self.steps, "owed": self.owed, "recent": list(self.recent),
-                          "replaced": self.replaced}
+        return tensors | {
+            "samples": self.samples,
+            "steps": self.steps,
+            "owed": self.owed,
+            "recent": list(self.recent),
+            "replaced": self.replaced,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for key in ("birth", "mean_activation", "utility", "activation_sum"):
@@ -386,13 +410,15 @@ class ContinualBackprop:
     def replace(self, stats: UnitStatistics, count: int, fresh_in: nn.Module) -> None:
         """Replace the `count` mature units of lowest bias-corrected utility in every member."""
         age = stats.age
-        correction = 1 - self.decay ** age  # 1 − η^A, Adam-style bias correction of both running means
+        correction = 1 - self.decay**age  # 1 − η^A, Adam-style bias correction of both running means
         mature = age > self.maturity
         utility = torch.where(mature, stats.utility / correction, torch.inf)
         chosen = utility.topk(count, dim=-1, largest=False).indices
         units = torch.zeros_like(mature).scatter_(-1, chosen, True)
         stats.add_to_next_bias(torch.where(units, stats.mean_activation / correction, 0.0))
-        reinitialise_units(self.net, stats.layer_in, stats.layer_out, units if stats.ensemble else units[0], fresh_in, self.element_steps)
+        reinitialise_units(
+            self.net, stats.layer_in, stats.layer_out, units if stats.ensemble else units[0], fresh_in, self.element_steps
+        )
         stats.mean_activation.masked_fill_(units, 0.0)
         stats.utility.masked_fill_(units, 0.0)
         stats.birth.masked_fill_(units, stats.steps)
@@ -468,27 +494,46 @@ class Resetter:
         self.injected: list[str] = []
         for name, net in self.networks.items():
             if args.method == "inject" and net.head is None:
-                raise UserError(f"plasticity injection needs one output layer; this {name} has several heads — "
-                                f"use --reset.networks to leave it out")
+                raise UserError(
+                    f"plasticity injection needs one output layer; this {name} has several heads — "
+                    f"use --reset.networks to leave it out"
+                )
             if args.method not in ("redo", "cbp", "regrama"):
                 continue
             method = {"redo": "ReDo", "cbp": "CBP", "regrama": "ReGraMa"}[args.method]
             if not net.unit_pairs:
-                raise UserError(f"{method} does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
-                                f"would change the output — use --reset.networks to leave it out, or another --reset.method")
+                raise UserError(
+                    f"{method} does not apply to this {name}: its hidden units feed normalisations or skips, so recycling "
+                    f"would change the output — use --reset.networks to leave it out, or another --reset.method"
+                )
             if args.per_element_adam_steps and not isinstance(net.optimizer, ElementStepAdam):
-                raise UserError(f"{method} with per-element Adam steps needs the {name}'s optimiser built by plasticity.optimizers.adam "
-                                f"(an ElementStepAdam), not {type(net.optimizer).__name__} — or add --reset.no-per-element-adam-steps")
+                raise UserError(
+                    f"{method} with per-element Adam steps needs the {name}'s optimiser built by plasticity.optimizers.adam "
+                    f"(an ElementStepAdam), not {type(net.optimizer).__name__} — or add --reset.no-per-element-adam-steps"
+                )
         if args.method == "layers":  # a range that depends on the network, checked once it exists
             for name, net in self.networks.items():
                 depth = len(depth_levels(net))
                 if args.layers > depth:
-                    raise UserError(f"--reset.layers must be in [1, {depth}] for this {name} (its weight layers, the heads "
-                                    f"counting as one), got {args.layers}")
-        self.cbp = {name: ContinualBackprop(net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps)
-                    for name, net in self.networks.items()} if args.method == "cbp" else {}
-        self.gradients = {name: PreactivationGradients([layer_in for layer_in, _ in net.unit_pairs])
-                          for name, net in self.networks.items()} if args.method == "regrama" else {}
+                    raise UserError(
+                        f"--reset.layers must be in [1, {depth}] for this {name} (its weight layers, the heads "
+                        f"counting as one), got {args.layers}"
+                    )
+        self.cbp = (
+            {
+                name: ContinualBackprop(
+                    net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps
+                )
+                for name, net in self.networks.items()
+            }
+            if args.method == "cbp"
+            else {}
+        )
+        self.gradients = (
+            {name: PreactivationGradients([layer_in for layer_in, _ in net.unit_pairs]) for name, net in self.networks.items()}
+            if args.method == "regrama"
+            else {}
+        )
         self.cbp_logged_step = 0
 
     def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
@@ -517,11 +562,14 @@ class Resetter:
             elif self.args.method == "layers":
                 reset_last_layers(net, self.args.layers)
             elif self.args.method == "regrama":
-                report[f"plasticity/{name}_recycled_fraction"] = recycle_low_gradient(net, self.gradients[name], self.args.regrama_tau,
-                                                                                      self.args.per_element_adam_steps)
+                report[f"plasticity/{name}_recycled_fraction"] = recycle_low_gradient(
+                    net, self.gradients[name], self.args.regrama_tau, self.args.per_element_adam_steps
+                )
             else:
                 batch = replay.sample(self.args.redo_batch)
-                report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(net, batch, self.args.redo_tau, self.args.per_element_adam_steps)
+                report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(
+                    net, batch, self.args.redo_tau, self.args.per_element_adam_steps
+                )
         logger.scalars(report, global_step)
 
     def log_cbp(self, logger, global_step: int) -> None:
@@ -536,7 +584,13 @@ class Resetter:
     def state_dict(self) -> dict:
         cbp = {name: cbp.state_dict() for name, cbp in self.cbp.items()}
         regrama = {name: gradients.state_dict() for name, gradients in self.gradients.items()}
-        return {"count": self.count, "injected": list(self.injected), "cbp": cbp, "cbp_logged_step": self.cbp_logged_step, "regrama": regrama}
+        return {
+            "count": self.count,
+            "injected": list(self.injected),
+            "cbp": cbp,
+            "cbp_logged_step": self.cbp_logged_step,
+            "regrama": regrama,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Agents load the resetter before the networks, so an injected head exists again when weights arrive."""

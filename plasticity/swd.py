@@ -82,17 +82,23 @@ class SWDSampler:
             rise_len = min(num_steps, math.ceil(ramp_end))  # ages 0 … rise_len − 1 lie below a*
             plateau_len = num_steps - rise_len
             rising = (rise_len * (rise_len - 1) / 2, lambda count: rise_len - 1 - _triangle(count, rise_len, g, device))
-            return self._draw_mixture([floor, rising, (ramp_end * plateau_len, uniform(plateau_len, rise_len))], batch_size, device)
+            return self._draw_mixture(
+                [floor, rising, (ramp_end * plateau_len, uniform(plateau_len, rise_len))], batch_size, device
+            )
         ramp_len = min(num_steps, math.ceil(ramp_end))  # ages with extra weight: 0 … ramp_len − 1
         top = ramp_end - (math.ceil(ramp_end) - 1)  # c ∈ (0, 1]: a* − a = c + (ceil(a*) − 1 − a)
         full_len = math.ceil(ramp_end)
         # mixture pieces (unnormalised masses, times T): floor, offset c, the part of the triangle cut by N, triangle
-        return self._draw_mixture([
-            floor,
-            (top * ramp_len, uniform(ramp_len)),
-            ((full_len - ramp_len) * ramp_len, uniform(ramp_len)),
-            (ramp_len * (ramp_len - 1) / 2, lambda count: _triangle(count, ramp_len, g, device)),
-        ], batch_size, device)
+        return self._draw_mixture(
+            [
+                floor,
+                (top * ramp_len, uniform(ramp_len)),
+                ((full_len - ramp_len) * ramp_len, uniform(ramp_len)),
+                (ramp_len * (ramp_len - 1) / 2, lambda count: _triangle(count, ramp_len, g, device)),
+            ],
+            batch_size,
+            device,
+        )
 
     def _draw_mixture(self, pieces: list, batch_size: int, device: torch.device) -> torch.Tensor:
         """Each row's piece drawn on the host with probability ∝ its mass (so counting them needs no device sync),

@@ -32,7 +32,9 @@ EpisodeValues = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch
 class Plasticity:
     """The remedy hooks, resets, diagnostics and LEAST of an agent's networks (module docstring)."""
 
-    def __init__(self, args: Any, *networks: Network, logger: Any, env: Any = None, episode_values: EpisodeValues | None = None) -> None:
+    def __init__(
+        self, args: Any, *networks: Network, logger: Any, env: Any = None, episode_values: EpisodeValues | None = None
+    ) -> None:
         self.args, self.logger, self.networks = args, logger, networks
         self.reset_units = [unit for net in networks for unit in net.reset_units()]
         watched = [part for net in networks for part in (net.parts or (net,))]
@@ -44,7 +46,9 @@ class Plasticity:
         if least is not None and least.enabled:
             self.stopper = EpisodeStopper(least, env.num_envs, env.max_episode_steps, args.total_timesteps, env.device)
 
-    def loss(self, name: str, main_loss: torch.Tensor, reference: Any = None, scale_against: torch.Tensor | None = None) -> torch.Tensor:
+    def loss(
+        self, name: str, main_loss: torch.Tensor, reference: Any = None, scale_against: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """main_loss + the named network's regularisers; `reference` is C-CHAIN's batch (`reference_batch`), `scale_against`
         the loss C-CHAIN's coefficient is scaled against (default main_loss; PPO: the policy loss)."""
         return self.hooks.loss(name, main_loss, reference, scale_against)
@@ -74,7 +78,9 @@ class Plasticity:
             self.monitor.after_update(num_updates, source, self.logger, global_step)
         self.resetter.after_update(num_updates, source, self.logger, global_step)
 
-    def after_env_step(self, env: Any, step: Any, obs: torch.Tensor, actions: torch.Tensor, global_step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def after_env_step(
+        self, env: Any, step: Any, obs: torch.Tensor, actions: torch.Tensor, global_step: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(observations to act on next, truncated): LEAST's stops end their episodes as truncations; without LEAST the
         step's own."""
         if self.stopper is None:
@@ -88,8 +94,13 @@ class Plasticity:
         """remedies/* of the last update and least/* (device tensors, no sync)."""
         return self.hooks.report() | (self.stopper.report() if self.stopper is not None else {})
 
-    def on_task_switch(self, settings: Any, replay: Any = None, normalizers: Iterable[nn.Module] = (),
-                       also_on_fresh_start: Iterable[Callable[[], None]] = ()) -> None:
+    def on_task_switch(
+        self,
+        settings: Any,
+        replay: Any = None,
+        normalizers: Iterable[nn.Module] = (),
+        also_on_fresh_start: Iterable[Callable[[], None]] = (),
+    ) -> None:
         """What the agent keeps across a continual task switch (--continual.*): everything by default; the oracle gets a
         fresh agent (networks re-drawn, optimiser moments dropped, targets re-synced, replay emptied, normalisers
         restarted, and `also_on_fresh_start`, e.g. SAC's temperature); C-CHAIN restarts its schedule where its authors do."""

@@ -12,7 +12,12 @@ from cleanrl_plus.errors import UserError
 from cleanrl_plus.frame_replay import FrameStackReplay
 from plasticity.swd import SWDArgs, SWDSampler
 
-BACKENDS = ["atari", pytest.param("envpool", marks=pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool not installed"))]
+BACKENDS = [
+    "atari",
+    pytest.param(
+        "envpool", marks=pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool not installed")
+    ),
+]
 
 
 # ---- frame-stack replay: the stack rebuilt from indices is the stack that was stored ---------------------------
@@ -26,7 +31,9 @@ class FakeFrameStream:
 
     def _frame(self) -> torch.Tensor:
         self.counter += 1
-        return torch.full((3, 2), self.counter % 256, dtype=torch.uint8) + torch.tensor([[0, 1], [2, 3], [4, 5]], dtype=torch.uint8) * (self.counter // 256)
+        return torch.full((3, 2), self.counter % 256, dtype=torch.uint8) + torch.tensor(
+            [[0, 1], [2, 3], [4, 5]], dtype=torch.uint8
+        ) * (self.counter // 256)
 
     def _reset_stack(self) -> torch.Tensor:
         return self._frame().expand(self.stack, 3, 2).clone()
@@ -97,7 +104,14 @@ def test_frame_stack_replay_state_dict_round_trip_and_swd_sampling():
     assert ages.max() < 10 and ages.mean() < 4.5  # SWD favours young transitions (uniform would give 4.5)
     # the copy continues identically
     for target in (replay, copy):
-        target.add(stream.obs, torch.zeros(2, dtype=torch.int64), torch.zeros(2), stream.obs, torch.zeros(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool))
+        target.add(
+            stream.obs,
+            torch.zeros(2, dtype=torch.int64),
+            torch.zeros(2),
+            stream.obs,
+            torch.zeros(2, dtype=torch.bool),
+            torch.zeros(2, dtype=torch.bool),
+        )
     for a, b in zip(replay._read_observations(slots), copy._read_observations(slots)):
         assert torch.equal(a, b)
 

@@ -10,9 +10,9 @@ import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
-from plasticity.optimizers import adam
 from plasticity.diagnostics import ntk_report
 from plasticity.network import Network
+from plasticity.optimizers import adam
 from plasticity.resets import ResetArgs, Resetter
 
 
@@ -30,10 +30,12 @@ class RecordingLogger:
 
 def _mlp(seed: int = 0, width: int = 16):
     torch.manual_seed(seed)
-    make = lambda: nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2))  # noqa: E731
+    make = lambda: nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2))
     net = make()
     optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
-    resettable = Network("critic", net, optimizer, lambda batch: net(batch), make, unit_pairs=[(net[0], net[2]), (net[2], net[4])])
+    resettable = Network(
+        "critic", net, optimizer, lambda batch: net(batch), make, unit_pairs=[(net[0], net[2]), (net[2], net[4])]
+    )
     return net, optimizer, resettable
 
 
@@ -108,7 +110,9 @@ def test_adam_moments_of_exactly_the_replaced_entries_are_zeroed():
         _train_step(net, optimizer, torch.randn(32, 4))
         resetter.after_update(update, None, RecordingLogger(0), update)
     _train_step(net, optimizer, torch.randn(32, 4))
-    moments = {name: {key: optimizer.state[p][key].clone() for key in ("exp_avg", "exp_avg_sq")} for name, p in net.named_parameters()}
+    moments = {
+        name: {key: optimizer.state[p][key].clone() for key in ("exp_avg", "exp_avg_sq")} for name, p in net.named_parameters()
+    }
     resetter.after_update(6, None, RecordingLogger(0), 6)  # first mature step: 16·0.1 → one unit per layer
     replaced = stats.age[0] == 0
     assert int(replaced.sum()) == 1
@@ -148,7 +152,9 @@ def test_cbp_on_ensemble_layers_replaces_each_members_own_least_useful_unit():
     before = critic(obs, action).detach()
     moments = optimizer.state[critic.layers[1].weight]["exp_avg"].clone()
     pairs = list(zip(critic.layers[:-1], critic.layers[1:]))
-    resettable = Network("critic", critic, optimizer, lambda b: critic(b.obs, b.actions), lambda: TwinCritic(3, 1, (8, 8)), unit_pairs=pairs)
+    resettable = Network(
+        "critic", critic, optimizer, lambda b: critic(b.obs, b.actions), lambda: TwinCritic(3, 1, (8, 8)), unit_pairs=pairs
+    )
     resetter = Resetter(ResetArgs(method="cbp", cbp_replacement_rate=0.125, cbp_maturity=4, networks="critic"), [resettable])
     stats = resetter.cbp["critic"].layers[0]
     for update in range(1, 6):
@@ -180,8 +186,11 @@ def test_cbp_state_round_trip_continues_identically_and_counts_are_logged_withou
             torch.manual_seed(update)  # the same batch and the same fresh weights in both runs
             _train_step(net, optimizer, torch.randn(32, 4))
             resetter.after_update(update, None, logger, update)
-        snapshot = {"resetter": copy.deepcopy(resetter.state_dict()), "net": copy.deepcopy(net.state_dict()),
-                    "optimizer": copy.deepcopy(optimizer.state_dict())}
+        snapshot = {
+            "resetter": copy.deepcopy(resetter.state_dict()),
+            "net": copy.deepcopy(net.state_dict()),
+            "optimizer": copy.deepcopy(optimizer.state_dict()),
+        }
         return snapshot, logger.logged
 
     straight, logged = run(28)
@@ -195,8 +204,11 @@ def test_cbp_state_round_trip_continues_identically_and_counts_are_logged_withou
         assert (a["steps"], a["owed"], a["recent"], a["replaced"]) == (b["steps"], b["owed"], b["recent"], b["replaced"])
     assert [step for step, _ in logged] == [4, 8, 12, 16, 20, 24, 28]
     assert logged[-1] == logged_after_resume[-1]
-    assert logged[-1][1]["plasticity/cbp_replaced"] == straight["resetter"]["cbp"]["critic"][0]["replaced"] + \
-        straight["resetter"]["cbp"]["critic"][1]["replaced"] > 0
+    assert (
+        logged[-1][1]["plasticity/cbp_replaced"]
+        == straight["resetter"]["cbp"]["critic"][0]["replaced"] + straight["resetter"]["cbp"]["critic"][1]["replaced"]
+        > 0
+    )
 
 
 def test_cbp_ignores_forwards_that_do_not_train_and_networks_that_did_not_update():
@@ -225,12 +237,38 @@ def test_agents_run_cbp_and_the_ntk_and_churn_diagnostics(agent, tmp_path):
 
     module = importlib.import_module(f"agents.{agent}")
     # PPO logs at its first minibatch update after crossing a log step: two iterations, so the first one's count shows
-    extra = ["--learning-starts", "300", "--total-timesteps", "600"] if agent == "td3" else \
-        ["--net.activation", "relu", "--num-steps", "600", "--total-timesteps", "1200"]
-    args = parse_args(module.Args, ["--env-id", "Pendulum-v1", "--reset.method", "cbp",
-                                    "--reset.cbp-maturity", "50", "--threads", "1", "--no-progress", "--eval-every", "0",
-                                    "--eval-episodes", "1", "--log-every", "100", "--runs-dir", str(tmp_path),
-                                    "--diagnostics.ntk-every", "100", "--diagnostics.churn-every", "100", *extra])
+    extra = (
+        ["--learning-starts", "300", "--total-timesteps", "600"]
+        if agent == "td3"
+        else ["--net.activation", "relu", "--num-steps", "600", "--total-timesteps", "1200"]
+    )
+    args = parse_args(
+        module.Args,
+        [
+            "--env-id",
+            "Pendulum-v1",
+            "--reset.method",
+            "cbp",
+            "--reset.cbp-maturity",
+            "50",
+            "--threads",
+            "1",
+            "--no-progress",
+            "--eval-every",
+            "0",
+            "--eval-episodes",
+            "1",
+            "--log-every",
+            "100",
+            "--runs-dir",
+            str(tmp_path),
+            "--diagnostics.ntk-every",
+            "100",
+            "--diagnostics.churn-every",
+            "100",
+            *extra,
+        ],
+    )
     result = module.main(args)
     events = EventAccumulator(result["run_dir"]).Reload()
     replaced = events.Scalars("plasticity/cbp_replaced")[-1].value
@@ -243,7 +281,9 @@ def test_agents_run_cbp_and_the_ntk_and_churn_diagnostics(agent, tmp_path):
         assert len(events.Scalars(f"plasticity/{tag}")) == result["num_updates"] // 100, tag
     assert events.Scalars(f"plasticity/{policy}_churn")[-1].value > 0  # TD3: update 300 trains the delayed actor too
     kl_tags = {tag for tag in events.Tags()["scalars"] if tag.endswith("kl_churn")}
-    assert kl_tags == (set() if agent == "td3" else {"plasticity/policy_kl_churn"})  # PPO's Gaussian policy; TD3 is deterministic
+    assert kl_tags == (
+        set() if agent == "td3" else {"plasticity/policy_kl_churn"}
+    )  # PPO's Gaussian policy; TD3 is deterministic
     if agent == "ppo":
         assert events.Scalars("plasticity/policy_kl_churn")[-1].value > 0
 
@@ -262,8 +302,17 @@ def test_td3_with_cbp_resumes_bit_identically(runs_dir):
     from agents import td3
     from cleanrl_plus.checkpoint import load_checkpoint
 
-    common = dict(env_id="Pendulum-v1", learning_starts=100, eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False,
-                  batch_size=32, hidden_sizes=(16, 16), reset=ResetArgs(method="cbp", cbp_maturity=20, cbp_replacement_rate=0.02))
+    common = dict(
+        env_id="Pendulum-v1",
+        learning_starts=100,
+        eval_every=0,
+        eval_episodes=1,
+        runs_dir=runs_dir,
+        progress=False,
+        batch_size=32,
+        hidden_sizes=(16, 16),
+        reset=ResetArgs(method="cbp", cbp_maturity=20, cbp_replacement_rate=0.02),
+    )
     straight = td3.main(td3.Args(total_timesteps=400, exp_name="straight", **common))
     half = td3.main(td3.Args(total_timesteps=250, exp_name="split", **common))  # killed between replacements
     resumed = td3.main(td3.Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))

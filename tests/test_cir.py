@@ -9,8 +9,8 @@ import torch
 
 from agents import sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.critics import convex_min_max
+from cleanrl_plus.errors import UserError
 from plasticity.cir import CIRArgs, CIREncoder, avg_l1_norm
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.resets import ResetArgs
@@ -62,9 +62,23 @@ def test_td3_trains_with_the_cir_critic_convex_target_and_same_batch_reuse(runs_
 
     monkeypatch.setattr(cleanrl_plus.replay, "ReplayBuffer", CountingReplay)  # make_replay builds TD3's replay
     cir = CIRArgs(critic=True, width=32, convex_lambda=0.3)
-    result = td3.main(td3.Args(env_id="Pendulum-v1", total_timesteps=400, learning_starts=200, gradient_steps=2, reuse_batch=True,
-                               eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False, batch_size=32, hidden_sizes=(32, 32),
-                               cir=cir, diagnostics=DiagnosticsArgs(every=100, probe_size=64)))
+    result = td3.main(
+        td3.Args(
+            env_id="Pendulum-v1",
+            total_timesteps=400,
+            learning_starts=200,
+            gradient_steps=2,
+            reuse_batch=True,
+            eval_every=0,
+            eval_episodes=1,
+            runs_dir=runs_dir,
+            progress=False,
+            batch_size=32,
+            hidden_sizes=(32, 32),
+            cir=cir,
+            diagnostics=DiagnosticsArgs(every=100, probe_size=64),
+        )
+    )
     assert result["finished"] and result["num_updates"] == 400
     # same-batch reuse: one training batch per env step for its two updates (the probe batches of the diagnostics
     # every 100 updates come on top); the convex target's wiring is checked in test_update_wiring.py
@@ -74,16 +88,41 @@ def test_td3_trains_with_the_cir_critic_convex_target_and_same_batch_reuse(runs_
 
 
 def test_redo_on_the_cir_critic_is_a_clear_error_but_works_on_the_actor(runs_dir):
-    common = dict(env_id="Pendulum-v1", total_timesteps=300, learning_starts=200, eval_every=0, eval_episodes=1,
-                  runs_dir=runs_dir, progress=False, batch_size=32, hidden_sizes=(32, 32), cir=CIRArgs(critic=True, width=32))
+    common = dict(
+        env_id="Pendulum-v1",
+        total_timesteps=300,
+        learning_starts=200,
+        eval_every=0,
+        eval_episodes=1,
+        runs_dir=runs_dir,
+        progress=False,
+        batch_size=32,
+        hidden_sizes=(32, 32),
+        cir=CIRArgs(critic=True, width=32),
+    )
     with pytest.raises(UserError, match="ReDo does not apply to this critic"):
         td3.main(td3.Args(reset=ResetArgs(method="redo"), exp_name="both", **common))
-    assert td3.main(td3.Args(reset=ResetArgs(method="redo", networks="actor", every=50), exp_name="actor", **common))["finished"]
+    assert td3.main(td3.Args(reset=ResetArgs(method="redo", networks="actor", every=50), exp_name="actor", **common))[
+        "finished"
+    ]
 
 
 def test_sac_trains_with_the_cir_recipe(runs_dir):
-    args = sac_simba.Args(env_id="Pendulum-v1", total_timesteps=300, learning_starts=200, eval_every=0, eval_episodes=1,
-                          runs_dir=runs_dir, progress=False, batch_size=32, network="mlp", mlp_hidden_sizes=(32, 32),
-                          clipped_double_q="on", normalize_obs=False, reuse_batch=True, actor_q="mean",
-                          cir=CIRArgs(critic=True, width=32, convex_lambda=0.3, shared_layer_norm=False))
+    args = sac_simba.Args(
+        env_id="Pendulum-v1",
+        total_timesteps=300,
+        learning_starts=200,
+        eval_every=0,
+        eval_episodes=1,
+        runs_dir=runs_dir,
+        progress=False,
+        batch_size=32,
+        network="mlp",
+        mlp_hidden_sizes=(32, 32),
+        clipped_double_q="on",
+        normalize_obs=False,
+        reuse_batch=True,
+        actor_q="mean",
+        cir=CIRArgs(critic=True, width=32, convex_lambda=0.3, shared_layer_norm=False),
+    )
     assert sac_simba.main(args)["finished"]

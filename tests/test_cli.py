@@ -6,11 +6,23 @@ import time
 
 import pytest
 import torch
-
 from conftest import run_script
+
 from cleanrl_plus.checkpoint import load_checkpoint
 
-TINY_FLAGS = ["--batch-size", "32", "--hidden-sizes", "32", "32", "--eval-episodes", "2", "--buffer-size", "100000", "--threads", "1"]
+TINY_FLAGS = [
+    "--batch-size",
+    "32",
+    "--hidden-sizes",
+    "32",
+    "32",
+    "--eval-episodes",
+    "2",
+    "--buffer-size",
+    "100000",
+    "--threads",
+    "1",
+]
 
 
 def _assert_one_line_error(result, expected: str):
@@ -52,8 +64,27 @@ def test_sigterm_checkpoints_then_resume_finishes(tmp_path):
 
     from conftest import REPO
 
-    flags = ["--env-id", "Pendulum-v1", "--learning-starts", "300", "--eval-every", "0", "--checkpoint-every", "400", "--runs-dir", str(tmp_path), "--no-progress", *TINY_FLAGS]
-    process = subprocess.Popen([sys.executable, "agents/td3.py", "--total-timesteps", "1000000", *flags], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    flags = [
+        "--env-id",
+        "Pendulum-v1",
+        "--learning-starts",
+        "300",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "400",
+        "--runs-dir",
+        str(tmp_path),
+        "--no-progress",
+        *TINY_FLAGS,
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "agents/td3.py", "--total-timesteps", "1000000", *flags],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while not list(tmp_path.glob("*/checkpoint.pt")) and time.time() < deadline:
         time.sleep(0.2)  # the first periodic checkpoint proves the loop is learning (past step 300)
@@ -74,7 +105,21 @@ def test_sigterm_checkpoints_then_resume_finishes(tmp_path):
 
 
 def test_corrupt_checkpoint_is_a_clear_error_and_is_kept(tmp_path):
-    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--total-timesteps", "120", "--learning-starts", "100", "--eval-every", "0", "--runs-dir", str(tmp_path), "--no-progress", *TINY_FLAGS)
+    result = run_script(
+        "agents/td3.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "120",
+        "--learning-starts",
+        "100",
+        "--eval-every",
+        "0",
+        "--runs-dir",
+        str(tmp_path),
+        "--no-progress",
+        *TINY_FLAGS,
+    )
     assert result.returncode == 0, result.stderr
     run_dir = next(tmp_path.iterdir())
     checkpoint = run_dir / "checkpoint.pt"
@@ -82,7 +127,8 @@ def test_corrupt_checkpoint_is_a_clear_error_and_is_kept(tmp_path):
     result = run_script("agents/td3.py", "--resume", str(run_dir))
     _assert_one_line_error(
         result,
-        f"checkpoint {checkpoint} is corrupt or unreadable (RuntimeError) — delete it to restart the run, or resume another run",
+        f"checkpoint {checkpoint} is corrupt or unreadable (RuntimeError) — delete it to restart the run, or resume another "
+        "run",
     )
     assert checkpoint.stat().st_size == 1000
 
@@ -90,7 +136,21 @@ def test_corrupt_checkpoint_is_a_clear_error_and_is_kept(tmp_path):
 def test_a_checkpoint_from_an_older_format_is_refused_in_one_line_and_kept(tmp_path):
     import torch
 
-    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--total-timesteps", "120", "--learning-starts", "100", "--eval-every", "0", "--runs-dir", str(tmp_path), "--no-progress", *TINY_FLAGS)
+    result = run_script(
+        "agents/td3.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "120",
+        "--learning-starts",
+        "100",
+        "--eval-every",
+        "0",
+        "--runs-dir",
+        str(tmp_path),
+        "--no-progress",
+        *TINY_FLAGS,
+    )
     assert result.returncode == 0, result.stderr
     checkpoint = next(tmp_path.iterdir()) / "checkpoint.pt"
     state = torch.load(checkpoint, weights_only=False)
@@ -98,23 +158,47 @@ def test_a_checkpoint_from_an_older_format_is_refused_in_one_line_and_kept(tmp_p
     torch.save(state, checkpoint)
     before = checkpoint.read_bytes()
     result = run_script("agents/td3.py", "--resume", str(checkpoint.parent))
-    _assert_one_line_error(result, f"checkpoint {checkpoint} was written by an older cleanrl_plus (checkpoint format 1, this version "
-                                   "reads 2) — start a new run, or use the version that wrote it")
+    _assert_one_line_error(
+        result,
+        f"checkpoint {checkpoint} was written by an older cleanrl_plus (checkpoint format 1, this version "
+        "reads 2) — start a new run, or use the version that wrote it",
+    )
     assert checkpoint.read_bytes() == before
 
 
 def test_resume_of_a_directory_that_is_not_a_run(tmp_path):
     result = run_script("agents/td3.py", "--resume", str(tmp_path))
-    _assert_one_line_error(result, f"--resume {tmp_path}: no args.json there — pass the directory of a run started by cleanrl_plus")
+    _assert_one_line_error(
+        result, f"--resume {tmp_path}: no args.json there — pass the directory of a run started by cleanrl_plus"
+    )
 
 
 @pytest.mark.parametrize(
     "agent, extra",
-    [("td3", []), ("td3", ["--burnin", "100"]), ("sac_simba", ["--agent-flags=--critic-width 32 --critic-blocks 1"]),
-     ("ppo", ["--agent-flags=--num-steps 100 --num-minibatches 2 --update-epochs 1"])],
+    [
+        ("td3", []),
+        ("td3", ["--burnin", "100"]),
+        ("sac_simba", ["--agent-flags=--critic-width 32 --critic-blocks 1"]),
+        ("ppo", ["--agent-flags=--num-steps 100 --num-minibatches 2 --update-epochs 1"]),
+    ],
 )
 def test_bench_reports_steps_and_updates_per_second(agent, extra):
-    result = run_script("-m", "commands.cli", "bench", agent, "--env-id", "Pendulum-v1", "--steps", "200", "--warmup", "100", "--threads", "1", "--json-out", *extra)
+    result = run_script(
+        "-m",
+        "commands.cli",
+        "bench",
+        agent,
+        "--env-id",
+        "Pendulum-v1",
+        "--steps",
+        "200",
+        "--warmup",
+        "100",
+        "--threads",
+        "1",
+        "--json-out",
+        *extra,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["env_steps_per_second"] > 0 and report["updates_per_second"] > 0
@@ -140,8 +224,21 @@ def test_unknown_cli_command():
 
 
 def test_bench_env_times_the_environment_alone():
-    result = run_script("-m", "commands.cli", "bench", "env", "--env-id", "torch:CartPole-v1", "--num-envs", "64",
-                        "--steps", "6400", "--threads", "1", "--json-out")
+    result = run_script(
+        "-m",
+        "commands.cli",
+        "bench",
+        "env",
+        "--env-id",
+        "torch:CartPole-v1",
+        "--num-envs",
+        "64",
+        "--steps",
+        "6400",
+        "--threads",
+        "1",
+        "--json-out",
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["agent"] == "env" and report["timed_steps"] == 6400 and report["env_steps_per_second"] > 0
@@ -152,8 +249,17 @@ def test_output_cut_short_by_the_reader_is_not_a_traceback(tmp_path):
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "commands.cli", "sweep", "--seeds", *map(str, range(1, 400)), "--dry-run",
-               "--runs-dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--seeds",
+        *map(str, range(1, 400)),
+        "--dry-run",
+        "--runs-dir",
+        str(tmp_path),
+    ]
     reader = subprocess.Popen(["head", "-c", "10"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     result = subprocess.run(command, stdout=reader.stdin, stderr=subprocess.PIPE, text=True, timeout=120)
     reader.stdin.close()

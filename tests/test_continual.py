@@ -191,14 +191,17 @@ def test_minatar_game_sequence_pads_channels_and_keeps_six_actions():
     assert step.obs[..., 4:].sum() == 0 and step.obs[..., :4].sum() > 0  # Asterix has 4 channels, zero-padded to 10
 
 
-@pytest.mark.parametrize("env_id, fix", [
-    ("continual:cartpole-ofset", "continual:cartpole-offset"),
-    ("continual:wobble:CartPole-v1", "shifts: obs-offset"),
-    ("continual:frixion:CartPole-v1", "did you mean .friction"),
-    ("continual:friction:torch:CartPole-v1", "gymnasium"),
-    ("continual:obs-offset:MinAtar/Breakout-v1", "obs-permute"),
-    ("continual:friction:Hoper-v5", "Hopper-v5"),
-])
+@pytest.mark.parametrize(
+    "env_id, fix",
+    [
+        ("continual:cartpole-ofset", "continual:cartpole-offset"),
+        ("continual:wobble:CartPole-v1", "shifts: obs-offset"),
+        ("continual:frixion:CartPole-v1", "did you mean .friction"),
+        ("continual:friction:torch:CartPole-v1", "gymnasium"),
+        ("continual:obs-offset:MinAtar/Breakout-v1", "obs-permute"),
+        ("continual:friction:Hoper-v5", "Hopper-v5"),
+    ],
+)
 def test_bad_continual_ids_get_one_line_errors_naming_the_fix(env_id, fix):
     with pytest.raises(UserError, match=fix.replace("<", ".").replace(">", ".")):
         envs.validate_env_id(env_id)
@@ -222,7 +225,9 @@ def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_d
     optimizer = torch.optim.Adam(net.parameters())
     net(torch.ones(1, 3)).sum().backward()
     optimizer.step()
-    plasticity = Plasticity(ddqn.Args(), Network("critic", net, optimizer, lambda b: None, lambda: torch.nn.Linear(3, 2)), logger=None)
+    plasticity = Plasticity(
+        ddqn.Args(), Network("critic", net, optimizer, lambda b: None, lambda: torch.nn.Linear(3, 2)), logger=None
+    )
     replay = ReplayBuffer(8, (3,), (2,))
     replay.add(torch.ones(2, 3), torch.ones(2, 2), torch.ones(2), torch.ones(2, 3), torch.zeros(2))
     normalizer = ObservationNormalizer((3,), enabled=True)
@@ -239,15 +244,26 @@ def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_d
     assert torch.equal(replay.sample(4).obs, torch.full((4, 3), 7.0))  # sampling sees only what came after the clear
 
 
-TINY = dict(num_steps=32, num_minibatches=2, update_epochs=1, hidden_sizes=(16, 16), eval_episodes=2, progress=False, eval_every=0,
-            num_envs=2, normalize_obs=False, normalize_reward=False)
+TINY = dict(
+    num_steps=32,
+    num_minibatches=2,
+    update_epochs=1,
+    hidden_sizes=(16, 16),
+    eval_episodes=2,
+    progress=False,
+    eval_every=0,
+    num_envs=2,
+    normalize_obs=False,
+    normalize_reward=False,
+)
 
 
 def test_ppo_continual_run_writes_per_task_records_switch_markers_and_the_schedule(runs_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = ppo.Args(env_id="continual:cartpole-offset-small", total_timesteps=384, runs_dir=runs_dir,
-                    continual=schedule(128, 3), **TINY)
+    args = ppo.Args(
+        env_id="continual:cartpole-offset-small", total_timesteps=384, runs_dir=runs_dir, continual=schedule(128, 3), **TINY
+    )
     result = ppo.main(args)
     tasks = result["tasks"]
     assert [t["task"] for t in tasks] == [0, 1, 2]
@@ -283,9 +299,20 @@ def test_reset_exploration_restarts_the_epsilon_schedule_at_each_switch(runs_dir
 
     def epsilons(reset_exploration: bool) -> dict[int, float]:
         args = ddqn.Args.defaults_for(
-            "continual:obs-offset:CartPole-v1", total_timesteps=600, learning_starts=50, exploration_fraction=0.2, train_frequency=10,
-            gradient_steps=1, log_every=50, eval_every=0, eval_episodes=2, progress=False, runs_dir=runs_dir, exp_name=str(reset_exploration),
-            continual=ContinualArgs(steps_per_task=300, num_tasks=2, reset_exploration=reset_exploration))
+            "continual:obs-offset:CartPole-v1",
+            total_timesteps=600,
+            learning_starts=50,
+            exploration_fraction=0.2,
+            train_frequency=10,
+            gradient_steps=1,
+            log_every=50,
+            eval_every=0,
+            eval_episodes=2,
+            progress=False,
+            runs_dir=runs_dir,
+            exp_name=str(reset_exploration),
+            continual=ContinualArgs(steps_per_task=300, num_tasks=2, reset_exploration=reset_exploration),
+        )
         run_dir = ddqn.main(args)["run_dir"]
         return {e.step: e.value for e in EventAccumulator(run_dir).Reload().Scalars("charts/epsilon")}
 
@@ -303,20 +330,39 @@ def test_random_steps_per_task_act_at_random_and_pause_learning_at_every_task_st
 
     def updates(random_steps: int) -> int:
         args = ddqn.Args.defaults_for(
-            "continual:obs-offset:CartPole-v1", total_timesteps=600, learning_starts=50, train_frequency=10, gradient_steps=1,
-            eval_every=0, eval_episodes=2, progress=False, runs_dir=runs_dir, exp_name=f"r{random_steps}",
-            continual=ContinualArgs(steps_per_task=300, num_tasks=2, random_steps_per_task=random_steps))
+            "continual:obs-offset:CartPole-v1",
+            total_timesteps=600,
+            learning_starts=50,
+            train_frequency=10,
+            gradient_steps=1,
+            eval_every=0,
+            eval_episodes=2,
+            progress=False,
+            runs_dir=runs_dir,
+            exp_name=f"r{random_steps}",
+            continual=ContinualArgs(steps_per_task=300, num_tasks=2, random_steps_per_task=random_steps),
+        )
         return ddqn.main(args)["num_updates"]
 
     # 100 random steps at each task start: learning begins at 100 instead of 50 (5 updates fewer), pauses for 300–400 (10)
     assert updates(0) - updates(100) == 15
     with pytest.raises(UserError, match="on-policy"):
-        ppo.main(ppo.Args(env_id="continual:obs-offset:CartPole-v1", continual=ContinualArgs(random_steps_per_task=10), progress=False))
+        ppo.main(
+            ppo.Args(
+                env_id="continual:obs-offset:CartPole-v1", continual=ContinualArgs(random_steps_per_task=10), progress=False
+            )
+        )
 
 
 def test_ppo_refuses_tasks_shorter_than_one_rollout(runs_dir):
-    args = ppo.Args(env_id="continual:obs-offset:CartPole-v1", num_steps=128, num_envs=4, progress=False, runs_dir=runs_dir,
-                    continual=ContinualArgs(steps_per_task=500, num_tasks=2))
+    args = ppo.Args(
+        env_id="continual:obs-offset:CartPole-v1",
+        num_steps=128,
+        num_envs=4,
+        progress=False,
+        runs_dir=runs_dir,
+        continual=ContinualArgs(steps_per_task=500, num_tasks=2),
+    )
     with pytest.raises(UserError, match="shorter than one rollout"):
         ppo.main(args)
 

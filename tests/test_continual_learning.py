@@ -13,9 +13,9 @@ import json
 import pytest
 
 from agents import ppo
+from cleanrl_plus.config import parse_args
 from commands import sweep
 from commands.compare import PPO_CONTINUAL_CARTPOLE_RECIPE
-from cleanrl_plus.config import parse_args
 
 COLLAPSED = 20.0  # CartPole's pole drops at once: ≈ 9 steps
 
@@ -23,8 +23,15 @@ COLLAPSED = 20.0  # CartPole's pole drops at once: ≈ 9 steps
 @pytest.mark.slow
 def test_persistent_ppo_collapses_after_switches_and_the_oracle_does_not(tmp_path):
     flags = PPO_CONTINUAL_CARTPOLE_RECIPE + " --eval-every 20000"  # the preset's full schedule: 5 levels × 60k
-    plan = sweep.SweepArgs(agent=("ppo",), env_id=("continual:cartpole-offset-small",), seeds=(1, 2, 3),
-                           config=("baseline=", "oracle=--continual.oracle"), flags=flags, runs_dir=str(tmp_path), workers=2)
+    plan = sweep.SweepArgs(
+        agent=("ppo",),
+        env_id=("continual:cartpole-offset-small",),
+        seeds=(1, 2, 3),
+        config=("baseline=", "oracle=--continual.oracle"),
+        flags=flags,
+        runs_dir=str(tmp_path),
+        workers=2,
+    )
     assert all(r["state"] == "finished" for r in sweep.run_sweep(plan))
     collapsed = {}
     for spec in sweep.manifest(plan):
@@ -41,8 +48,10 @@ def test_persistent_ppo_collapses_after_switches_and_the_oracle_does_not(tmp_pat
 # persistent agent ends about 2 of its 5 post-switch tasks collapsed, though 0 to 5 by seed (tanh units at this size:
 # about 1); the oracle none in 100 measured, though it can end as low as ≈ 20, hence the slack. docs/testing.md.
 SMALL_ENV, SMALL_TASKS = "continual:obs-offset:torch:CartPole-v1", 6
-SMALL_FLAGS = PPO_CONTINUAL_CARTPOLE_RECIPE + (" --net.activation relu --learning-rate 3e-3 --eval-every 0 --checkpoint-every 0"
-                                               f" --continual.steps-per-task 10240 --continual.num-tasks {SMALL_TASKS} --no-progress")
+SMALL_FLAGS = PPO_CONTINUAL_CARTPOLE_RECIPE + (
+    " --net.activation relu --learning-rate 3e-3 --eval-every 0 --checkpoint-every 0"
+    f" --continual.steps-per-task 10240 --continual.num-tasks {SMALL_TASKS} --no-progress"
+)
 PERSISTENT_COLLAPSES = 4  # seeds are run until the persistent agent has ended this many post-switch tasks collapsed …
 MAX_SEEDS = 8  # … within this many seeds (a seed gives ≈ 2: one or two seeds usually suffice)
 ORACLE_COLLAPSES = 2  # and the oracle at most this many on the same seeds (an oracle that keeps its agent has ≥ 4)
@@ -62,8 +71,12 @@ def test_persistent_relu_ppo_collapses_and_the_oracle_does_not_in_the_default_su
     while collapsed < PERSISTENT_COLLAPSES and len(seeds) < MAX_SEEDS:
         seeds.append(len(seeds) + 1)
         collapsed += sum(end < COLLAPSED for end in end_of_task_returns(seeds[-1], oracle=False, runs_dir=tmp_path)[1:])
-    assert collapsed >= PERSISTENT_COLLAPSES, f"the persistent agent ended {collapsed} of {len(seeds) * (SMALL_TASKS - 1)} post-switch tasks collapsed"
+    assert collapsed >= PERSISTENT_COLLAPSES, (
+        f"the persistent agent ended {collapsed} of {len(seeds) * (SMALL_TASKS - 1)} post-switch tasks collapsed"
+    )
     oracle_collapsed = 0
     for seed in seeds:  # the same seeds: the same schedules, and the same run up to the first switch
         oracle_collapsed += sum(end < COLLAPSED for end in end_of_task_returns(seed, oracle=True, runs_dir=tmp_path)[1:])
-        assert oracle_collapsed <= ORACLE_COLLAPSES, f"the oracle ended {oracle_collapsed} post-switch tasks collapsed (seeds {seeds})"
+        assert oracle_collapsed <= ORACLE_COLLAPSES, (
+            f"the oracle ended {oracle_collapsed} post-switch tasks collapsed (seeds {seeds})"
+        )

@@ -18,7 +18,9 @@ from cleanrl_plus.run import resolve_threads, run_name_for
 def test_resume_reuses_saved_flags_and_lets_new_ones_override(tmp_path):
     from plasticity.swd import SWDArgs
 
-    saved = Args(seed=7, env_id="Pendulum-v1", hidden_sizes=(64, 32), total_timesteps=1000, swd=SWDArgs(enabled=True, decay_steps=123))
+    saved = Args(
+        seed=7, env_id="Pendulum-v1", hidden_sizes=(64, 32), total_timesteps=1000, swd=SWDArgs(enabled=True, decay_steps=123)
+    )
     (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(saved) | {"agent": "td3"}))
     args = parse_args(Args, ["--resume", str(tmp_path), "--total-timesteps", "5000"])
     assert args.seed == 7 and args.env_id == "Pendulum-v1" and args.hidden_sizes == (64, 32)
@@ -138,14 +140,17 @@ def test_episode_logging_averages_episodes_that_end_at_the_same_step(tmp_path):
     assert logger.last_episodic_return == 5.0
 
 
-@pytest.mark.parametrize("agent, flags, message", [
-    ("ppo", ["--num-steps", "0"], "--num-steps must be at least 1, got 0"),
-    ("td3", ["--gamma", "1.5"], "--gamma must be in [0, 1], got 1.5"),
-    ("td3", ["--learning-rate", "0"], "--learning-rate must be > 0, got 0.0"),
-    ("ddqn", ["--eval-episodes", "0"], "--eval-episodes must be at least 1, got 0"),
-    ("td3", ["--buffer-size", "100"], "--buffer-size 100 is smaller than --batch-size 256 — raise it"),
-    ("td3", ["--continual.num-tasks", "3"], "--continual.* flags apply to continual ids; Pendulum-v1 is not one"),
-])
+@pytest.mark.parametrize(
+    "agent, flags, message",
+    [
+        ("ppo", ["--num-steps", "0"], "--num-steps must be at least 1, got 0"),
+        ("td3", ["--gamma", "1.5"], "--gamma must be in [0, 1], got 1.5"),
+        ("td3", ["--learning-rate", "0"], "--learning-rate must be > 0, got 0.0"),
+        ("ddqn", ["--eval-episodes", "0"], "--eval-episodes must be at least 1, got 0"),
+        ("td3", ["--buffer-size", "100"], "--buffer-size 100 is smaller than --batch-size 256 — raise it"),
+        ("td3", ["--continual.num-tasks", "3"], "--continual.* flags apply to continual ids; Pendulum-v1 is not one"),
+    ],
+)
 def test_flags_out_of_range_are_one_line_errors_before_anything_is_created(agent, flags, message, tmp_path):
     import importlib
 
@@ -156,4 +161,3 @@ def test_flags_out_of_range_are_one_line_errors_before_anything_is_created(agent
     with pytest.raises(UserError, match=re.escape(message)):  # parse_args runs validate_args
         parse_args(args_type, ["--env-id", env_id, "--runs-dir", str(tmp_path), *flags])
     validate_args(parse_args(args_type, ["--env-id", env_id]))  # the defaults pass
-

@@ -20,7 +20,9 @@ class Fixed(nn.Module):
 
 
 def _categorical(probs: torch.Tensor, atoms: torch.Tensor) -> CategoricalCritic:
-    critic = CategoricalCritic(Fixed(probs.log()), CriticArgs(num_atoms=len(atoms), v_min=float(atoms[0]), v_max=float(atoms[-1])))
+    critic = CategoricalCritic(
+        Fixed(probs.log()), CriticArgs(num_atoms=len(atoms), v_min=float(atoms[0]), v_max=float(atoms[-1]))
+    )
     torch.testing.assert_close(critic.atoms, atoms)
     return critic
 
@@ -28,7 +30,14 @@ def _categorical(probs: torch.Tensor, atoms: torch.Tensor) -> CategoricalCritic:
 def _batch(rewards: list[float], terminated: list[float]) -> Batch:
     """A replay batch: only r and terminated matter (the fixed critics ignore s and a)."""
     n = len(rewards)
-    return Batch(torch.zeros(n, 1), torch.zeros(n, 1), torch.tensor(rewards), torch.zeros(n, 1), torch.tensor(terminated), torch.arange(n))
+    return Batch(
+        torch.zeros(n, 1),
+        torch.zeros(n, 1),
+        torch.tensor(rewards),
+        torch.zeros(n, 1),
+        torch.tensor(terminated),
+        torch.arange(n),
+    )
 
 
 ANY_ACTIONS = torch.zeros(2, 1)
@@ -37,16 +46,26 @@ ANY_ACTIONS = torch.zeros(2, 1)
 def test_soft_target_by_hand_for_twin_and_single_critics():
     batch = _batch([1.0, 0.0], [0.0, 1.0])  # the second transition is terminal
     next_log_prob, alpha = torch.tensor([-1.0, 2.0]), torch.tensor(0.5)
-    twin = q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, alpha=alpha, next_log_prob=next_log_prob)
+    twin = q_target(
+        Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, alpha=alpha, next_log_prob=next_log_prob
+    )
     # min(1, 2) = 1 → 1 + 0.9·(1 − 0.5·(−1)) = 2.35; second is terminal → 0
     torch.testing.assert_close(twin, torch.tensor([2.35, 0.0]))
-    single = q_target(Fixed(torch.tensor([[2.0, 3.0]])), _batch([1.0, 0.0], [0.0, 0.0]), ANY_ACTIONS, 0.9, alpha=alpha,
-                      next_log_prob=next_log_prob)
+    single = q_target(
+        Fixed(torch.tensor([[2.0, 3.0]])),
+        _batch([1.0, 0.0], [0.0, 0.0]),
+        ANY_ACTIONS,
+        0.9,
+        alpha=alpha,
+        next_log_prob=next_log_prob,
+    )
     # 1 + 0.9·(2 + 0.5) = 3.25;  0 + 0.9·(3 − 1) = 1.8
     torch.testing.assert_close(single, torch.tensor([3.25, 1.8]))
     # TD3's: no entropy term; CIR's convex target λ·min + (1 − λ)·max
-    torch.testing.assert_close(q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, convex_lambda=0.25),
-                               torch.tensor([1.0 + 0.9 * (0.25 * 1 + 0.75 * 2), 0.0]))
+    torch.testing.assert_close(
+        q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, convex_lambda=0.25),
+        torch.tensor([1.0 + 0.9 * (0.25 * 1 + 0.75 * 2), 0.0]),
+    )
 
 
 def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand():
@@ -55,16 +74,26 @@ def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand(
     on_zero, on_two = torch.tensor([0.0, 1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, 1.0])  # means 0 and 2
     twin = torch.stack([torch.stack([on_two, on_zero]), torch.stack([on_zero, on_two])])  # the smaller: on_zero, both rows
     batch = _batch([0.5, 0.5], [0.0, 1.0])
-    target = q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5, alpha=torch.tensor(0.5), next_log_prob=torch.tensor([-1.0, -1.0]))
+    target = q_target(
+        _categorical(twin, atoms), batch, ANY_ACTIONS, 0.5, alpha=torch.tensor(0.5), next_log_prob=torch.tensor([-1.0, -1.0])
+    )
     # row 0: 0.5 + 0.5·(0 + 0.5) = 0.75 → ¼ on z = 0, ¾ on z = 1; row 1 terminal: 0.5 → ½ and ½
     torch.testing.assert_close(target, torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
-    one = q_target(_categorical(on_two[None, None], atoms), _batch([0.0], [0.0]), ANY_ACTIONS[:1], 0.5, alpha=torch.tensor(0.5),
-                   next_log_prob=torch.tensor([2.0]))
+    one = q_target(
+        _categorical(on_two[None, None], atoms),
+        _batch([0.0], [0.0]),
+        ANY_ACTIONS[:1],
+        0.5,
+        alpha=torch.tensor(0.5),
+        next_log_prob=torch.tensor([2.0]),
+    )
     # 0 + 0.5·(2 − 0.5·2) = 0.5 from the only critic
     torch.testing.assert_close(one, torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
     # TD3's C51 target: no shift by an entropy term
-    torch.testing.assert_close(q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5),
-                               torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 0.5, 0.5, 0.0]]))
+    torch.testing.assert_close(
+        q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5),
+        torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 0.5, 0.5, 0.0]]),
+    )
 
 
 def test_critic_losses_are_each_critics_mean_squared_error_or_cross_entropy():
@@ -79,9 +108,13 @@ def test_critic_losses_are_each_critics_mean_squared_error_or_cross_entropy():
     torch.testing.assert_close(values, torch.tensor([[0.5], [0.75]]))
 
 
-
 def test_critic_report_has_cleanrls_tags_for_one_and_two_critics():
     twin = critic_report(torch.tensor([[1.0, 3.0], [5.0, 7.0]]), torch.tensor([0.5, 1.5]))
-    assert {k: float(v) for k, v in twin.items()} == {"losses/qf_loss": 1.0, "losses/qf1_values": 2.0, "losses/qf1_loss": 0.5,
-                                                       "losses/qf2_values": 6.0, "losses/qf2_loss": 1.5}
+    assert {k: float(v) for k, v in twin.items()} == {
+        "losses/qf_loss": 1.0,
+        "losses/qf1_values": 2.0,
+        "losses/qf1_loss": 0.5,
+        "losses/qf2_values": 6.0,
+        "losses/qf2_loss": 1.5,
+    }
     assert set(critic_report(torch.ones(1, 2), torch.ones(1))) == {"losses/qf_loss", "losses/qf1_values", "losses/qf1_loss"}

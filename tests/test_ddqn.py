@@ -41,7 +41,9 @@ def test_epsilon_schedule_and_epsilon_greedy():
 
 
 def test_torso_follows_the_observation_space():
-    assert network_for((4,)) == "mlp" and network_for((4, 84, 84)) == "nature-cnn" and network_for((10, 10, 4)) == "minatar-cnn"
+    assert (
+        network_for((4,)) == "mlp" and network_for((4, 84, 84)) == "nature-cnn" and network_for((10, 10, 4)) == "minatar-cnn"
+    )
     atari = QNetwork("auto", (4, 84, 84), 6, (256,))
     assert atari(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape == (2, 6)
     assert [layer.out_features for layer in atari.linear_layers()] == [512, 6]
@@ -55,9 +57,19 @@ def test_torso_follows_the_observation_space():
 
 def test_defaults_come_from_the_env_family_and_flags_override_them():
     atari = parse_args(Args, [])
-    assert (atari.env_id, atari.learning_rate, atari.learning_starts, atari.buffer_size) == ("ALE/Breakout-v5", 1e-4, 80_000, 1_000_000)
+    assert (atari.env_id, atari.learning_rate, atari.learning_starts, atari.buffer_size) == (
+        "ALE/Breakout-v5",
+        1e-4,
+        80_000,
+        1_000_000,
+    )
     cartpole = parse_args(Args, ["--env-id", "CartPole-v1"])
-    assert (cartpole.learning_rate, cartpole.train_frequency, cartpole.gradient_steps, cartpole.target_network_frequency) == (2.3e-3, 256, 128, 10)
+    assert (cartpole.learning_rate, cartpole.train_frequency, cartpole.gradient_steps, cartpole.target_network_frequency) == (
+        2.3e-3,
+        256,
+        128,
+        10,
+    )
     minatar = parse_args(Args, ["--env-id", "MinAtar/Breakout-v1", "--learning-rate", "1e-3"])
     assert minatar.learning_rate == 1e-3 and minatar.buffer_size == 100_000 and minatar.end_e == 0.1
 
@@ -75,11 +87,21 @@ def _networks(run_dir: str) -> dict:
 def test_resume_continues_bit_identically(runs_dir, monkeypatch):
     from cleanrl_plus.session import TrainingSession
 
-    common = dict(total_timesteps=800, learning_starts=200, train_frequency=50, gradient_steps=8, target_network_frequency=100, runs_dir=runs_dir, **TINY)
+    common = dict(
+        total_timesteps=800,
+        learning_starts=200,
+        train_frequency=50,
+        gradient_steps=8,
+        target_network_frequency=100,
+        runs_dir=runs_dir,
+        **TINY,
+    )
     straight = main(Args.defaults_for("CartPole-v1", exp_name="straight", **common))
     after_step = TrainingSession.after_step
 
-    def killed_at_430(session, previous_step, global_step, *rest):  # a real SIGTERM at a known step: the ε schedule keeps its total
+    def killed_at_430(
+        session, previous_step, global_step, *rest
+    ):  # a real SIGTERM at a known step: the ε schedule keeps its total
         after_step(session, previous_step, global_step, *rest)
         if global_step == 430:
             os.kill(os.getpid(), signal.SIGTERM)  # the run's own handler must turn it into a checkpointed stop
@@ -98,8 +120,18 @@ def test_resume_continues_bit_identically(runs_dir, monkeypatch):
 
 
 def test_stores_terminations_only_and_hard_target_copies(runs_dir):
-    result = main(Args.defaults_for("CartPole-v1", total_timesteps=300, learning_starts=100, train_frequency=10, gradient_steps=1,
-                                    target_network_frequency=300, runs_dir=runs_dir, **TINY))
+    result = main(
+        Args.defaults_for(
+            "CartPole-v1",
+            total_timesteps=300,
+            learning_starts=100,
+            train_frequency=10,
+            gradient_steps=1,
+            target_network_frequency=300,
+            runs_dir=runs_dir,
+            **TINY,
+        )
+    )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
     replay = state["replay"]
     terminal = replay["terminated"].bool()
@@ -121,16 +153,31 @@ def test_runs_on_grids_and_atari_frames_with_remedies(env_id, runs_dir):
     from plasticity.swd import SWDArgs
 
     flags = dict(TINY, buffer_size=200, eval_episodes=1, log_every=100, eval_epsilon=1.0)  # a random evaluation ends fast
-    result = main(Args.defaults_for(
-        env_id, total_timesteps=240, learning_starts=100, runs_dir=runs_dir, swd=SWDArgs(enabled=True, decay_steps=50),
-        diagnostics=DiagnosticsArgs(every=10, probe_size=32), reset=ResetArgs(method="redo", every=10, redo_batch=32), **flags,
-    ))
+    result = main(
+        Args.defaults_for(
+            env_id,
+            total_timesteps=240,
+            learning_starts=100,
+            runs_dir=runs_dir,
+            swd=SWDArgs(enabled=True, decay_steps=50),
+            diagnostics=DiagnosticsArgs(every=10, probe_size=32),
+            reset=ResetArgs(method="redo", every=10, redo_batch=32),
+            **flags,
+        )
+    )
     assert result["num_updates"] == 35 and result["eval"]["step"] == 240
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     tags = set(EventAccumulator(result["run_dir"]).Reload().Tags()["scalars"])
-    for tag in ("losses/td_loss", "losses/q_values", "charts/epsilon", "replay/sample_age", "plasticity/critic_dormant_0.1",
-                "plasticity/critic_recycled_fraction", "eval/episodic_return"):
+    for tag in (
+        "losses/td_loss",
+        "losses/q_values",
+        "charts/epsilon",
+        "replay/sample_age",
+        "plasticity/critic_dormant_0.1",
+        "plasticity/critic_recycled_fraction",
+        "eval/episodic_return",
+    ):
         assert tag in tags, tag
 
 
@@ -139,7 +186,11 @@ def test_command_line_errors_are_one_line(tmp_path):
 
     for env_id, expected in [
         ("ALE/Breakot-v5", "error: unknown env id 'ALE/Breakot-v5' — did you mean 'ALE/Breakout-v5'?"),
-        ("Pendulum-v1", "error: Double DQN needs discrete actions; Pendulum-v1 has Box(-2.0, 2.0, (1,), float32) — use agents/td3.py or agents/sac_simba.py"),
+        (
+            "Pendulum-v1",
+            "error: Double DQN needs discrete actions; Pendulum-v1 has Box(-2.0, 2.0, (1,), float32) — use agents/td3.py or "
+            "agents/sac_simba.py",
+        ),
     ]:
         result = run_script("agents/ddqn.py", "--env-id", env_id, "--runs-dir", str(tmp_path), "--no-progress")
         assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -153,7 +204,17 @@ def test_bench_reports_env_frames_and_updates_on_atari(backend):
     if backend == "envpool":
         pytest.importorskip("envpool")
     # --eval-epsilon 1: the untimed final evaluation plays at random, so it ends fast
-    report = bench(BenchArgs(agent="ddqn", env_id="ALE/Breakout-v5", steps=200, warmup=100, threads=1, env_backend=backend,
-                             buffer_size=1_000, agent_flags="--eval-epsilon 1"))
+    report = bench(
+        BenchArgs(
+            agent="ddqn",
+            env_id="ALE/Breakout-v5",
+            steps=200,
+            warmup=100,
+            threads=1,
+            env_backend=backend,
+            buffer_size=1_000,
+            agent_flags="--eval-epsilon 1",
+        )
+    )
     assert report["env_frames_per_second"] == pytest.approx(4 * report["env_steps_per_second"], abs=0.5)
     assert report["updates_per_second"] > 0 and report["env_backend"] == backend

@@ -6,13 +6,13 @@ Seeds run two at a time with one torch thread each and stop once 2 of 3 pass (`s
 from __future__ import annotations
 
 import pytest
-
 from test_learning import _count_passing, seeds_passing
 
 
 def test_ddqn_reaches_400_on_cartpole_within_50k_steps(tmp_path):
     """rl-zoo's DQN CartPole settings (the agent's defaults for classic control) with the Double-DQN target;
-    gate: max over periodic evaluations ≥ 400 in ≥ 2 of 3 seeds (DQN on CartPole is unstable late: a seed at 360 ended at 17 in a reference run)."""
+    gate: max over periodic evaluations ≥ 400 in ≥ 2 of 3 seeds (DQN on CartPole is unstable late: a seed at 360 ended at 17
+    in a reference run)."""
     results = seeds_passing("ddqn", "CartPole-v1", 50_000, 5_000, 400.0, str(tmp_path))
     assert _count_passing(results, 400.0) >= 2, results
 

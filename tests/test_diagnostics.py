@@ -5,7 +5,6 @@ import pytest
 import torch
 import torch.nn as nn
 
-from plasticity.network import Network
 from plasticity.diagnostics import (
     ActivationProbe,
     DiagnosticsArgs,
@@ -22,6 +21,7 @@ from plasticity.diagnostics import (
     policy_kl,
     srank,
 )
+from plasticity.network import Network
 
 
 def test_dormant_fraction_on_constructed_activations():
@@ -163,8 +163,12 @@ def test_churn_is_zero_without_an_update_and_positive_after_one():
     with torch.no_grad():
         expected_value_churn = (critic(reference.obs).squeeze(-1) - before["critic"]).abs().mean()
         expected_policy_churn = (actor(reference.obs) - before["actor"]).norm(dim=1).mean()
-    assert churn["plasticity/critic_churn"] == pytest.approx(float(expected_value_churn)) and churn["plasticity/critic_churn"] > 0
-    assert churn["plasticity/actor_churn"] == pytest.approx(float(expected_policy_churn)) and churn["plasticity/actor_churn"] > 0
+    assert (
+        churn["plasticity/critic_churn"] == pytest.approx(float(expected_value_churn)) and churn["plasticity/critic_churn"] > 0
+    )
+    assert (
+        churn["plasticity/actor_churn"] == pytest.approx(float(expected_policy_churn)) and churn["plasticity/actor_churn"] > 0
+    )
     restored_logger = RecordingLogger()
     restored.after_update(4, replay, restored_logger, global_step=4)
     assert restored_logger.logged[4] == churn
@@ -178,8 +182,10 @@ def test_policy_kl_is_zero_between_equal_policies_and_matches_hand_computed_pair
     assert torch.equal(policy_kl(gaussian, gaussian), torch.zeros(5))
     torch.testing.assert_close(policy_kl(categorical, categorical), torch.zeros(5))
     # KL(N(0, 1) ‖ N(1, 2²)) = log 2 + (1 + 1)/(2·4) − ½
-    one_d = policy_kl({"mean": torch.tensor([[0.0]]), "log_std": torch.tensor([[0.0]])},
-                      {"mean": torch.tensor([[1.0]]), "log_std": torch.tensor([[math.log(2.0)]])})
+    one_d = policy_kl(
+        {"mean": torch.tensor([[0.0]]), "log_std": torch.tensor([[0.0]])},
+        {"mean": torch.tensor([[1.0]]), "log_std": torch.tensor([[math.log(2.0)]])},
+    )
     assert float(one_d) == pytest.approx(math.log(2.0) + 0.25 - 0.5)
     # KL((½, ½) ‖ (¼, ¾)) = ½·log 2 + ½·log(2/3)
     two_class = policy_kl({"logits": torch.tensor([[0.0, 0.0]])}, {"logits": torch.tensor([[0.0, math.log(3.0)]])})
@@ -187,8 +193,9 @@ def test_policy_kl_is_zero_between_equal_policies_and_matches_hand_computed_pair
     # a state-independent log σ (PPO's) broadcasts over states; dimensions add up
     moved = {"mean": gaussian["mean"] + 0.3, "log_std": torch.tensor([0.1, -0.2, 0.0])}
     shared = {"mean": gaussian["mean"], "log_std": torch.zeros(3)}
-    expected = torch.distributions.kl_divergence(torch.distributions.Normal(shared["mean"], 1.0),
-                                                 torch.distributions.Normal(moved["mean"], moved["log_std"].exp())).sum(-1)
+    expected = torch.distributions.kl_divergence(
+        torch.distributions.Normal(shared["mean"], 1.0), torch.distributions.Normal(moved["mean"], moved["log_std"].exp())
+    ).sum(-1)
     torch.testing.assert_close(policy_kl(shared, moved), expected)
 
 
@@ -229,8 +236,9 @@ def test_greedy_churn_counts_states_whose_best_action_changes():
 def test_monitor_runs_the_ntk_on_the_probe_batch_when_both_are_due():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
-    monitor = PlasticityMonitor(DiagnosticsArgs(every=5, probe_size=32, ntk_every=10, ntk_batch=16),
-                                [_watched("critic", net, lambda b: net(b.obs))])
+    monitor = PlasticityMonitor(
+        DiagnosticsArgs(every=5, probe_size=32, ntk_every=10, ntk_batch=16), [_watched("critic", net, lambda b: net(b.obs))]
+    )
     replay, logger = FakeReplay(3), RecordingLogger()
     for update in range(1, 11):
         monitor.after_update(update, replay, logger, global_step=update)

@@ -6,26 +6,37 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, clipped_double, cross_entropy, expected_value, project, support
+from cleanrl_plus.distributional import (
+    CategoricalCritic,
+    CriticArgs,
+    clipped_double,
+    cross_entropy,
+    expected_value,
+    project,
+    support,
+)
 
 ATOMS = torch.tensor([-1.0, 0.0, 1.0, 2.0])  # K = 4, Δz = 1
 P = torch.tensor([0.1, 0.2, 0.3, 0.4])
 
 
-@pytest.mark.parametrize("reward, discount, expected", [
-    # r + d·z = −0.5, 0.5, 1.5, 2.5 → the last clipped to 2; each atom splits between its neighbours
-    (0.5, 1.0, [0.05, 0.05 + 0.1, 0.1 + 0.15, 0.15 + 0.4]),
-    # 0.5, 1, 1.5, 2: two land on atoms exactly
-    (1.0, 0.5, [0.0, 0.05, 0.05 + 0.2 + 0.15, 0.15 + 0.4]),
-    # all below v_min: −3.5 … −2 → all the mass on z_0
-    (-3.0, 0.5, [1.0, 0.0, 0.0, 0.0]),
-    # all above v_max
-    (5.0, 0.9, [0.0, 0.0, 0.0, 1.0]),
-    # a terminal transition (d = 0): every atom moves to r = 0.25, 3/4 of it to z_1 and 1/4 to z_2
-    (0.25, 0.0, [0.0, 0.75, 0.25, 0.0]),
-    # a terminal transition whose reward is outside the support
-    (-7.0, 0.0, [1.0, 0.0, 0.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    "reward, discount, expected",
+    [
+        # r + d·z = −0.5, 0.5, 1.5, 2.5 → the last clipped to 2; each atom splits between its neighbours
+        (0.5, 1.0, [0.05, 0.05 + 0.1, 0.1 + 0.15, 0.15 + 0.4]),
+        # 0.5, 1, 1.5, 2: two land on atoms exactly
+        (1.0, 0.5, [0.0, 0.05, 0.05 + 0.2 + 0.15, 0.15 + 0.4]),
+        # all below v_min: −3.5 … −2 → all the mass on z_0
+        (-3.0, 0.5, [1.0, 0.0, 0.0, 0.0]),
+        # all above v_max
+        (5.0, 0.9, [0.0, 0.0, 0.0, 1.0]),
+        # a terminal transition (d = 0): every atom moves to r = 0.25, 3/4 of it to z_1 and 1/4 to z_2
+        (0.25, 0.0, [0.0, 0.75, 0.25, 0.0]),
+        # a terminal transition whose reward is outside the support
+        (-7.0, 0.0, [1.0, 0.0, 0.0, 0.0]),
+    ],
+)
 def test_projection_by_hand(reward, discount, expected):
     projected = project(ATOMS, torch.tensor([reward]), torch.tensor([discount]), P[None])
     torch.testing.assert_close(projected, torch.tensor([expected]))
@@ -70,7 +81,9 @@ def test_cross_entropy_and_expected_value():
     logits = torch.log(P)[None]
     torch.testing.assert_close(expected_value(logits, ATOMS), torch.tensor([0.1 * -1 + 0.3 * 1 + 0.4 * 2]))
     target = torch.tensor([[0.0, 0.5, 0.5, 0.0]])
-    torch.testing.assert_close(cross_entropy(logits, target), -(0.5 * torch.log(torch.tensor(0.2)) + 0.5 * torch.log(torch.tensor(0.3)))[None])
+    torch.testing.assert_close(
+        cross_entropy(logits, target), -(0.5 * torch.log(torch.tensor(0.2)) + 0.5 * torch.log(torch.tensor(0.3)))[None]
+    )
 
 
 def test_categorical_critic_answers_like_a_scalar_critic_with_expected_values():

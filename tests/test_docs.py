@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import itertools
 import io
+import itertools
 import os
 import re
 import shlex
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from commands import cli, sweep
 from cleanrl_plus.config import parse_args
+from commands import cli, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -78,7 +78,7 @@ def parse_agent_flags(agent: str, flags: list[str]) -> None:
     module = importlib.import_module(f"agents.{agent}")
     if "--resume" in flags:
         at = flags.index("--resume")
-        flags = flags[:at] + flags[at + 2:]
+        flags = flags[:at] + flags[at + 2 :]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as errors:
         try:
             parse_args(module.Args, flags)
@@ -105,7 +105,9 @@ def check_command(command: list[str]) -> None:
     if isinstance(parsed, sweep.SweepArgs):
         for agent_name, env_id in itertools.product(parsed.agent, parsed.env_id):
             for config in parsed.config or ("baseline=",):
-                parse_agent_flags(agent_name, [*shlex.split(parsed.flags), *shlex.split(config.split("=", 1)[1]), "--env-id", env_id])
+                parse_agent_flags(
+                    agent_name, [*shlex.split(parsed.flags), *shlex.split(config.split("=", 1)[1]), "--env-id", env_id]
+                )
     elif argv[0] == "compare":
         parse_agent_flags(parsed.agent, [*shlex.split(parsed.flags), *shlex.split(parsed.remedy), "--env-id", parsed.env_id])
     elif argv[0] == "bench" and parsed.agent != "env":
@@ -117,9 +119,18 @@ COMMANDS = collected_commands()
 
 def test_the_docs_show_commands_of_every_kind():
     texts = [label for label, _ in COMMANDS]
-    for needle in ("agents/td3.py", "agents/sac_simba.py", "agents/ddqn.py", "agents/ppo.py", "agents/gtr.py",
-                   "cleanrl-plus compare", "cleanrl-plus sweep", "cleanrl-plus report", "cleanrl-plus bench",
-                   "cleanrl-plus eval"):
+    for needle in (
+        "agents/td3.py",
+        "agents/sac_simba.py",
+        "agents/ddqn.py",
+        "agents/ppo.py",
+        "agents/gtr.py",
+        "cleanrl-plus compare",
+        "cleanrl-plus sweep",
+        "cleanrl-plus report",
+        "cleanrl-plus bench",
+        "cleanrl-plus eval",
+    ):
         assert any(needle in text for text in texts), needle
 
 
@@ -146,15 +157,27 @@ def test_a_misspelt_flag_in_a_documented_command_fails_the_check():
 
 
 def test_shell_commands_joins_continuations_and_splits_chains():
-    text = "```bash\npip install -e . && cleanrl-plus compare   # note\npython agents/td3.py --seed 1 \\\n    --tau 0.01\n```\n"
-    assert shell_commands(text) == [["pip", "install", "-e", "."], ["cleanrl-plus", "compare"],
-                                    ["python", "agents/td3.py", "--seed", "1", "--tau", "0.01"]]
+    text = (
+        "```bash\npip install -e . && cleanrl-plus compare   # note\npython agents/td3.py --seed 1 \\\n    --tau 0.01\n```\n"
+    )
+    assert shell_commands(text) == [
+        ["pip", "install", "-e", "."],
+        ["cleanrl-plus", "compare"],
+        ["python", "agents/td3.py", "--seed", "1", "--tau", "0.01"],
+    ]
 
 
-@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
-                    reason='mkdocs is not installed: pip install -e ".[test]"')
+@pytest.mark.skipif(
+    shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
+    reason='mkdocs is not installed: pip install -e ".[test]"',
+)
 def test_the_site_builds_strictly(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            cwd=ROOT, capture_output=True, text=True, env=os.environ | {"NO_MKDOCS_2_WARNING": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "site" / "benchmarks" / "index.html").is_file()

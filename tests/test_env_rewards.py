@@ -13,8 +13,13 @@ import torch
 import envs
 from envs.continual import ContinualArgs
 
-BACKENDS = ["atari", pytest.param("envpool", marks=pytest.mark.skipif(__import__("importlib").util.find_spec("envpool") is None,
-                                                                     reason="envpool not installed"))]
+BACKENDS = [
+    "atari",
+    pytest.param(
+        "envpool",
+        marks=pytest.mark.skipif(__import__("importlib").util.find_spec("envpool") is None, reason="envpool not installed"),
+    ),
+]
 
 
 def test_dmc_action_repeat_pays_the_sum_of_its_control_steps_rewards():
@@ -23,6 +28,7 @@ def test_dmc_action_repeat_pays_the_sum_of_its_control_steps_rewards():
     env = envs.make("dmc:cheetah-run", num_envs=2, seed=seed, action_repeat=repeat)
     env.reset()
     from dm_control import suite  # after the backend, which keeps dm-control quiet without a display
+
     by_hand = [suite.load("cheetah", "run", task_kwargs={"random": seed + i}) for i in range(2)]
     for sub_env in by_hand:
         sub_env.reset()
@@ -98,7 +104,9 @@ def test_envpool_clipping_and_full_game_score_match_the_same_pool_unclipped_step
 
     env = envs.make("ALE/SpaceInvaders-v5", num_envs=1, seed=0, backend="envpool")
     env.reset()
-    raw = envpool.make("SpaceInvaders-v5", env_type="gymnasium", num_envs=1, seed=0, **(env._settings | {"reward_clip": False}))
+    raw = envpool.make(
+        "SpaceInvaders-v5", env_type="gymnasium", num_envs=1, seed=0, **(env._settings | {"reward_clip": False})
+    )
     raw.reset()
     generator = torch.Generator().manual_seed(0)
     score, steps, learning_episodes = 0.0, 0, 0
@@ -176,7 +184,9 @@ def test_a_continual_reward_shift_pays_and_reports_each_episode_in_its_own_task(
     """reward-flip on CartPole: odd tasks pay −1 per step. Tasks switch every 60 steps, each sub-env at its next episode:
     every step pays the plain reward times (−1)^its task, and each episode's reported return is what it paid."""
     seed = 2
-    env = envs.make("continual:reward-flip:CartPole-v1", num_envs=2, seed=seed, continual=ContinualArgs(steps_per_task=60, num_tasks=3))
+    env = envs.make(
+        "continual:reward-flip:CartPole-v1", num_envs=2, seed=seed, continual=ContinualArgs(steps_per_task=60, num_tasks=3)
+    )
     env.reset(seed=seed)
     by_hand = [gym.make("CartPole-v1") for _ in range(2)]
     for i, sub_env in enumerate(by_hand):

@@ -150,9 +150,21 @@ def test_never_terminating_gymnasium_tasks_are_marked():
     assert envs.make("Hopper-v5").can_terminate
 
 
-@pytest.mark.parametrize("env_id, backend", [("dmc:cartpole-balance", "auto"), ("MinAtar/Breakout-v1", "auto"), ("continual:dmc-walker", "auto"),
-                                             pytest.param("ALE/Pong-v5", "envpool", marks=pytest.mark.skipif(
-                                                 __import__("importlib").util.find_spec("envpool") is None, reason="envpool not installed"))])
+@pytest.mark.parametrize(
+    "env_id, backend",
+    [
+        ("dmc:cartpole-balance", "auto"),
+        ("MinAtar/Breakout-v1", "auto"),
+        ("continual:dmc-walker", "auto"),
+        pytest.param(
+            "ALE/Pong-v5",
+            "envpool",
+            marks=pytest.mark.skipif(
+                __import__("importlib").util.find_spec("envpool") is None, reason="envpool not installed"
+            ),
+        ),
+    ],
+)
 def test_the_largest_seed_and_the_seeds_derived_from_it_start_every_backend(env_id, backend):
     """--seed takes [0, 2**32 - 1]; sub-env i and the evaluation envs (+100,000) derive larger seeds, which dm-control's
     and MinAtar's RandomState (below 2**32) and envpool (below 2**31) refuse unless they are folded into their range."""

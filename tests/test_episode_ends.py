@@ -85,8 +85,18 @@ def test_replay_agents_store_episode_ends(agent, env_steps, runs_dir):
     module = importlib.import_module(f"agents.{agent}")
     env_id, falls, extra = REPLAY_AGENTS[agent]
     num_envs, total = 2, 240
-    args = module.Args(env_id=env_id, num_envs=num_envs, total_timesteps=total, learning_starts=10_000, buffer_size=1_000,
-                       eval_every=0, eval_episodes=1, progress=False, runs_dir=runs_dir, **extra)
+    args = module.Args(
+        env_id=env_id,
+        num_envs=num_envs,
+        total_timesteps=total,
+        learning_starts=10_000,
+        buffer_size=1_000,
+        eval_every=0,
+        eval_episodes=1,
+        progress=False,
+        runs_dir=runs_dir,
+        **extra,
+    )
     result = module.main(args)
     replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
     assert replay["size"] == total  # rows are step-major: env 0, env 1 of step 0, then step 1, …
@@ -94,7 +104,9 @@ def test_replay_agents_store_episode_ends(agent, env_steps, runs_dir):
     def by_step(x):
         return x.reshape(total // num_envs, num_envs, *x.shape[1:])
 
-    check_episode_ends(env_steps, by_step(replay["obs"]), by_step(replay["next_obs"]), by_step(replay["terminated"]), falls, num_envs)
+    check_episode_ends(
+        env_steps, by_step(replay["obs"]), by_step(replay["next_obs"]), by_step(replay["terminated"]), falls, num_envs
+    )
 
 
 @pytest.mark.parametrize("agent", ["ppo", "gtr"])
@@ -111,8 +123,20 @@ def test_rollout_agents_store_episode_ends(agent, env_steps, runs_dir, monkeypat
 
     monkeypatch.setattr(ppo, "RolloutStorage", RecordingStorage)
     num_envs = 2
-    args = module.Args(env_id="CartPole-v1", num_envs=num_envs, num_steps=60, total_timesteps=240, num_minibatches=2, update_epochs=1,
-                       normalize_obs=False, normalize_reward=False, eval_every=0, eval_episodes=1, progress=False, runs_dir=runs_dir)
+    args = module.Args(
+        env_id="CartPole-v1",
+        num_envs=num_envs,
+        num_steps=60,
+        total_timesteps=240,
+        num_minibatches=2,
+        update_epochs=1,
+        normalize_obs=False,
+        normalize_reward=False,
+        eval_every=0,
+        eval_episodes=1,
+        progress=False,
+        runs_dir=runs_dir,
+    )
     module.main(args)
     stored = {name: torch.cat([r[name] for r in rollouts]) for name in rollouts[0]}
     check_episode_ends(env_steps, stored["obs"], stored["next_obs"], stored["terminated"], cartpole_falls, num_envs)

@@ -10,17 +10,42 @@ from pathlib import Path
 import pytest
 import torch
 
-from commands.cli import main as cli_main
 from cleanrl_plus.config import parse_args
+from commands.cli import main as cli_main
 from commands.eval import EvalArgs, evaluate_run
 
 TINY = ["--eval-every", "0", "--eval-episodes", "3", "--no-progress", "--threads", "1", "--log-every", "100"]
 RUNS = {
     "td3": ["--env-id", "Pendulum-v1", "--total-timesteps", "300", "--learning-starts", "200", "--hidden-sizes", "32", "32"],
-    "sac_simba": ["--env-id", "Pendulum-v1", "--total-timesteps", "260", "--learning-starts", "200", "--actor-width", "16",
-                  "--critic-width", "16", "--critic-blocks", "1"],
-    "ddqn": ["--env-id", "CartPole-v1", "--total-timesteps", "600", "--learning-starts", "100", "--train-frequency", "4",
-             "--gradient-steps", "1", "--hidden-sizes", "32", "32"],
+    "sac_simba": [
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "260",
+        "--learning-starts",
+        "200",
+        "--actor-width",
+        "16",
+        "--critic-width",
+        "16",
+        "--critic-blocks",
+        "1",
+    ],
+    "ddqn": [
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "600",
+        "--learning-starts",
+        "100",
+        "--train-frequency",
+        "4",
+        "--gradient-steps",
+        "1",
+        "--hidden-sizes",
+        "32",
+        "32",
+    ],
     "ppo": ["--env-id", "CartPole-v1", "--total-timesteps", "256", "--num-steps", "128", "--num-envs", "2"],
     "gtr": ["--env-id", "CartPole-v1", "--total-timesteps", "512", "--num-steps", "128", "--num-envs", "2"],
 }
@@ -44,8 +69,12 @@ def test_eval_reproduces_the_runs_final_evaluation(agent, tmp_path):
 def test_eval_rebuilds_an_injected_head(agent, tmp_path):
     """Plasticity injection changed the policy's structure during the run: eval builds it again from the checkpoint."""
     run_dir, summary = train(agent, tmp_path, RUNS[agent] + ["--reset.method", "inject", "--reset.every", "50"])
-    assert any(".fresh." in key for key in torch.load(Path(run_dir) / "checkpoint.pt", weights_only=False)[
-        {"td3": "actor", "ddqn": "critic", "ppo": "agent"}[agent]])
+    assert any(
+        ".fresh." in key
+        for key in torch.load(Path(run_dir) / "checkpoint.pt", weights_only=False)[
+            {"td3": "actor", "ddqn": "critic", "ppo": "agent"}[agent]
+        ]
+    )
     result = evaluate_run(EvalArgs(run_dir, episodes=3))
     assert result["returns"] == pytest.approx(summary["eval"]["returns"], rel=1e-5, abs=1e-4)
 
@@ -59,8 +88,20 @@ def test_eval_rebuilds_the_remedied_architecture(agent, tmp_path):
 
 
 def test_eval_on_another_seed_and_a_continual_task_with_a_video(tmp_path, capsys):
-    flags = ["--env-id", "continual:cartpole-offset-small", "--continual.steps-per-task", "256", "--continual.num-tasks", "2",
-             "--total-timesteps", "512", "--num-steps", "128", "--num-envs", "2"]
+    flags = [
+        "--env-id",
+        "continual:cartpole-offset-small",
+        "--continual.steps-per-task",
+        "256",
+        "--continual.num-tasks",
+        "2",
+        "--total-timesteps",
+        "512",
+        "--num-steps",
+        "128",
+        "--num-envs",
+        "2",
+    ]
     run_dir, summary = train("ppo", tmp_path, flags)
     # the run ended in task 1; its end-of-task evaluation is what eval gives by default
     assert evaluate_run(EvalArgs(run_dir, episodes=3))["mean"] == pytest.approx(summary["tasks"][-1]["final_eval"], rel=1e-5)
@@ -73,17 +114,22 @@ def test_eval_on_another_seed_and_a_continual_task_with_a_video(tmp_path, capsys
     assert (Path(run_dir) / "videos" / "eval-seed1-task1.mp4").stat().st_size > 0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["eval", "{tmp}/missing"], "no checkpoint.pt there"),
-    (["eval", "{run}", "--task", "3"], "tasks 0..1"),
-    (["eval", "{run}", "--episodes", "0"], "--episodes must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["eval", "{tmp}/missing"], "no checkpoint.pt there"),
+        (["eval", "{run}", "--task", "3"], "tasks 0..1"),
+        (["eval", "{run}", "--episodes", "0"], "--episodes must be at least 1"),
+    ],
+)
 def test_eval_mistakes_are_one_line(argv, message, tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "checkpoint.pt").write_bytes(b"")
     (run_dir / "summary.json").write_text(json.dumps({"agent": "ppo"}))
-    (run_dir / "args.json").write_text(json.dumps({"agent": "ppo", "env_id": "continual:cartpole-offset-small", "continual": {"num_tasks": 2}}))
+    (run_dir / "args.json").write_text(
+        json.dumps({"agent": "ppo", "env_id": "continual:cartpole-offset-small", "continual": {"num_tasks": 2}})
+    )
     with pytest.raises(SystemExit) as exit:
         cli_main([a.format(tmp=tmp_path, run=run_dir) for a in argv])
     assert exit.value.code == 2

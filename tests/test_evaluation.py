@@ -85,9 +85,19 @@ def test_a_continual_evaluator_plays_the_task_it_is_set_to():
 def test_a_continual_run_evaluates_on_the_task_the_agent_is_in(runs_dir):
     from agents import ppo
 
-    args = ppo.Args(env_id="continual:reward-flip:CartPole-v1", continual=ContinualArgs(steps_per_task=256, num_tasks=3),
-                    total_timesteps=768, num_steps=64, num_minibatches=2, update_epochs=1, hidden_sizes=(16, 16), eval_every=128,
-                    eval_episodes=2, progress=False, runs_dir=runs_dir)
+    args = ppo.Args(
+        env_id="continual:reward-flip:CartPole-v1",
+        continual=ContinualArgs(steps_per_task=256, num_tasks=3),
+        total_timesteps=768,
+        num_steps=64,
+        num_minibatches=2,
+        update_epochs=1,
+        hidden_sizes=(16, 16),
+        eval_every=128,
+        eval_episodes=2,
+        progress=False,
+        runs_dir=runs_dir,
+    )
     result = ppo.main(args)
     tasks = json.loads((Path(result["run_dir"]) / "summary.json").read_text())["tasks"]
     assert [t["task"] for t in tasks] == [0, 1, 2]

@@ -21,11 +21,11 @@ import torch.nn as nn
 
 from agents import ppo, td3
 from cleanrl_plus.nn import EnsembleLinear, NormedConv2d, NormedEnsembleLinear, NormedLinear, frozen
-from plasticity.optimizers import adam
 from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
+from plasticity.optimizers import adam
 from plasticity.regularizers import RegArgs, WeightClipper
 from plasticity.resets import PreactivationGradients, ResetArgs, Resetter, full_reset, reset_last_layers
 
@@ -72,10 +72,16 @@ def test_parseval_on_ppo_is_the_authors_penalty_and_gradient_with_the_width_fact
 
 def test_parseval_without_the_width_factor_and_with_another_scale():
     agent = _ppo_agent(gym.spaces.Discrete(3), hidden=(16, 16))
-    hooks = RemedyHooks(RemedyArgs(reg=RegArgs(parseval=1.0, parseval_scale=1.0, parseval_width_scaling=False)),
-                        [_ppo_network(agent, adam(agent.parameters(), 1e-3, CPU))])
-    expected = sum(torch.norm(m.weight @ m.weight.t() - torch.eye(16)) ** 2
-                   for net in (agent.policy.net, agent.critic) for m in list(net)[:-1] if isinstance(m, nn.Linear))
+    hooks = RemedyHooks(
+        RemedyArgs(reg=RegArgs(parseval=1.0, parseval_scale=1.0, parseval_width_scaling=False)),
+        [_ppo_network(agent, adam(agent.parameters(), 1e-3, CPU))],
+    )
+    expected = sum(
+        torch.norm(m.weight @ m.weight.t() - torch.eye(16)) ** 2
+        for net in (agent.policy.net, agent.critic)
+        for m in list(net)[:-1]
+        if isinstance(m, nn.Linear)
+    )
     torch.testing.assert_close(hooks.loss("agent", torch.zeros(())), expected)
 
 
@@ -141,7 +147,11 @@ class _AuthorsCChain:
         self.pg_losses.append(pg_loss)
         self.churn_losses.append(churn)
         if self.iteration >= self.warmup:
-            relative = self.rho * np.mean(np.abs(self.pg_losses[-self.window:])) / (np.mean(self.churn_losses[-self.window:]) + 1e-8)
+            relative = (
+                self.rho
+                * np.mean(np.abs(self.pg_losses[-self.window :]))
+                / (np.mean(self.churn_losses[-self.window :]) + 1e-8)
+            )
             self.coef = max(relative, self.floor)
 
 
@@ -149,11 +159,21 @@ class _AuthorsCChain:
 def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(space):
     continuous = isinstance(space, gym.spaces.Box)
     kind = "policy mean" if continuous else "probabilities"
-    assert (AUTHORS["policy mean"].relative_scale, AUTHORS["policy mean"].initial_coef, AUTHORS["policy mean"].warmup,
-            AUTHORS["policy mean"].window) == (0.05, 100.0, 50, 100)  # crl_run_ppo_c_chain_dmc.py
-    assert (AUTHORS["probabilities"].relative_scale, AUTHORS["probabilities"].initial_coef, AUTHORS["probabilities"].min_coef,
-            AUTHORS["probabilities"].window) == (1e4, 1.0, 1.0, 50)  # control_train_aligned_c_chain.py
-    rho = 1e-4 if continuous else 20.0  # smaller than the authors' (0.05, 1e4), so that c stays moderate in float32 over a few steps
+    assert (
+        AUTHORS["policy mean"].relative_scale,
+        AUTHORS["policy mean"].initial_coef,
+        AUTHORS["policy mean"].warmup,
+        AUTHORS["policy mean"].window,
+    ) == (0.05, 100.0, 50, 100)  # crl_run_ppo_c_chain_dmc.py
+    assert (
+        AUTHORS["probabilities"].relative_scale,
+        AUTHORS["probabilities"].initial_coef,
+        AUTHORS["probabilities"].min_coef,
+        AUTHORS["probabilities"].window,
+    ) == (1e4, 1.0, 1.0, 50)  # control_train_aligned_c_chain.py
+    rho = (
+        1e-4 if continuous else 20.0
+    )  # smaller than the authors' (0.05, 1e4), so that c stays moderate in float32 over a few steps
     settings = CChainArgs(enabled=True, relative_scale=rho, warmup=2, window=2)  # c₀ and the floor stay the authors'
     agent = _ppo_agent(space, hidden=(16, 16))
     mirror = copy.deepcopy(agent)
@@ -167,12 +187,18 @@ def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(
         for update in range(3):
             obs, reference = torch.randn(8, 4, generator=generator), torch.randn(8, 4, generator=generator)
             target = torch.randn(8, agent.policy.outputs, generator=generator)
-            pg_ours, pg_theirs = (((net.policy.net(obs) - target) ** 2).mean() - 0.3 for net in (agent, mirror))  # a signed "policy loss"
+            pg_ours, pg_theirs = (
+                ((net.policy.net(obs) - target) ** 2).mean() - 0.3 for net in (agent, mirror)
+            )  # a signed "policy loss"
             value_loss = mirror.value(obs).square().mean()  # in the total loss but not what c is scaled against
             coef_before = theirs.coef
             churn_theirs = theirs.churn(mirror.policy.net, reference)
             total_theirs = pg_theirs + value_loss + coef_before * churn_theirs
-            total_ours = pg_ours + agent.value(obs).square().mean() + ours.loss(pg_ours + value_loss.detach(), reference, scale_against=pg_ours)
+            total_ours = (
+                pg_ours
+                + agent.value(obs).square().mean()
+                + ours.loss(pg_ours + value_loss.detach(), reference, scale_against=pg_ours)
+            )
             torch.testing.assert_close(total_ours, total_theirs, rtol=1e-4, atol=1e-6)
             for optimizer, total in ((opt_ours, total_ours), (opt_theirs, total_theirs)):
                 optimizer.zero_grad()
@@ -183,7 +209,9 @@ def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(
         theirs.after_iteration(float(pg_theirs), float(churn_theirs))
         coefficients.append(theirs.coef)
         torch.testing.assert_close(ours.coef, torch.tensor(theirs.coef, dtype=torch.float32), rtol=1e-4, atol=0)
-    assert coefficients[0] == schedule.initial_coef and coefficients[1] != schedule.initial_coef  # the warm-up ended after iteration 2
+    assert (
+        coefficients[0] == schedule.initial_coef and coefficients[1] != schedule.initial_coef
+    )  # the warm-up ended after iteration 2
     for p, q in zip(agent.parameters(), mirror.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
 
@@ -192,8 +220,15 @@ def test_cchain_on_ppo_restarts_its_schedule_at_a_task_switch_and_a_value_networ
     agent = _ppo_agent(gym.spaces.Box(-1, 1, (2,)))
     network = _ppo_network(agent, adam(agent.parameters(), 1e-3, CPU), updates_per_iteration=1)
     value_net = nn.Linear(4, 1)
-    hooks = RemedyHooks(RemedyArgs(cchain=CChainArgs(enabled=True, warmup=1)),
-                        [network, Network("critic", value_net, adam(value_net.parameters(), 1e-3, CPU), lambda b: value_net(b.obs), lambda: value_net)])
+    hooks = RemedyHooks(
+        RemedyArgs(cchain=CChainArgs(enabled=True, warmup=1)),
+        [
+            network,
+            Network(
+                "critic", value_net, adam(value_net.parameters(), 1e-3, CPU), lambda b: value_net(b.obs), lambda: value_net
+            ),
+        ],
+    )
     batch = SimpleNamespace(obs=torch.randn(8, 4))
 
     def update(name: str, **scale) -> torch.Tensor:
@@ -221,11 +256,25 @@ def test_ppo_scales_cchain_against_its_policy_loss(runs_dir):
     """With a window of one iteration the logged coefficient is ρ·|policy loss|/churn of the iteration's last update."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, num_steps=64, num_minibatches=2, update_epochs=2, hidden_sizes=(8, 8),
-                    eval_every=0, eval_episodes=1, log_every=64, runs_dir=runs_dir, progress=False,
-                    cchain=CChainArgs(enabled=True, warmup=1, window=1, relative_scale=0.5, min_coef=0.0))
+    args = ppo.Args(
+        env_id="CartPole-v1",
+        total_timesteps=256,
+        num_steps=64,
+        num_minibatches=2,
+        update_epochs=2,
+        hidden_sizes=(8, 8),
+        eval_every=0,
+        eval_episodes=1,
+        log_every=64,
+        runs_dir=runs_dir,
+        progress=False,
+        cchain=CChainArgs(enabled=True, warmup=1, window=1, relative_scale=0.5, min_coef=0.0),
+    )
     events = EventAccumulator(ppo.main(args)["run_dir"]).Reload()
-    last = {tag: events.Scalars(tag)[-1].value for tag in ("remedies/agent_cchain_coef", "losses/policy_loss", "remedies/agent_cchain_loss")}
+    last = {
+        tag: events.Scalars(tag)[-1].value
+        for tag in ("remedies/agent_cchain_coef", "losses/policy_loss", "remedies/agent_cchain_loss")
+    }
     expected = 0.5 * abs(last["losses/policy_loss"]) / (last["remedies/agent_cchain_loss"] + 1e-8)
     assert last["remedies/agent_cchain_coef"] == pytest.approx(expected, rel=1e-4)
 
@@ -254,7 +303,12 @@ def test_nap_puts_a_norm_before_every_nonlinearity_of_every_torso():
     args = sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=2)
     simba = sac_simba.make_critic(args, 3, 1, 2)
     mlp = td3.TwinCritic(3, 1, (8, 8), norm="layer")
-    obs, action, images, boards = torch.randn(5, 3), torch.randn(5, 1), torch.rand(2, 4, 84, 84) * 255, torch.rand(2, 10, 10, 4)
+    obs, action, images, boards = (
+        torch.randn(5, 3),
+        torch.randn(5, 1),
+        torch.rand(2, 4, 84, 84) * 255,
+        torch.rand(2, 10, 10, 4),
+    )
     cases = [
         (frames, [m for m in frames.torso.convs if isinstance(m, nn.Conv2d)] + [frames.torso.fc], lambda: frames(images)),
         (grids, [grids.torso.conv, grids.torso.fc], lambda: grids(boards)),
@@ -275,14 +329,23 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
     torch.manual_seed(0)
     critic = sac_simba.make_critic(sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=1), 3, 1, 2)
     frames = nn.Sequential(NormedConv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
-    for net, forward in ((critic, lambda: critic(torch.randn(16, 3), torch.randn(16, 1)).square().mean()),
-                         (frames, lambda: frames(torch.randn(8, 2, 6, 6)).square().mean())):
+    for net, forward in (
+        (critic, lambda: critic(torch.randn(16, 3), torch.randn(16, 1)).square().mean()),
+        (frames, lambda: frames(torch.randn(8, 2, 6, 6)).square().mean()),
+    ):
         matrices = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d, EnsembleLinear))]
-        initial = [torch.linalg.vector_norm(m.weight.flatten(1) if not isinstance(m, EnsembleLinear) else m.weight, dim=None
-                                            if not isinstance(m, EnsembleLinear) else (1, 2)) for m in matrices]
+        initial = [
+            torch.linalg.vector_norm(
+                m.weight.flatten(1) if not isinstance(m, EnsembleLinear) else m.weight,
+                dim=None if not isinstance(m, EnsembleLinear) else (1, 2),
+            )
+            for m in matrices
+        ]
         projector = NormProjector(net)
         optimizer = torch.optim.SGD(net.parameters(), lr=0.5)
-        free = [p for name, p in net.named_parameters() if not name.endswith("weight") or ".norm." in name or "final_norm" in name]
+        free = [
+            p for name, p in net.named_parameters() if not name.endswith("weight") or ".norm." in name or "final_norm" in name
+        ]
         for _ in range(3):
             optimizer.zero_grad()
             forward().backward()
@@ -291,7 +354,11 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
             projector.project()
             assert all(torch.equal(p, q) for p, q in zip(free, free_before))  # biases and norm scale/shift: untouched
         for m, norm in zip(matrices, initial):
-            current = torch.linalg.vector_norm(m.weight, dim=(1, 2)) if isinstance(m, EnsembleLinear) else torch.linalg.vector_norm(m.weight)
+            current = (
+                torch.linalg.vector_norm(m.weight, dim=(1, 2))
+                if isinstance(m, EnsembleLinear)
+                else torch.linalg.vector_norm(m.weight)
+            )
             torch.testing.assert_close(current, norm)
 
 
@@ -303,9 +370,21 @@ def test_sac_reset_starts_the_temperature_and_its_adam_afresh(method, runs_dir):
     from agents import sac_simba
     from cleanrl_plus.checkpoint import load_checkpoint
 
-    common = dict(env_id="Pendulum-v1", total_timesteps=120, learning_starts=100, batch_size=16, actor_width=8, critic_width=8,
-                  critic_blocks=1, eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False, initial_alpha=0.3,
-                  alpha_learning_rate=0.05)
+    common = dict(
+        env_id="Pendulum-v1",
+        total_timesteps=120,
+        learning_starts=100,
+        batch_size=16,
+        actor_width=8,
+        critic_width=8,
+        critic_blocks=1,
+        eval_every=0,
+        eval_episodes=1,
+        runs_dir=runs_dir,
+        progress=False,
+        initial_alpha=0.3,
+        alpha_learning_rate=0.05,
+    )
     updates = sac_simba.main(sac_simba.Args(exp_name="count", **common))["num_updates"]
     result = sac_simba.main(sac_simba.Args(exp_name="reset", reset=ResetArgs(method=method, every=updates), **common))
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
@@ -315,7 +394,9 @@ def test_sac_reset_starts_the_temperature_and_its_adam_afresh(method, runs_dir):
         assert state["actor_optimizer"]["state"] == {} and state["critic_optimizer"]["state"] == {}
         for key, value in state["critic"].items():
             assert torch.equal(value, state["critic_target"][key]), key
-    kept = sac_simba.main(sac_simba.Args(exp_name="kept", reset=ResetArgs(method=method, every=updates, networks="critic"), **common))
+    kept = sac_simba.main(
+        sac_simba.Args(exp_name="kept", reset=ResetArgs(method=method, every=updates, networks="critic"), **common)
+    )
     kept_state = load_checkpoint(Path(kept["run_dir"]) / "checkpoint.pt")
     assert kept_state["alpha_optimizer"]["state"] != {}  # only the critic was reset: α goes on
 
@@ -323,8 +404,15 @@ def test_sac_reset_starts_the_temperature_and_its_adam_afresh(method, runs_dir):
 def test_full_and_layer_resets_run_what_the_network_restarts_with():
     net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     restarted = []
-    network = Network("actor", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b), lambda: copy.deepcopy(net), heads=(net[2],),
-                      restarts_with=(lambda: restarted.append(True),))
+    network = Network(
+        "actor",
+        net,
+        adam(net.parameters(), 1e-3, CPU),
+        lambda b: net(b),
+        lambda: copy.deepcopy(net),
+        heads=(net[2],),
+        restarts_with=(lambda: restarted.append(True),),
+    )
     full_reset(network)
     reset_last_layers(network, 1)
     assert restarted == [True, True]
@@ -348,12 +436,16 @@ def _mean_abs_preactivation_gradients(layers: list[nn.Module], rows: int, sample
 @pytest.mark.parametrize("norm", ["none", "layer"])
 def test_grama_scores_are_mean_absolute_preactivation_gradients_over_the_layer_mean(norm):
     torch.manual_seed(0)
-    net = nn.Sequential(NormedLinear(3, 6) if norm == "layer" else nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+    net = nn.Sequential(
+        NormedLinear(3, 6) if norm == "layer" else nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2)
+    )
     layers = [net[0], net[2]]
     x, y = torch.randn(16, 3), torch.randn(16, 2)
     gradients = PreactivationGradients(layers)
     (net(x) - y).square().sum(-1).mean().backward()  # the training update the hooks read: L = mean_x ℓ(x)
-    expected = _mean_abs_preactivation_gradients(layers, 16, lambda row: (net(x[row:row + 1]) - y[row:row + 1]).square().sum())
+    expected = _mean_abs_preactivation_gradients(
+        layers, 16, lambda row: (net(x[row : row + 1]) - y[row : row + 1]).square().sum()
+    )
     for layer, magnitude in zip(layers, expected):
         torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean())
 
@@ -370,7 +462,8 @@ def test_grama_scores_of_twin_critics_are_per_member_and_ignore_forwards_that_do
     with torch.no_grad():
         critic(obs, action)
     expected = _mean_abs_preactivation_gradients(
-        layers, 12, lambda row: (critic(obs[row:row + 1], action[row:row + 1]) - target[row:row + 1]).square().sum())
+        layers, 12, lambda row: (critic(obs[row : row + 1], action[row : row + 1]) - target[row : row + 1]).square().sum()
+    )
     for layer, magnitude in zip(layers, expected):
         torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean(dim=-1, keepdim=True))
 
@@ -378,8 +471,15 @@ def test_grama_scores_of_twin_critics_are_per_member_and_ignore_forwards_that_do
 def test_regrama_resetter_scores_the_layers_feeding_units_from_the_training_backward():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
-    network = Network("critic", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b.obs), lambda: copy.deepcopy(net),
-                      hidden=[net[0], net[2]], heads=(net[4],))
+    network = Network(
+        "critic",
+        net,
+        adam(net.parameters(), 1e-3, CPU),
+        lambda b: net(b.obs),
+        lambda: copy.deepcopy(net),
+        hidden=[net[0], net[2]],
+        heads=(net[4],),
+    )
     resetter = Resetter(ResetArgs(method="regrama", every=1), [network])
     assert list(resetter.gradients["critic"].sums) == [net[0], net[2]]
     net(torch.randn(4, 3)).sum().backward()

@@ -13,8 +13,8 @@ import sys
 import typing
 
 import pytest
-
 from conftest import cli_in_process, run_script
+
 from cleanrl_plus.ranges import SEED_MAX, Range, declared_ranges
 
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
@@ -33,7 +33,11 @@ def numeric_fields(settings: type, prefix: str = "") -> set[str]:
             names.add(prefix + field.name)
         elif dataclasses.is_dataclass(default):
             names |= numeric_fields(type(default), f"{prefix}{field.name}.")
-        elif isinstance(default, tuple) and default and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in default):
+        elif (
+            isinstance(default, tuple)
+            and default
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in default)
+        ):
             names.add(prefix + field.name)
         elif isinstance(default, (int, float)) and not isinstance(default, bool):
             names.add(prefix + field.name)
@@ -42,7 +46,12 @@ def numeric_fields(settings: type, prefix: str = "") -> set[str]:
 
 def outside(number: type, bounds: Range) -> list:
     """A value just beyond each bound of `bounds` (a range with no bound: a non-finite float)."""
-    values = [bounds.ge - 1 if bounds.ge is not None else None, bounds.gt, bounds.le + 1 if bounds.le is not None else None, bounds.lt]
+    values = [
+        bounds.ge - 1 if bounds.ge is not None else None,
+        bounds.gt,
+        bounds.le + 1 if bounds.le is not None else None,
+        bounds.lt,
+    ]
     values = [number(v) for v in values if v is not None]
     return values or [math.inf]
 
@@ -68,7 +77,9 @@ def test_every_value_outside_its_range_is_refused_with_one_line_before_anything_
             default = default[part]
         for value in outside(number, bounds):
             given = [*map(str, default[:-1]), str(value)] if is_tuple else [str(value)]
-            result = cli_in_process(agent, [flag, *given, "--env-id", ENV_OF[agent], "--runs-dir", str(tmp_path)], monkeypatch, capsys)
+            result = cli_in_process(
+                agent, [flag, *given, "--env-id", ENV_OF[agent], "--runs-dir", str(tmp_path)], monkeypatch, capsys
+            )
             lines = [line for line in result.stderr.splitlines() if line.strip()]
             if math.isinf(value):
                 expected = f"error: {flag} must be a finite number, got {value}"
@@ -83,43 +94,109 @@ def test_every_value_outside_its_range_is_refused_with_one_line_before_anything_
 
 def test_range_texts_name_their_bounds():
     assert [str(r) for r in (Range(gt=0), Range(ge=1), Range(ge=0, le=1), Range(gt=0, le=1), Range(ge=0, lt=1), Range())] == [
-        "> 0", "at least 1", "in [0, 1]", "in (0, 1]", "in [0, 1)", "a finite number"]
+        "> 0",
+        "at least 1",
+        "in [0, 1]",
+        "in (0, 1]",
+        "in [0, 1)",
+        "a finite number",
+    ]
     assert 0.0 not in Range(gt=0) and 1.0 in Range(gt=0, le=1) and 1.0 not in Range(ge=0, lt=1) and -5.0 in Range()
 
 
 def test_help_still_shows_the_docstrings_of_ranged_flags():
     result = run_script("agents/ppo.py", "--help")
     assert result.returncode == 0
-    for flag, text in (("--learning-rate FLOAT", "Adam learning rate"), ("--reset.layers INT", "layer resetting"),
-                       ("--clip.kappa FLOAT", "weight clipping"), ("--hidden-sizes [INT [INT ...]]", "hidden widths")):
+    for flag, text in (
+        ("--learning-rate FLOAT", "Adam learning rate"),
+        ("--reset.layers INT", "layer resetting"),
+        ("--clip.kappa FLOAT", "weight clipping"),
+        ("--hidden-sizes [INT [INT ...]]", "hidden widths"),
+    ):
         assert flag in result.stdout and text in result.stdout, flag
 
 
-TINY = {"td3": ["--batch-size", "32", "--hidden-sizes", "32", "32", "--buffer-size", "1000", "--learning-starts", "50"],
-        "sac_simba": ["--batch-size", "32", "--actor-width", "16", "--critic-width", "16", "--buffer-size", "1000", "--learning-starts", "50"],
-        "ddqn": ["--batch-size", "32", "--hidden-sizes", "32", "32", "--buffer-size", "1000", "--learning-starts", "50"],
-        "ppo": ["--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "16", "16"],
-        "gtr": ["--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "16", "16"]}
+TINY = {
+    "td3": ["--batch-size", "32", "--hidden-sizes", "32", "32", "--buffer-size", "1000", "--learning-starts", "50"],
+    "sac_simba": [
+        "--batch-size",
+        "32",
+        "--actor-width",
+        "16",
+        "--critic-width",
+        "16",
+        "--buffer-size",
+        "1000",
+        "--learning-starts",
+        "50",
+    ],
+    "ddqn": ["--batch-size", "32", "--hidden-sizes", "32", "32", "--buffer-size", "1000", "--learning-starts", "50"],
+    "ppo": ["--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "16", "16"],
+    "gtr": ["--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "16", "16"],
+}
 
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_layers_to_reset_beyond_the_network_are_refused_before_the_run_directory_exists(agent, tmp_path, monkeypatch, capsys):
     relu = ["--net.activation", "relu"] if agent in ("ppo", "gtr") else []
-    argv = ["--env-id", ENV_OF[agent], "--reset.method", "layers", "--reset.layers", "99", *relu, *TINY[agent], "--total-timesteps", "64",
-            "--eval-episodes", "1", "--threads", "1", "--no-progress", "--runs-dir", str(tmp_path)]
+    argv = [
+        "--env-id",
+        ENV_OF[agent],
+        "--reset.method",
+        "layers",
+        "--reset.layers",
+        "99",
+        *relu,
+        *TINY[agent],
+        "--total-timesteps",
+        "64",
+        "--eval-episodes",
+        "1",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--runs-dir",
+        str(tmp_path),
+    ]
     result = cli_in_process(agent, argv, monkeypatch, capsys)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert re.fullmatch(r"error: --reset\.layers must be in \[1, \d\] for this \w+ \(its weight layers, the heads counting as one\), got 99",
-                        lines[0]), lines[0]
+    assert re.fullmatch(
+        r"error: --reset\.layers must be in \[1, \d\] for this \w+ \(its weight layers, the heads counting as one\), got 99",
+        lines[0],
+    ), lines[0]
     assert "logging to" not in result.stdout and not any(tmp_path.iterdir())
 
 
 def test_the_largest_seed_runs_and_the_layers_of_a_whole_network_may_reset(tmp_path):
     """Seeds derived from the largest --seed (+ sub-env, + the evaluation offset) exceed what numpy's RandomState takes;
     they are folded into its range. --reset.layers equal to the depth is a valid, whole-network layer reset."""
-    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--seed", str(SEED_MAX), "--num-envs", "2", "--reset.method", "layers",
-                        "--reset.layers", "3", "--reset.every", "20", *TINY["td3"], "--total-timesteps", "120", "--eval-episodes", "2",
-                        "--threads", "1", "--no-progress", "--runs-dir", str(tmp_path), "--run-name", "run")
+    result = run_script(
+        "agents/td3.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--seed",
+        str(SEED_MAX),
+        "--num-envs",
+        "2",
+        "--reset.method",
+        "layers",
+        "--reset.layers",
+        "3",
+        "--reset.every",
+        "20",
+        *TINY["td3"],
+        "--total-timesteps",
+        "120",
+        "--eval-episodes",
+        "2",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-name",
+        "run",
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "run" / "summary.json").exists()

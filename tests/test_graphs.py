@@ -25,26 +25,45 @@ from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.distributional import CriticArgs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
-from plasticity.optimizers import adam
 from envs.continual import ContinualArgs
 from plasticity.architecture import NaPArgs, NetArgs
 from plasticity.cchain import CChainArgs
 from plasticity.cir import CIRArgs
 from plasticity.least import LEASTArgs
-from plasticity.optimizers import OptimArgs
+from plasticity.optimizers import OptimArgs, adam
 from plasticity.regularizers import RegArgs, WeightClipArgs
 from plasticity.resets import ResetArgs
 from plasticity.swd import SWDArgs
 
-TINY = dict(env_id="Pendulum-v1", batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False,
-            buffer_size=5_000)
-LOSS_REMEDIES = dict(reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-3), cchain=CChainArgs(enabled=True, warmup=50),
-                     nap=NaPArgs(enabled=True), clip=WeightClipArgs(kappa=3.0), optim=OptimArgs(trac=True))
+TINY = dict(
+    env_id="Pendulum-v1",
+    batch_size=32,
+    hidden_sizes=(32, 32),
+    eval_episodes=1,
+    eval_every=0,
+    progress=False,
+    buffer_size=5_000,
+)
+LOSS_REMEDIES = dict(
+    reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-3),
+    cchain=CChainArgs(enabled=True, warmup=50),
+    nap=NaPArgs(enabled=True),
+    clip=WeightClipArgs(kappa=3.0),
+    optim=OptimArgs(trac=True),
+)
 NETWORKS = ("actor", "critic", "actor_target", "critic_target")
 # FastTD3's many-env flags together (docs/agents/td3.md): C51 critics, 3-step returns, normalised observations, per-env
 # exploration noise, AdamW; two envs so that the n-step windows and noise scales are per env
-SCALE = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
-             exploration_noise_min=0.05, exploration_noise_max=0.4, weight_decay=0.1, gradient_steps=2)
+SCALE = dict(
+    num_envs=2,
+    n_step=3,
+    critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0),
+    normalize_obs=True,
+    exploration_noise_min=0.05,
+    exploration_noise_max=0.4,
+    weight_decay=0.1,
+    gradient_steps=2,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +104,9 @@ def test_without_cudagraphs_a_step_is_a_plain_call_and_takes_none_leaves():
 
 def test_a_step_is_captured_after_its_warmup_and_replays_on_fresh_inputs():
     weight = torch.tensor(3.0)
-    step = SimulatedGraphStep(lambda batch, reference: {"y": batch[0] * weight + batch[1]}, cudagraphs=True, watch=[weight], warmup=2)
+    step = SimulatedGraphStep(
+        lambda batch, reference: {"y": batch[0] * weight + batch[1]}, cudagraphs=True, watch=[weight], warmup=2
+    )
     outputs = [step((torch.full((4,), float(k)), torch.ones(4)), None)["y"].clone() for k in range(5)]
     assert step.eager_calls == 2 and step.captures == 1  # two warm-up calls, then one capture, replayed since
     for k, y in enumerate(outputs):  # the replays read the inputs copied into the static buffers, not the captured ones
@@ -125,8 +146,9 @@ def test_a_changed_signature_warms_up_and_captures_again():
 
 
 def test_none_and_other_non_tensor_leaves_are_part_of_the_signature():
-    step = SimulatedGraphStep(lambda x, reference, scale: x * scale if reference is None else x * scale + reference,
-                              cudagraphs=True, warmup=1)
+    step = SimulatedGraphStep(
+        lambda x, reference, scale: x * scale if reference is None else x * scale + reference, cudagraphs=True, warmup=1
+    )
     for _ in range(3):
         step(torch.ones(2), None, 2.0)
     assert step.captures == 1
@@ -172,7 +194,9 @@ def test_remedy_state_changes_in_place_so_a_captured_step_keeps_updating_it():
     critic = td3.TwinCritic(3, 1, (16, 16), norm="layer")
     optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     flags = RemedyArgs(**{key: value for key, value in LOSS_REMEDIES.items()})
-    hooks = RemedyHooks(flags, [Network("critic", critic, optimizer, lambda b: critic(b[0], b[1]), lambda: critic, heads=(critic.head,))])
+    hooks = RemedyHooks(
+        flags, [Network("critic", critic, optimizer, lambda b: critic(b[0], b[1]), lambda: critic, heads=(critic.head,))]
+    )
     pointers, values = [], []
     for update in range(6):
         obs, action = torch.randn(32, 3), torch.randn(32, 1)
@@ -182,7 +206,13 @@ def test_remedy_state_changes_in_place_so_a_captured_step_keeps_updating_it():
         hooks.step("critic")
         if update >= 2:  # C-CHAIN snapshots at its first update, TRAC takes its reference at its first step
             pointers.append(_tensor_pointers(hooks.state_dict()))
-            values.append([leaf.clone() for leaf in torch.utils._pytree.tree_leaves(hooks.state_dict()) if isinstance(leaf, torch.Tensor)])
+            values.append(
+                [
+                    leaf.clone()
+                    for leaf in torch.utils._pytree.tree_leaves(hooks.state_dict())
+                    if isinstance(leaf, torch.Tensor)
+                ]
+            )
     assert all(p == pointers[0] for p in pointers), "a remedy replaced a state tensor instead of updating it in place"
     changed = [not torch.equal(a, b) for a, b in zip(values[0], values[-1])]
     assert sum(changed) >= 8  # and the state does change (snapshot, means, TRAC's σ/v/s, counters, ...)
@@ -228,7 +258,9 @@ def test_td3_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monk
     """fullgraph=True turns any graph break into an error: no .item(), nonzero, boolean-mask indexing or Python branch
     on a tensor in TD3's losses, in the loss remedies (L2, L2-init, Parseval, C-CHAIN) or in the acting step."""
     graphs_seen = _count_compiled_graphs(monkeypatch)
-    result = td3.main(td3.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir, **TINY, **LOSS_REMEDIES))
+    result = td3.main(
+        td3.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir, **TINY, **LOSS_REMEDIES)
+    )
     assert result["num_updates"] == 60
     # critic loss, actor loss, acting step; C-CHAIN's first update (no snapshot yet) is one more graph per loss
     assert len(graphs_seen) == 5
@@ -249,7 +281,9 @@ def test_td3_scale_flags_compile_as_single_graphs(remedies, runs_dir, monkeypatc
     """The categorical target (projection by scatter-adds), the n-step batch's discounts, the normaliser and the
     per-env noise scales trace without a graph break."""
     graphs_seen = _count_compiled_graphs(monkeypatch)
-    result = td3.main(td3.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir, **TINY, **SCALE, **remedies))
+    result = td3.main(
+        td3.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir, **TINY, **SCALE, **remedies)
+    )
     assert result["num_updates"] == 60
     assert len(graphs_seen) == (5 if remedies else 3)
 
@@ -264,8 +298,12 @@ def test_a_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypa
     _assert_states_close(_state(straight), _state(resumed))
 
 
-ORACLE = dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=600, learning_starts=100,
-              continual=ContinualArgs(steps_per_task=200, num_tasks=3, oracle=True))
+ORACLE = dict(
+    env_id="continual:obs-offset:Pendulum-v1",
+    total_timesteps=600,
+    learning_starts=100,
+    continual=ContinualArgs(steps_per_task=200, num_tasks=3, oracle=True),
+)
 
 
 def test_compiled_td3_follows_the_oracle_through_task_switches(runs_dir, monkeypatch):
@@ -279,19 +317,46 @@ def test_compiled_td3_follows_the_oracle_through_task_switches(runs_dir, monkeyp
 
 
 # ---- SAC+SimBa and Double DQN under --compile ---------------------------------------------------------------------
-SAC_TINY = dict(env_id="Pendulum-v1", batch_size=32, actor_width=16, critic_width=16, critic_blocks=1, mlp_hidden_sizes=(16, 16),
-                eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
+SAC_TINY = dict(
+    env_id="Pendulum-v1",
+    batch_size=32,
+    actor_width=16,
+    critic_width=16,
+    critic_blocks=1,
+    mlp_hidden_sizes=(16, 16),
+    eval_episodes=1,
+    eval_every=0,
+    progress=False,
+    buffer_size=5_000,
+)
 SAC_STATE = ("actor", "critic", "critic_target", "temperature")  # the observation statistics are inside the networks
 # SAC's many-env flags (docs/agents/sac_simba.md): C51 twin critics, 3-step returns over two envs (normalisation is on)
-SAC_SCALE = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), clipped_double_q="on")
+SAC_SCALE = dict(
+    num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), clipped_double_q="on"
+)
 DDQN_TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000)
 DDQN_STATE = ("critic", "critic_target")
 # CartPole's recipe (gradient norm clipped at 10) with a learning phase every 2 steps and a target copy every 50
-CARTPOLE = dict(env_id="CartPole-v1", total_timesteps=500, learning_starts=200, train_frequency=2, gradient_steps=2,
-                target_network_frequency=50)
+CARTPOLE = dict(
+    env_id="CartPole-v1",
+    total_timesteps=500,
+    learning_starts=200,
+    train_frequency=2,
+    gradient_steps=2,
+    target_network_frequency=50,
+)
 # Atari frame stacks through FrameStackReplay (Nature CNN): a random evaluation, so that the final game ends fast
-BREAKOUT = dict(env_id="ALE/Breakout-v5", total_timesteps=260, learning_starts=200, train_frequency=2, gradient_steps=1,
-                target_network_frequency=20, batch_size=16, buffer_size=1_000, eval_epsilon=1.0)
+BREAKOUT = dict(
+    env_id="ALE/Breakout-v5",
+    total_timesteps=260,
+    learning_starts=200,
+    train_frequency=2,
+    gradient_steps=1,
+    target_network_frequency=20,
+    batch_size=16,
+    buffer_size=1_000,
+    eval_epsilon=1.0,
+)
 
 
 def _checkpoint(result: dict, names: tuple[str, ...], optimizers: tuple[str, ...] = ()) -> dict:
@@ -308,9 +373,22 @@ def test_sac_compiles_its_losses_and_acting_step_as_single_graphs(runs_dir, monk
     """As TD3's: SimBa's actor, temperature and critic losses (remedy penalties included) and its acting step (the MLP
     variant traces with fullgraph in the next test)."""
     graphs_seen = []
-    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward)
-    result = sac_simba.main(sac_simba.Args(total_timesteps=230, learning_starts=200, clipped_double_q="on", compile=True,
-                                           runs_dir=runs_dir, **SAC_TINY, **LOSS_REMEDIES))
+    monkeypatch.setitem(
+        graphs.COMPILE_OPTIONS,
+        "backend",
+        lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward,
+    )
+    result = sac_simba.main(
+        sac_simba.Args(
+            total_timesteps=230,
+            learning_starts=200,
+            clipped_double_q="on",
+            compile=True,
+            runs_dir=runs_dir,
+            **SAC_TINY,
+            **LOSS_REMEDIES,
+        )
+    )
     assert result["num_updates"] == 60
     # actor, temperature and critic losses, acting step; C-CHAIN's first update is one more graph per network's loss
     assert len(graphs_seen) == 6
@@ -320,12 +398,24 @@ def test_sac_scale_flags_compile_as_single_graphs(runs_dir, monkeypatch):
     """The soft categorical target (the entropy-shifted support, projected by scatter-adds) and the n-step batch's
     discounts trace without a graph break, for twin critics and for one."""
     graphs_seen = []
-    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward)
+    monkeypatch.setitem(
+        graphs.COMPILE_OPTIONS,
+        "backend",
+        lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward,
+    )
     for critics in ("on", "off"):
         torch._dynamo.reset()
         graphs_seen.clear()
-        result = sac_simba.main(sac_simba.Args(total_timesteps=260, learning_starts=200, compile=True, runs_dir=runs_dir,
-                                               exp_name=f"critics-{critics}", **(SAC_TINY | SAC_SCALE | dict(clipped_double_q=critics))))
+        result = sac_simba.main(
+            sac_simba.Args(
+                total_timesteps=260,
+                learning_starts=200,
+                compile=True,
+                runs_dir=runs_dir,
+                exp_name=f"critics-{critics}",
+                **(SAC_TINY | SAC_SCALE | dict(clipped_double_q=critics)),
+            )
+        )
         assert result["num_updates"] == 60
         assert len(graphs_seen) == 4  # actor, temperature and critic losses and the acting step
 
@@ -333,18 +423,32 @@ def test_sac_scale_flags_compile_as_single_graphs(runs_dir, monkeypatch):
 def test_ddqn_compiles_its_loss_and_acting_step_as_single_graphs(runs_dir, monkeypatch):
     """ε reaches the acting step as a tensor: a Python float would be a constant of the graph, compiled again at every step."""
     graphs_seen = []
-    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward)
+    monkeypatch.setitem(
+        graphs.COMPILE_OPTIONS,
+        "backend",
+        lambda graph_module, example_inputs: graphs_seen.append(graph_module) or graph_module.forward,
+    )
     result = ddqn.main(_ddqn_args(CARTPOLE, total_timesteps=260, compile=True, runs_dir=runs_dir, **LOSS_REMEDIES))
     assert result["num_updates"] == 60
     assert len(graphs_seen) == 3  # TD loss, acting step, and the TD loss again at C-CHAIN's first update
 
 
-@pytest.mark.parametrize("flags", [
-    dict(clipped_double_q="on", least=LEASTArgs(enabled=True, start=0.0, min_history=1)),
-    dict(network="mlp", clipped_double_q="on", reuse_batch=True, actor_q="mean", cir=CIRArgs(critic=True, width=16, convex_lambda=0.3),
-         reset=ResetArgs(method="redo", every=100, networks="actor", redo_batch=32)),
-    SAC_SCALE | dict(network="mlp", least=LEASTArgs(enabled=True, start=0.0, min_history=1)),
-], ids=["simba-cdq-least", "mlp-cir-reuse-redo", "scale-flags-least"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        dict(clipped_double_q="on", least=LEASTArgs(enabled=True, start=0.0, min_history=1)),
+        dict(
+            network="mlp",
+            clipped_double_q="on",
+            reuse_batch=True,
+            actor_q="mean",
+            cir=CIRArgs(critic=True, width=16, convex_lambda=0.3),
+            reset=ResetArgs(method="redo", every=100, networks="actor", redo_batch=32),
+        ),
+        SAC_SCALE | dict(network="mlp", least=LEASTArgs(enabled=True, start=0.0, min_history=1)),
+    ],
+    ids=["simba-cdq-least", "mlp-cir-reuse-redo", "scale-flags-least"],
+)
 def test_compiled_sac_equals_eager_sac_on_pendulum(flags, runs_dir, monkeypatch):
     """Updates-per-step 2, the normaliser, the temperature's own Adam; the loss remedies' tracing is TD3's test's."""
     monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
@@ -356,17 +460,30 @@ def test_compiled_sac_equals_eager_sac_on_pendulum(flags, runs_dir, monkeypatch)
     _assert_states_close(_checkpoint(eager, SAC_STATE, optimizers), _checkpoint(compiled, SAC_STATE, optimizers))
 
 
-@pytest.mark.parametrize("recipe, flags", [
-    (CARTPOLE, dict()),
-    (CARTPOLE, dict(loss="mse", reset=ResetArgs(method="redo", every=100, redo_batch=32), swd=SWDArgs(enabled=True, decay_steps=100))),
-    (BREAKOUT, dict()),
-], ids=["cartpole-huber-clipped", "cartpole-mse-redo-swd", "breakout-frame-stacks"])
+@pytest.mark.parametrize(
+    "recipe, flags",
+    [
+        (CARTPOLE, dict()),
+        (
+            CARTPOLE,
+            dict(
+                loss="mse",
+                reset=ResetArgs(method="redo", every=100, redo_batch=32),
+                swd=SWDArgs(enabled=True, decay_steps=100),
+            ),
+        ),
+        (BREAKOUT, dict()),
+    ],
+    ids=["cartpole-huber-clipped", "cartpole-mse-redo-swd", "breakout-frame-stacks"],
+)
 def test_compiled_ddqn_equals_eager_ddqn(recipe, flags, runs_dir, monkeypatch):
     monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
     eager = ddqn.main(_ddqn_args(recipe, exp_name="eager", runs_dir=runs_dir, **flags))
     compiled = ddqn.main(_ddqn_args(recipe, exp_name="compiled", compile=True, runs_dir=runs_dir, **flags))
     assert compiled["num_updates"] == (300 if recipe is CARTPOLE else 30)
-    _assert_states_close(_checkpoint(eager, DDQN_STATE, ("critic_optimizer",)), _checkpoint(compiled, DDQN_STATE, ("critic_optimizer",)))
+    _assert_states_close(
+        _checkpoint(eager, DDQN_STATE, ("critic_optimizer",)), _checkpoint(compiled, DDQN_STATE, ("critic_optimizer",))
+    )
 
 
 # ---- SAC+SimBa and Double DQN under --cudagraphs, the capture simulated on CPU ---------------------------------------
@@ -386,7 +503,9 @@ class ReplayedOnCPU(GraphStep):
         outputs = self.graph()
         if self.static_outputs is None:
             self.static_outputs = outputs
-        for static, fresh in zip(torch.utils._pytree.tree_leaves(self.static_outputs), torch.utils._pytree.tree_leaves(outputs)):
+        for static, fresh in zip(
+            torch.utils._pytree.tree_leaves(self.static_outputs), torch.utils._pytree.tree_leaves(outputs)
+        ):
             static.copy_(fresh)
 
 
@@ -431,8 +550,18 @@ def test_each_step_is_captured_once_and_replayed_with_every_input_copied_in(agen
 
 # ---- PPO and GTR under --compile -----------------------------------------------------------------------------------
 # anneal_clip: the clip range, like the lr, is a tensor changed in place every iteration
-PPO_TINY = dict(num_envs=2, num_steps=64, num_minibatches=4, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=1, eval_every=0,
-                progress=False, anneal_clip=True, threads=1)  # one thread: two OpenMP threads crawl on a shared box
+PPO_TINY = dict(
+    num_envs=2,
+    num_steps=64,
+    num_minibatches=4,
+    update_epochs=2,
+    hidden_sizes=(16, 16),
+    eval_episodes=1,
+    eval_every=0,
+    progress=False,
+    anneal_clip=True,
+    threads=1,
+)  # one thread: two OpenMP threads crawl on a shared box
 ON_POLICY = {"ppo-discrete": (ppo, "CartPole-v1"), "ppo-continuous": (ppo, "Pendulum-v1"), "gtr": (gtr, "Pendulum-v1")}
 PPO_STATE = ("agent", "agent_optimizer", "obs_normalizer", "reward_scaler", "trust_region", "plasticity", "obs")
 
@@ -476,8 +605,17 @@ def test_compiled_ppo_and_gtr_equal_eager_ones(name, runs_dir, monkeypatch):
 
 
 # Atari: the Nature-CNN torso on uint8 frame stacks, CleanRL's recipe shrunk to a few updates
-PPO_BREAKOUT = dict(total_timesteps=192, num_envs=2, num_steps=32, num_minibatches=2, update_epochs=2, eval_episodes=1, eval_every=0,
-                    progress=False, threads=1)
+PPO_BREAKOUT = dict(
+    total_timesteps=192,
+    num_envs=2,
+    num_steps=32,
+    num_minibatches=2,
+    update_epochs=2,
+    eval_episodes=1,
+    eval_every=0,
+    progress=False,
+    threads=1,
+)
 
 
 def _run_on_breakout(module, **flags) -> dict:
@@ -578,11 +716,14 @@ def test_compile_without_a_working_inductor_is_one_line(runs_dir, monkeypatch):
         td3.main(td3.Args(total_timesteps=100, compile=True, runs_dir=runs_dir, **TINY))
 
 
-@pytest.mark.parametrize("flags, message", [
-    (dict(compile=True, optim=OptimArgs(name="kron")), "Kron .* cannot run with --compile"),
-    (dict(cudagraphs=True, optim=OptimArgs(name="kron")), "Kron .* cannot run with --cudagraphs"),
-    (dict(cudagraphs=True, reset=ResetArgs(method="cbp")), "continual backprop .* cannot run with --cudagraphs"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (dict(compile=True, optim=OptimArgs(name="kron")), "Kron .* cannot run with --compile"),
+        (dict(cudagraphs=True, optim=OptimArgs(name="kron")), "Kron .* cannot run with --cudagraphs"),
+        (dict(cudagraphs=True, reset=ResetArgs(method="cbp")), "continual backprop .* cannot run with --cudagraphs"),
+    ],
+)
 def test_the_catalogue_refuses_what_cannot_run_under_the_speed_flags(flags, message):
     from plasticity import catalogue
 
@@ -600,7 +741,13 @@ def test_ppo_cudagraphs_refuses_a_rollout_that_does_not_split_into_equal_minibat
 def test_every_agent_takes_the_speed_flags():
     from plasticity import catalogue
 
-    for agent, args in (("td3", td3.Args), ("sac_simba", sac_simba.Args), ("ddqn", ddqn.Args), ("ppo", ppo.Args), ("gtr", gtr.Args)):
+    for agent, args in (
+        ("td3", td3.Args),
+        ("sac_simba", sac_simba.Args),
+        ("ddqn", ddqn.Args),
+        ("ppo", ppo.Args),
+        ("gtr", gtr.Args),
+    ):
         catalogue.check(agent, args(compile=True, cudagraphs=True))
 
 
@@ -657,8 +804,11 @@ def test_a_real_graph_replays_in_place_updates_and_recaptures_on_a_new_parameter
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("flags", [dict(), dict(reset=ResetArgs(method="redo", every=100)), LOSS_REMEDIES, SCALE],
-                         ids=["td3", "redo", "loss-and-step-remedies", "scale-flags"])
+@pytest.mark.parametrize(
+    "flags",
+    [dict(), dict(reset=ResetArgs(method="redo", every=100)), LOSS_REMEDIES, SCALE],
+    ids=["td3", "redo", "loss-and-step-remedies", "scale-flags"],
+)
 def test_td3_cudagraphs_follows_eager_td3(flags, runs_dir):
     common = dict(total_timesteps=500, learning_starts=200, runs_dir=runs_dir, **CUDA, **flags)
     eager = td3.main(td3.Args(exp_name="eager", **common))
@@ -669,7 +819,9 @@ def test_td3_cudagraphs_follows_eager_td3(flags, runs_dir):
 @pytest.mark.cuda
 @pytest.mark.parametrize("method", ["inject", "full"])
 def test_td3_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_optimiser_state(method, runs_dir, captures):
-    common = dict(total_timesteps=600, learning_starts=200, runs_dir=runs_dir, reset=ResetArgs(method=method, every=150), **CUDA)
+    common = dict(
+        total_timesteps=600, learning_starts=200, runs_dir=runs_dir, reset=ResetArgs(method=method, every=150), **CUDA
+    )
     eager = td3.main(td3.Args(exp_name="eager", **common))
     assert not captures
     captured = td3.main(td3.Args(exp_name="graphs", cudagraphs=True, **common))
@@ -698,6 +850,7 @@ def test_td3_cudagraphs_resumes_exactly(runs_dir):
 
 def _strict(method, checked: list, ready=lambda *args: True):
     """`method` with torch's sync debug mode set to error (once `ready(self)`); its name goes to `checked` each time."""
+
     def wrapped(self, *args, **kwargs):
         if not ready(self):
             return method(self, *args, **kwargs)
@@ -707,6 +860,7 @@ def _strict(method, checked: list, ready=lambda *args: True):
         finally:
             torch.cuda.set_sync_debug_mode("default")
             checked.append(method.__name__)
+
     return wrapped
 
 
@@ -718,13 +872,37 @@ def test_td3_learning_steps_never_wait_for_the_gpu_once_captured(runs_dir, monke
 
     checked = []
     monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
-    for cls, method in ((ReplayBuffer, "sample"), (NStepReplay, "sample"), (RunningMeanStd, "update"), (td3.ExplorationScales, "redraw")):
+    for cls, method in (
+        (ReplayBuffer, "sample"),
+        (NStepReplay, "sample"),
+        (RunningMeanStd, "update"),
+        (td3.ExplorationScales, "redraw"),
+    ):
         monkeypatch.setattr(cls, method, _strict(getattr(cls, method), checked))
     for swd in (SWDArgs(), SWDArgs(enabled=True, decay_steps=100), SWDArgs(enabled=True, decay_steps=100, mode="augment")):
-        td3.main(td3.Args(total_timesteps=300, learning_starts=200, cudagraphs=True, runs_dir=runs_dir, swd=swd,
-                          exp_name=f"sync-{swd.enabled}-{swd.mode}", **CUDA))
+        td3.main(
+            td3.Args(
+                total_timesteps=300,
+                learning_starts=200,
+                cudagraphs=True,
+                runs_dir=runs_dir,
+                swd=swd,
+                exp_name=f"sync-{swd.enabled}-{swd.mode}",
+                **CUDA,
+            )
+        )
     assert checked.count("__call__") > 100 and checked.count("sample") > 100
-    td3.main(td3.Args(total_timesteps=300, learning_starts=200, cudagraphs=True, runs_dir=runs_dir, exp_name="sync-scale", **CUDA, **SCALE))
+    td3.main(
+        td3.Args(
+            total_timesteps=300,
+            learning_starts=200,
+            cudagraphs=True,
+            runs_dir=runs_dir,
+            exp_name="sync-scale",
+            **CUDA,
+            **SCALE,
+        )
+    )
     assert checked.count("update") > 100 and checked.count("redraw") > 100
 
 
@@ -750,19 +928,25 @@ def _networks(result: dict, names: tuple[str, ...]) -> dict:
 def _run_sac_or_ddqn(agent: str, runs_dir: str, **flags) -> tuple[dict, tuple[str, ...]]:
     """A short CUDA run of SAC (Pendulum, 200 updates) or DDQN (CartPole, 300 updates) and the names of its networks."""
     if agent == "sac_simba":
-        return sac_simba.main(sac_simba.Args(**(dict(total_timesteps=300, learning_starts=200, runs_dir=runs_dir, **SAC_CUDA) | flags))), SAC_STATE
+        return sac_simba.main(
+            sac_simba.Args(**(dict(total_timesteps=300, learning_starts=200, runs_dir=runs_dir, **SAC_CUDA) | flags))
+        ), SAC_STATE
     return ddqn.main(_ddqn_args(CARTPOLE, device="cuda", runs_dir=runs_dir, **flags)), DDQN_STATE
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("flags", [
-    dict(),
-    dict(network="mlp", clipped_double_q="on", reset=ResetArgs(method="redo", every=100, redo_batch=32)),
-    dict(clipped_double_q="on", **LOSS_REMEDIES),
-    dict(least=LEASTArgs(enabled=True, start=0.0, min_history=1), swd=SWDArgs(enabled=True, decay_steps=100)),
-    SAC_SCALE,
-    SAC_SCALE | dict(clipped_double_q="off", network="mlp"),
-], ids=["simba", "mlp-cdq-redo", "loss-and-step-remedies", "least-swd", "scale-flags", "scale-flags-one-critic"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        dict(),
+        dict(network="mlp", clipped_double_q="on", reset=ResetArgs(method="redo", every=100, redo_batch=32)),
+        dict(clipped_double_q="on", **LOSS_REMEDIES),
+        dict(least=LEASTArgs(enabled=True, start=0.0, min_history=1), swd=SWDArgs(enabled=True, decay_steps=100)),
+        SAC_SCALE,
+        SAC_SCALE | dict(clipped_double_q="off", network="mlp"),
+    ],
+    ids=["simba", "mlp-cdq-redo", "loss-and-step-remedies", "least-swd", "scale-flags", "scale-flags-one-critic"],
+)
 def test_sac_cudagraphs_follows_eager_sac(flags, runs_dir):
     eager, names = _run_sac_or_ddqn("sac_simba", runs_dir, exp_name="eager", **flags)
     captured, _ = _run_sac_or_ddqn("sac_simba", runs_dir, exp_name="graphs", cudagraphs=True, **flags)
@@ -770,12 +954,16 @@ def test_sac_cudagraphs_follows_eager_sac(flags, runs_dir):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("recipe, flags", [
-    (CARTPOLE, dict()),
-    (CARTPOLE, dict(reset=ResetArgs(method="redo", every=100, redo_batch=32))),
-    (CARTPOLE, LOSS_REMEDIES),
-    (BREAKOUT, dict(swd=SWDArgs(enabled=True, decay_steps=50))),
-], ids=["cartpole", "redo", "loss-and-step-remedies", "breakout-frame-stacks-swd"])
+@pytest.mark.parametrize(
+    "recipe, flags",
+    [
+        (CARTPOLE, dict()),
+        (CARTPOLE, dict(reset=ResetArgs(method="redo", every=100, redo_batch=32))),
+        (CARTPOLE, LOSS_REMEDIES),
+        (BREAKOUT, dict(swd=SWDArgs(enabled=True, decay_steps=50))),
+    ],
+    ids=["cartpole", "redo", "loss-and-step-remedies", "breakout-frame-stacks-swd"],
+)
 def test_ddqn_cudagraphs_follows_eager_ddqn(recipe, flags, runs_dir):
     """The hard target copy every 50 (CartPole) or 20 (Breakout) steps lands in the tensors the captured update reads."""
     eager = ddqn.main(_ddqn_args(recipe, exp_name="eager", device="cuda", runs_dir=runs_dir, **flags))
@@ -786,7 +974,9 @@ def test_ddqn_cudagraphs_follows_eager_ddqn(recipe, flags, runs_dir):
 @pytest.mark.cuda
 @pytest.mark.parametrize("agent", ["sac_simba", "ddqn"])
 @pytest.mark.parametrize("method", ["inject", "full"])
-def test_sac_and_ddqn_cudagraphs_capture_again_after_a_structural_change_or_a_dropped_optimiser_state(agent, method, runs_dir, captures):
+def test_sac_and_ddqn_cudagraphs_capture_again_after_a_structural_change_or_a_dropped_optimiser_state(
+    agent, method, runs_dir, captures
+):
     # SAC's actor has two output layers (mean and log σ): injection goes into its critic
     reset = ResetArgs(method=method, every=120, networks="critic" if (agent, method) == ("sac_simba", "inject") else "both")
     eager, names = _run_sac_or_ddqn(agent, runs_dir, exp_name="eager", reset=reset)
@@ -802,7 +992,9 @@ def test_sac_resumed_with_cudagraphs_switched_on_follows_the_straight_run(runs_d
     common = dict(learning_starts=200, runs_dir=runs_dir, **SAC_CUDA)
     straight = sac_simba.main(sac_simba.Args(total_timesteps=400, exp_name="straight", **common))
     half = sac_simba.main(sac_simba.Args(total_timesteps=300, exp_name="split", **common))
-    resumed = sac_simba.main(sac_simba.Args(total_timesteps=400, exp_name="split", cudagraphs=True, resume=half["run_dir"], **common))
+    resumed = sac_simba.main(
+        sac_simba.Args(total_timesteps=400, exp_name="split", cudagraphs=True, resume=half["run_dir"], **common)
+    )
     assert resumed["global_step"] == 400
     _assert_states_close(_networks(straight, SAC_STATE), _networks(resumed, SAC_STATE), **CUDA_TOLERANCE)
 
@@ -847,10 +1039,17 @@ def _ppo_cuda_state(result: dict) -> dict:
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("name, flags", [
-    ("ppo-discrete", dict()), ("ppo-continuous", dict()), ("gtr", dict()), ("ppo-continuous", LOSS_REMEDIES),
-    ("ppo-continuous", dict(net=NetArgs(activation="relu"), reset=ResetArgs(method="redo", every=20))),
-], ids=["discrete", "continuous", "gtr", "loss-and-step-remedies", "redo"])
+@pytest.mark.parametrize(
+    "name, flags",
+    [
+        ("ppo-discrete", dict()),
+        ("ppo-continuous", dict()),
+        ("gtr", dict()),
+        ("ppo-continuous", LOSS_REMEDIES),
+        ("ppo-continuous", dict(net=NetArgs(activation="relu"), reset=ResetArgs(method="redo", every=20))),
+    ],
+    ids=["discrete", "continuous", "gtr", "loss-and-step-remedies", "redo"],
+)
 def test_ppo_and_gtr_cudagraphs_follow_eager_ones(name, flags, runs_dir):
     common = dict(total_timesteps=768, runs_dir=runs_dir, device="cuda", **flags)
     eager = _run_on_policy(name, exp_name="eager", **common)
@@ -882,8 +1081,13 @@ def test_ppo_cudagraphs_captures_again_after_a_structural_change_or_a_dropped_op
 
 @pytest.mark.cuda
 def test_ppo_cudagraphs_follows_the_oracle_through_task_switches(runs_dir):
-    common = dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=768, runs_dir=runs_dir, device="cuda",
-                  continual=ContinualArgs(steps_per_task=256, num_tasks=3, oracle=True))
+    common = dict(
+        env_id="continual:obs-offset:Pendulum-v1",
+        total_timesteps=768,
+        runs_dir=runs_dir,
+        device="cuda",
+        continual=ContinualArgs(steps_per_task=256, num_tasks=3, oracle=True),
+    )
     eager = ppo.main(ppo.Args(exp_name="eager", **(PPO_TINY | common)))
     captured = ppo.main(ppo.Args(exp_name="graphs", cudagraphs=True, **(PPO_TINY | common)))
     assert [task["task"] for task in captured["tasks"]] == [0, 1, 2]
@@ -909,10 +1113,18 @@ def test_ppo_and_gtr_never_wait_for_the_gpu_between_env_steps_once_captured(name
 
     checked = []
     monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
-    for cls, method in ((ppo.Policy, "noise"), (ObservationNormalizer, "forward"), (RewardScaler, "forward"),
-                        (ppo.RolloutStorage, "add"), (ppo.RolloutStorage, "minibatch_indices"), (ppo.RolloutStorage, "sample")):
+    for cls, method in (
+        (ppo.Policy, "noise"),
+        (ObservationNormalizer, "forward"),
+        (RewardScaler, "forward"),
+        (ppo.RolloutStorage, "add"),
+        (ppo.RolloutStorage, "minibatch_indices"),
+        (ppo.RolloutStorage, "sample"),
+    ):
         monkeypatch.setattr(cls, method, _strict(getattr(cls, method), checked))
-    _run_on_policy(name, total_timesteps=768, runs_dir=runs_dir, device="cuda", cudagraphs=True, cchain=CChainArgs(enabled=True))
+    _run_on_policy(
+        name, total_timesteps=768, runs_dir=runs_dir, device="cuda", cudagraphs=True, cchain=CChainArgs(enabled=True)
+    )
     assert checked.count("__call__") > 300 and checked.count("minibatch_indices") == 12 and checked.count("sample") > 40
 
 

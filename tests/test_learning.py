@@ -16,22 +16,36 @@ import pytest
 from cleanrl_plus.distributional import CriticArgs
 
 
-
-def _train(agent: str, env_id: str, seed: int, total_timesteps: int, eval_every: int, runs_dir: str, overrides: dict) -> list[tuple[int, float]]:
+def _train(
+    agent: str, env_id: str, seed: int, total_timesteps: int, eval_every: int, runs_dir: str, overrides: dict
+) -> list[tuple[int, float]]:
     import importlib
 
     module = importlib.import_module(f"agents.{agent}")
     settings = dict(
-        seed=seed, total_timesteps=total_timesteps, eval_every=eval_every,
-        eval_episodes=10, threads=1, runs_dir=runs_dir, progress=False, checkpoint_every=0,
+        seed=seed,
+        total_timesteps=total_timesteps,
+        eval_every=eval_every,
+        eval_episodes=10,
+        threads=1,
+        runs_dir=runs_dir,
+        progress=False,
+        checkpoint_every=0,
     )
     args = module.Args.defaults_for(env_id, **(settings | overrides))
     return module.main(args)["eval_history"]
 
 
 def seeds_passing(
-    agent: str, env_id: str, total_timesteps: int, eval_every: int, threshold: float, runs_dir: str,
-    overrides: dict | None = None, needed: int = 2, seeds=(1, 2, 3),
+    agent: str,
+    env_id: str,
+    total_timesteps: int,
+    eval_every: int,
+    threshold: float,
+    runs_dir: str,
+    overrides: dict | None = None,
+    needed: int = 2,
+    seeds=(1, 2, 3),
 ) -> dict:
     """Train seeds two at a time; start the next seed only while `needed` passes are still open and reachable."""
     results: dict[int, list[tuple[int, float]]] = {}
@@ -46,7 +60,9 @@ def seeds_passing(
                 break
             while waiting and len(running) < 2 and passed + len(running) < needed:
                 seed = waiting.pop(0)
-                running[pool.submit(_train, agent, env_id, seed, total_timesteps, eval_every, runs_dir, overrides or {})] = seed
+                running[pool.submit(_train, agent, env_id, seed, total_timesteps, eval_every, runs_dir, overrides or {})] = (
+                    seed
+                )
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 results[running.pop(future)] = future.result()
@@ -70,15 +86,35 @@ def test_sac_simba_reaches_minus_300_on_pendulum_within_6k_steps(tmp_path):
     """SimBa's SAC recipe (UTD 2, AdamW, α₀ = 0.01, one critic on a never-terminating task, RSNorm) with a
     smaller critic (128 wide × 1 block instead of 512 × 2) so that it fits CI's CPU budget.
     Measured (eval every 1k): seed 1 −1503, −1007, −1070, −850, −196, −203; seed 2 −1471, −432, −222, −190, −210, −207."""
-    results = seeds_passing("sac_simba", "Pendulum-v1", 6_000, 1_000, -300.0, str(tmp_path), dict(critic_width=128, critic_blocks=1, learning_starts=1_000))
+    results = seeds_passing(
+        "sac_simba",
+        "Pendulum-v1",
+        6_000,
+        1_000,
+        -300.0,
+        str(tmp_path),
+        dict(critic_width=128, critic_blocks=1, learning_starts=1_000),
+    )
     assert _count_passing(results, -300.0) >= 2, results
 
 
 # TD3's many-env recipe (docs/agents/td3.md) at CPU scale: 32 torch Pendulum envs, 2 updates of 512 per vector step,
 # τ 0.1, 3-step returns, C51 on [−1200, 0], normalised observations, per-env noise, AdamW; 64-64 networks for CI
-TD3_MANY_ENVS = dict(num_envs=32, batch_size=512, gradient_steps=2, learning_starts=320, tau=0.1, buffer_size=100_000, n_step=3,
-                     critic=CriticArgs(distributional=True, v_min=-1200.0, v_max=0.0), normalize_obs=True, exploration_noise_min=0.001,
-                     exploration_noise_max=0.4, weight_decay=0.1, hidden_sizes=(64, 64))
+TD3_MANY_ENVS = dict(
+    num_envs=32,
+    batch_size=512,
+    gradient_steps=2,
+    learning_starts=320,
+    tau=0.1,
+    buffer_size=100_000,
+    n_step=3,
+    critic=CriticArgs(distributional=True, v_min=-1200.0, v_max=0.0),
+    normalize_obs=True,
+    exploration_noise_min=0.001,
+    exploration_noise_max=0.4,
+    weight_decay=0.1,
+    hidden_sizes=(64, 64),
+)
 
 
 def test_td3_many_env_recipe_with_n_step_and_c51_reaches_minus_300_on_pendulum_within_32k_steps(tmp_path):
@@ -93,9 +129,20 @@ def test_td3_many_env_recipe_with_n_step_and_c51_reaches_minus_300_on_pendulum_w
 # SAC's many-env recipe (docs/agents/sac_simba.md) at CPU scale: 32 torch Pendulum envs, 2 updates of 512 per vector step,
 # τ 0.1, lr 1e-3 (actor, critic, temperature), 3-step returns, C51 on [−1200, 0], normalised observations, AdamW 1e-2;
 # plain SAC's MLP at 64-64 for CI (one critic: Pendulum never terminates)
-SAC_MANY_ENVS = dict(num_envs=32, batch_size=512, updates_per_step=2, learning_starts=320, tau=0.1, buffer_size=100_000, n_step=3,
-                     critic=CriticArgs(distributional=True, v_min=-1200.0, v_max=0.0), network="mlp", mlp_hidden_sizes=(64, 64),
-                     learning_rate=1e-3, alpha_learning_rate=1e-3)
+SAC_MANY_ENVS = dict(
+    num_envs=32,
+    batch_size=512,
+    updates_per_step=2,
+    learning_starts=320,
+    tau=0.1,
+    buffer_size=100_000,
+    n_step=3,
+    critic=CriticArgs(distributional=True, v_min=-1200.0, v_max=0.0),
+    network="mlp",
+    mlp_hidden_sizes=(64, 64),
+    learning_rate=1e-3,
+    alpha_learning_rate=1e-3,
+)
 
 
 @pytest.mark.slow  # 46–52 s on the contended 2-core box (two seeds of ≈ 20 s CPU each), above the default suite's 40 s
@@ -111,9 +158,20 @@ def test_sac_many_env_recipe_with_c51_reaches_minus_300_on_pendulum_within_24k_s
 # rl-zoo's PPO CartPole-v1 recipe (docs/agents/ppo.md): 8 envs × 32 steps, one
 # minibatch of 256, 20 epochs, γ 0.98, λ 0.8, lr 1e-3 and clip 0.2 both annealed to 0, no value clipping,
 # no normalisation; eval 20 episodes.
-PPO_CARTPOLE = dict(num_envs=8, num_steps=32, num_minibatches=1, update_epochs=20, gae_lambda=0.8, gamma=0.98,
-                    learning_rate=1e-3, anneal_clip=True, clip_vloss=False, normalize_obs=False,
-                    normalize_reward=False, eval_episodes=20)
+PPO_CARTPOLE = dict(
+    num_envs=8,
+    num_steps=32,
+    num_minibatches=1,
+    update_epochs=20,
+    gae_lambda=0.8,
+    gamma=0.98,
+    learning_rate=1e-3,
+    anneal_clip=True,
+    clip_vloss=False,
+    normalize_obs=False,
+    normalize_reward=False,
+    eval_episodes=20,
+)
 
 
 def test_ppo_reaches_475_on_cartpole_within_50k_steps_in_all_3_seeds(tmp_path):

@@ -15,7 +15,9 @@ from plasticity.least import EpisodeStopper, LEASTArgs
 
 
 def _stopper(history_q: float, history_g: float = 1.0, start: float = 0.0) -> EpisodeStopper:
-    stopper = EpisodeStopper(LEASTArgs(enabled=True, start=start, window=4, weight=0.5, min_history=2), 1, 5, 100, torch.device("cpu"))
+    stopper = EpisodeStopper(
+        LEASTArgs(enabled=True, start=start, window=4, weight=0.5, min_history=2), 1, 5, 100, torch.device("cpu")
+    )
     stopper.history_q[:4, 0] = history_q
     stopper.history_g[:4, 0] = history_g
     return stopper
@@ -70,8 +72,21 @@ def test_reset_where_ends_the_chosen_episodes_and_counts_them(env_id):
 def test_td3_with_least_stops_episodes_as_truncations(runs_dir):
     """Pendulum never terminates, so every stored `terminated` must stay 0 although many episodes are cut short."""
     least = LEASTArgs(enabled=True, start=0.0, window=8, weight=2.0, min_history=1)
-    result = td3.main(td3.Args(env_id="Pendulum-v1", total_timesteps=1_500, learning_starts=500, eval_every=0, eval_episodes=1,
-                               log_every=500, runs_dir=runs_dir, progress=False, batch_size=32, hidden_sizes=(32, 32), least=least))
+    result = td3.main(
+        td3.Args(
+            env_id="Pendulum-v1",
+            total_timesteps=1_500,
+            learning_starts=500,
+            eval_every=0,
+            eval_episodes=1,
+            log_every=500,
+            runs_dir=runs_dir,
+            progress=False,
+            batch_size=32,
+            hidden_sizes=(32, 32),
+            least=least,
+        )
+    )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
     assert float(state["plasticity"]["least"]["stopped"]) > 0 and float(state["plasticity"]["least"]["steps_saved"]) > 0
     assert state["replay"]["terminated"].sum() == 0
@@ -84,7 +99,9 @@ def test_least_on_an_agent_without_a_q_function_is_a_clear_error(runs_dir):
 
 def test_the_learning_potential_uses_the_episode_mean_td_error():
     """ω divides by the running mean of this episode's TD errors, so one quiet transition does not trigger a stop."""
-    stopper = EpisodeStopper(LEASTArgs(enabled=True, start=0.0, window=4, weight=0.5, min_history=2), 1, 5, 100, torch.device("cpu"))
+    stopper = EpisodeStopper(
+        LEASTArgs(enabled=True, start=0.0, window=4, weight=0.5, min_history=2), 1, 5, 100, torch.device("cpu")
+    )
     stopper.history_q[:4, 1] = 10.0
     stopper.history_g[:4, 1] = 1.0
     stopper.should_stop(torch.tensor([10.0]), torch.tensor([1.9]), global_step=50)  # step 0: G = 1.9

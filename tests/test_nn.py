@@ -57,12 +57,15 @@ def _twin_adams(**kwargs):
             p.grad, q.grad = g.clone(), g.clone()
         optimizer.step()
         ordinary.step()
+
     return params, reference, optimizer, ordinary, step
 
 
 @pytest.mark.parametrize("fused", [True, False])
-@pytest.mark.parametrize("betas, weight_decay, decoupled", [((0.9, 0.999), 0.0, False), ((0.99, 0.99), 0.0, False),
-                                                            ((0.9, 0.999), 1e-2, True), ((0.9, 0.999), 1e-2, False)])
+@pytest.mark.parametrize(
+    "betas, weight_decay, decoupled",
+    [((0.9, 0.999), 0.0, False), ((0.99, 0.99), 0.0, False), ((0.9, 0.999), 1e-2, True), ((0.9, 0.999), 1e-2, False)],
+)
 def test_restarted_entries_step_like_a_fresh_adam_and_the_others_like_ordinary_adam(betas, weight_decay, decoupled, fused):
     kwargs = dict(lr=1e-2, betas=betas, weight_decay=weight_decay, decoupled_weight_decay=decoupled, fused=fused)
     (weight, bias), (reference_weight, reference_bias), optimizer, ordinary, step = _twin_adams(**kwargs)
@@ -90,9 +93,10 @@ def test_restarted_entries_step_like_a_fresh_adam_and_the_others_like_ordinary_a
 
 
 def test_restarting_moments_alone_oversteps_as_the_spec_pitfall_says():
-    """What ElementStepAdam fixes (plasticity/resets.py's docstring): after a long run (bias corrections ≈ 1), zeroed moments with the tensor's
+    """What ElementStepAdam fixes (plasticity/resets.py's docstring): after a long run (bias corrections ≈ 1), zeroed moments
+    with the tensor's
     step count make the next update lr·(1 − β₁)/√(1 − β₂)·g/|g|: 3.16× lr for β = (0.9, 0.999), 0.1× lr for (0.99, 0.99)."""
-    for betas, factor in (((0.9, 0.999), 0.1 / 0.001 ** 0.5), ((0.99, 0.99), 0.01 / 0.01 ** 0.5)):
+    for betas, factor in (((0.9, 0.999), 0.1 / 0.001**0.5), ((0.99, 0.99), 0.01 / 0.01**0.5)):
         (weight, _), (reference_weight, _), optimizer, ordinary, step = _twin_adams(lr=1e-3, betas=betas, eps=1e-12)
         step([torch.randn(4, 3), torch.randn(4)])
         for state in (optimizer.state[weight], ordinary.state[reference_weight]):

@@ -8,15 +8,17 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import torch
+from conftest import assert_states_equal
 
 from agents import gtr, ppo
-from conftest import assert_states_equal
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, generalized_advantages
 from plasticity.architecture import NetArgs
 
-TINY = dict(num_steps=64, num_minibatches=2, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=2, progress=False, eval_every=0)
+TINY = dict(
+    num_steps=64, num_minibatches=2, update_epochs=2, hidden_sizes=(16, 16), eval_episodes=2, progress=False, eval_every=0
+)
 
 
 def test_gae_bootstraps_a_truncation_but_not_across_it():
@@ -48,8 +50,12 @@ def test_gae_without_episode_ends_matches_the_discounted_sum_of_deltas():
 def test_rollout_storage_values_the_stored_final_observation():
     storage = RolloutStorage(2, 1, (2,), (), torch.device("cpu"), torch.long)
     one = torch.ones(1, dtype=torch.bool)
-    storage.add(0, torch.tensor([[1.0, 0.0]]), torch.tensor([0]), torch.zeros(1), torch.ones(1), ~one, one, torch.tensor([[5.0, 5.0]]))
-    storage.add(1, torch.tensor([[0.0, 1.0]]), torch.tensor([1]), torch.zeros(1), torch.ones(1), ~one, ~one, torch.tensor([[2.0, 0.0]]))
+    storage.add(
+        0, torch.tensor([[1.0, 0.0]]), torch.tensor([0]), torch.zeros(1), torch.ones(1), ~one, one, torch.tensor([[5.0, 5.0]])
+    )
+    storage.add(
+        1, torch.tensor([[0.0, 1.0]]), torch.tensor([1]), torch.zeros(1), torch.ones(1), ~one, ~one, torch.tensor([[2.0, 0.0]])
+    )
     storage.compute_advantages(lambda obs: obs.sum(-1), gamma=0.5, gae_lambda=1.0)
     # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
     torch.testing.assert_close(storage.advantages[:, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
@@ -127,7 +133,9 @@ def test_gaussian_penalty_is_bounded_peaks_in_slope_at_sigma_and_lets_go_far_awa
     delta = torch.linspace(-3, 3, 6001, requires_grad=True)
     penalty = gtr.gaussian_penalty(delta, sigma)
     penalty.sum().backward()
-    assert float(penalty.detach().max()) <= 1.0 and float(penalty.detach().min()) == 0.0  # bounded: 1 − exp(·) reaches 1.0 only in float rounding
+    assert (
+        float(penalty.detach().max()) <= 1.0 and float(penalty.detach().min()) == 0.0
+    )  # bounded: 1 − exp(·) reaches 1.0 only in float rounding
     assert float(gtr.gaussian_penalty(torch.tensor(3 * sigma), sigma)) < 1.0
     torch.testing.assert_close(gtr.gaussian_penalty(torch.tensor(sigma), sigma), torch.tensor(1 - math.exp(-0.5)))
     slope = delta.grad.abs()
@@ -156,7 +164,9 @@ def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
         anchor.push(policy)
         logps.append(policy.log_prob(obs, actions)[0].detach())
     assert len(anchor.members) == 3
-    torch.testing.assert_close(anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[3], logps[2], logps[1]]), 0.5))
+    torch.testing.assert_close(
+        anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[3], logps[2], logps[1]]), 0.5)
+    )
 
 
 def _final_state(run_dir: str) -> dict:
@@ -203,13 +213,28 @@ def test_gtr_without_penalty_is_exactly_ppo_and_with_it_is_not(runs_dir):
 def test_gtr_logs_its_diagnostics_and_replace_mode_runs(runs_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = gtr.Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=512, log_every=128, runs_dir=runs_dir,
-                    gtr=gtr.GTRArgs(mode="replace"), **TINY)
+    args = gtr.Args(
+        env_id="Pendulum-v1",
+        num_envs=2,
+        total_timesteps=512,
+        log_every=128,
+        runs_dir=runs_dir,
+        gtr=gtr.GTRArgs(mode="replace"),
+        **TINY,
+    )
     result = gtr.main(args)
     events = EventAccumulator(result["run_dir"]).Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("gtr/released_fraction", "gtr/kl_anchor", "gtr/update_cosine", "losses/approx_kl", "losses/clipfrac",
-                "losses/explained_variance", "charts/episodic_return", "eval/episodic_return"):
+    for tag in (
+        "gtr/released_fraction",
+        "gtr/kl_anchor",
+        "gtr/update_cosine",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/explained_variance",
+        "charts/episodic_return",
+        "eval/episodic_return",
+    ):
         assert tag in tags, tag
     assert result["agent"] == "gtr" and result["finished"]
 
@@ -228,8 +253,14 @@ def test_ppo_logs_plasticity_diagnostics_for_tanh_networks_and_the_kl_churn_of_i
 
     from plasticity.diagnostics import DiagnosticsArgs
 
-    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, log_every=64, runs_dir=runs_dir,
-                    diagnostics=DiagnosticsArgs(every=4, probe_size=32, churn_every=4, churn_batch=32), **TINY)
+    args = ppo.Args(
+        env_id="CartPole-v1",
+        total_timesteps=256,
+        log_every=64,
+        runs_dir=runs_dir,
+        diagnostics=DiagnosticsArgs(every=4, probe_size=32, churn_every=4, churn_batch=32),
+        **TINY,
+    )
     result = ppo.main(args)
     events = EventAccumulator(result["run_dir"]).Reload()
     tags = set(events.Tags()["scalars"])
@@ -261,8 +292,14 @@ def test_ppo_after_plasticity_injection_clips_the_trained_gradients_and_anneals_
 
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
     # 3 iterations of 4 updates; the injection after the 10th update, in the last iteration
-    args = ppo.Args(env_id="CartPole-v1", num_envs=2, total_timesteps=384, reset=ResetArgs(method="inject", every=10), runs_dir=runs_dir,
-                    **TINY)
+    args = ppo.Args(
+        env_id="CartPole-v1",
+        num_envs=2,
+        total_timesteps=384,
+        reset=ResetArgs(method="inject", every=10),
+        runs_dir=runs_dir,
+        **TINY,
+    )
     ppo.main(args)
     assert len(clipped) == 12
     frozen = [p for p in clipped[0] if not p.requires_grad]  # the old heads, frozen by the injection
@@ -280,8 +317,15 @@ def test_ppo_runs_each_reset_method_and_logs_it(runs_dir, method):
 
     from plasticity.resets import ResetArgs
 
-    args = ppo.Args(env_id="CartPole-v1", total_timesteps=256, log_every=64, runs_dir=runs_dir, net=NetArgs(activation="relu"),
-                    reset=ResetArgs(method=method, every=3), **TINY)
+    args = ppo.Args(
+        env_id="CartPole-v1",
+        total_timesteps=256,
+        log_every=64,
+        runs_dir=runs_dir,
+        net=NetArgs(activation="relu"),
+        reset=ResetArgs(method=method, every=3),
+        **TINY,
+    )
     result = ppo.main(args)
     events = EventAccumulator(result["run_dir"]).Reload()
     assert events.Scalars("plasticity/resets")[-1].value >= 2

@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_states_equal
 
 from agents import gtr, ppo
-from conftest import assert_states_equal
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
 from cleanrl_plus.encoders import NatureCNN
@@ -19,7 +19,9 @@ from cleanrl_plus.errors import UserError
 from plasticity.resets import ResetArgs
 
 # a few tiny updates: 2 envs × 32 steps per rollout, one evaluation game at the end (ε-greedy, so it ends)
-BREAKOUT = dict(num_envs=2, num_steps=32, num_minibatches=2, update_epochs=2, eval_episodes=1, eval_every=0, progress=False, threads=1)
+BREAKOUT = dict(
+    num_envs=2, num_steps=32, num_minibatches=2, update_epochs=2, eval_episodes=1, eval_every=0, progress=False, threads=1
+)
 
 
 def breakout_args(module=ppo, **flags):
@@ -28,15 +30,39 @@ def breakout_args(module=ppo, **flags):
 
 def test_atari_ids_take_cleanrls_ppo_atari_defaults_and_flags_override_them():
     atari = parse_args(ppo.Args, ["--env-id", "ALE/Breakout-v5", "--clip-coef", "0.2"])
-    recipe = (atari.num_envs, atari.num_steps, atari.learning_rate, atari.anneal_lr, atari.num_minibatches, atari.update_epochs,
-              atari.gamma, atari.gae_lambda, atari.ent_coef, atari.vf_coef, atari.clip_vloss, atari.max_grad_norm, atari.total_timesteps)
+    recipe = (
+        atari.num_envs,
+        atari.num_steps,
+        atari.learning_rate,
+        atari.anneal_lr,
+        atari.num_minibatches,
+        atari.update_epochs,
+        atari.gamma,
+        atari.gae_lambda,
+        atari.ent_coef,
+        atari.vf_coef,
+        atari.clip_vloss,
+        atari.max_grad_norm,
+        atari.total_timesteps,
+    )
     assert recipe == (8, 128, 2.5e-4, True, 4, 4, 0.99, 0.95, 0.01, 0.5, True, 0.5, 10_000_000)
     assert atari.clip_coef == 0.2  # given: overrides CleanRL's 0.1
-    assert not atari.normalize_obs and not atari.normalize_reward and atari.hidden_sizes == () and ppo.network_settings(atari)[1] == "relu"
+    assert (
+        not atari.normalize_obs
+        and not atari.normalize_reward
+        and atari.hidden_sizes == ()
+        and ppo.network_settings(atari)[1] == "relu"
+    )
     assert ppo.Args.defaults_for("ALE/Pong-v5").clip_coef == 0.1
     assert gtr.Args.defaults_for("ALE/Breakout-v5").num_steps == 128  # GTR runs PPO's loop with PPO's recipe
     vector = parse_args(ppo.Args, ["--env-id", "CartPole-v1"])
-    assert (vector.num_envs, vector.num_steps, vector.clip_coef, vector.normalize_obs, vector.hidden_sizes) == (1, 2048, 0.2, True, (64, 64))
+    assert (vector.num_envs, vector.num_steps, vector.clip_coef, vector.normalize_obs, vector.hidden_sizes) == (
+        1,
+        2048,
+        0.2,
+        True,
+        (64, 64),
+    )
 
 
 def _orthogonal_gain(weight: torch.Tensor) -> float:
@@ -54,7 +80,11 @@ def test_the_torso_is_the_nature_cnn_shared_by_two_heads_with_cleanrls_init():
     torso = agent.torso
     assert isinstance(torso, NatureCNN) and agent.critic[0] is torso  # one torso, two heads
     convs = [m for m in torso.convs if isinstance(m, torch.nn.Conv2d)]
-    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [(32, (8, 8), (4, 4)), (64, (4, 4), (2, 2)), (64, (3, 3), (1, 1))]
+    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [
+        (32, (8, 8), (4, 4)),
+        (64, (4, 4), (2, 2)),
+        (64, (3, 3), (1, 1)),
+    ]
     assert (torso.fc.in_features, torso.fc.out_features) == (64 * 7 * 7, 512)
     policy_head, value_head = agent.policy.net[1][0], agent.critic[1][0]
     assert (policy_head.in_features, policy_head.out_features, value_head.out_features) == (512, 4, 1)
@@ -90,8 +120,11 @@ def test_a_breakout_run_stores_uint8_frame_stacks_as_the_env_gave_them(runs_dir,
 
     storages = []
     for_env = RecordingStorage.for_env.__func__
-    monkeypatch.setattr(ppo.RolloutStorage, "for_env", classmethod(lambda cls, *a, **k: storages.append(for_env(RecordingStorage, *a, **k))
-                                                                   or storages[-1]))
+    monkeypatch.setattr(
+        ppo.RolloutStorage,
+        "for_env",
+        classmethod(lambda cls, *a, **k: storages.append(for_env(RecordingStorage, *a, **k)) or storages[-1]),
+    )
     result = ppo.main(breakout_args(total_timesteps=128, runs_dir=runs_dir))
     assert result["global_step"] == 128 and result["num_updates"] == 8  # 2 rollouts × 2 epochs × 2 minibatches
     storage = storages[0]
@@ -111,7 +144,9 @@ def test_evaluation_is_epsilon_greedy_in_the_most_probable_action():
     normalizer = ppo.ObservationNormalizer((4, 84, 84), enabled=False)
     frames = torch.randint(0, 256, (800, 4, 84, 84), dtype=torch.uint8)
     greedy = agent.policy.net(frames).argmax(-1)
-    assert torch.equal(ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 0.0, torch.device("cpu"))(frames), greedy)
+    assert torch.equal(
+        ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 0.0, torch.device("cpu"))(frames), greedy
+    )
     random = ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 1.0, torch.device("cpu"))(frames)
     assert torch.bincount(random, minlength=4).min() > 120  # uniform over the 4 actions (200 each expected)
 
@@ -122,11 +157,15 @@ def test_a_breakout_run_resumed_after_one_rollout_ends_exactly_as_the_straight_r
     and counters with them."""
     straight = module.main(breakout_args(module, total_timesteps=192, exp_name="straight", runs_dir=runs_dir))
     half = module.main(breakout_args(module, total_timesteps=64, exp_name="split", runs_dir=runs_dir))  # one rollout
-    resumed = module.main(breakout_args(module, total_timesteps=192, exp_name="split", resume=half["run_dir"], runs_dir=runs_dir))
+    resumed = module.main(
+        breakout_args(module, total_timesteps=192, exp_name="split", resume=half["run_dir"], runs_dir=runs_dir)
+    )
     assert (resumed["global_step"], resumed["num_updates"]) == (192, 12)
     a, b = (load_checkpoint(Path(run["run_dir"]) / "checkpoint.pt") for run in (straight, resumed))
     assert b["obs"].dtype == torch.uint8 and b["obs"].shape == (2, 4, 84, 84)
-    for name in ("agent", "agent_optimizer", "obs", "global_step", "num_updates") + (("trust_region",) if module is gtr else ()):
+    for name in ("agent", "agent_optimizer", "obs", "global_step", "num_updates") + (
+        ("trust_region",) if module is gtr else ()
+    ):
         assert_states_equal(a[name], b[name], name)
 
 
@@ -134,8 +173,15 @@ def test_redo_recycles_the_shared_dense_layer_and_diagnostics_watch_both_heads(r
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     # τ = 1 marks every unit below the layer's mean activity dormant: many units of the torso's dense layer are recycled
-    result = ppo.main(breakout_args(total_timesteps=64, runs_dir=runs_dir, log_every=32,
-                                    reset=ResetArgs(method="redo", every=4, redo_tau=1.0), diagnostics=ppo.DiagnosticsArgs(every=4)))
+    result = ppo.main(
+        breakout_args(
+            total_timesteps=64,
+            runs_dir=runs_dir,
+            log_every=32,
+            reset=ResetArgs(method="redo", every=4, redo_tau=1.0),
+            diagnostics=ppo.DiagnosticsArgs(every=4),
+        )
+    )
     events = EventAccumulator(result["run_dir"]).Reload()
     tags = set(events.Tags()["scalars"])
     assert result["num_updates"] == 4 and events.Scalars("plasticity/agent_recycled_fraction")[-1].value > 0.2
@@ -147,11 +193,14 @@ def test_redo_recycles_the_shared_dense_layer_and_diagnostics_watch_both_heads(r
     assert {"plasticity/policy_active_units", "plasticity/critic_active_units"} <= tags, sorted(tags)
 
 
-@pytest.mark.parametrize("reset, message", [
-    (ResetArgs(method="redo", networks="actor"), "share one torso"),
-    (ResetArgs(method="inject"), "feed two heads"),
-    (ResetArgs(method="cbp"), "feed two heads"),
-])
+@pytest.mark.parametrize(
+    "reset, message",
+    [
+        (ResetArgs(method="redo", networks="actor"), "share one torso"),
+        (ResetArgs(method="inject"), "feed two heads"),
+        (ResetArgs(method="cbp"), "feed two heads"),
+    ],
+)
 def test_resets_that_cannot_follow_the_shared_torso_are_one_line(reset, message, runs_dir):
     with pytest.raises(UserError, match=message):
         ppo.main(breakout_args(total_timesteps=64, runs_dir=runs_dir, reset=reset))

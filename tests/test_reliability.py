@@ -15,13 +15,27 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import REPO, cli_in_process, run_script
+
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.errors import RunFailure, UserError
 
-TINY = ["--batch-size", "32", "--hidden-sizes", "32", "32", "--eval-episodes", "2", "--buffer-size", "10000",
-        "--threads", "1", "--no-progress", "--learning-starts", "100"]
+TINY = [
+    "--batch-size",
+    "32",
+    "--hidden-sizes",
+    "32",
+    "32",
+    "--eval-episodes",
+    "2",
+    "--buffer-size",
+    "10000",
+    "--threads",
+    "1",
+    "--no-progress",
+    "--learning-starts",
+    "100",
+]
 
 
 def _one_line_error(result, expected_start: str, code: int = 2) -> str:
@@ -32,12 +46,27 @@ def _one_line_error(result, expected_start: str, code: int = 2) -> str:
 
 
 def _hashes(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _td3_run(tmp_path, *flags: str, name: str = "run") -> Path:
-    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--eval-every", "0", "--runs-dir", str(tmp_path),
-                        "--run-name", name, *TINY, *flags)
+    result = run_script(
+        "agents/td3.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--eval-every",
+        "0",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-name",
+        name,
+        *TINY,
+        *flags,
+    )
     assert result.returncode == 0, result.stderr
     return tmp_path / name
 
@@ -50,7 +79,10 @@ def test_refused_resumes_leave_every_file_byte_identical_and_the_run_resumable(t
     assert json.loads((run_dir / "args.json").read_text())["agent"] == "td3"
     before = _hashes(run_dir)
     for flags, expected in [
-        (["--env-id", "MountainCarContinuous-v0"], "--env-id MountainCarContinuous-v0 differs from the run's Pendulum-v1 — only --total-timesteps"),
+        (
+            ["--env-id", "MountainCarContinuous-v0"],
+            "--env-id MountainCarContinuous-v0 differs from the run's Pendulum-v1 — only --total-timesteps",
+        ),
         (["--hidden-sizes", "64", "64"], "--hidden-sizes [64, 64] differs from the run's [32, 32]"),
         (["--learning-rate", "0.1"], "--learning-rate 0.1 differs from the run's 0.0003"),
         (["--swd.enabled"], "--swd.enabled True differs from the run's False"),
@@ -70,13 +102,37 @@ def test_refused_resumes_leave_every_file_byte_identical_and_the_run_resumable(t
 
 
 def test_gtr_refuses_to_resume_a_ppo_run(tmp_path):
-    flags = ["--env-id", "CartPole-v1", "--num-steps", "64", "--num-minibatches", "2", "--update-epochs", "1", "--eval-every", "0",
-             "--eval-episodes", "2", "--total-timesteps", "64", "--threads", "1", "--no-progress", "--runs-dir", str(tmp_path), "--run-name", "ppo"]
+    flags = [
+        "--env-id",
+        "CartPole-v1",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        "--eval-every",
+        "0",
+        "--eval-episodes",
+        "2",
+        "--total-timesteps",
+        "64",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-name",
+        "ppo",
+    ]
     assert run_script("agents/ppo.py", *flags).returncode == 0
     run_dir = tmp_path / "ppo"
     before = _hashes(run_dir)
     result = run_script("agents/gtr.py", "--resume", str(run_dir))
-    _one_line_error(result, f"--resume {run_dir}: that run was written by agents/ppo.py, not agents/gtr.py — resume it with python agents/ppo.py")
+    _one_line_error(
+        result,
+        f"--resume {run_dir}: that run was written by agents/ppo.py, not agents/gtr.py — resume it with python agents/ppo.py",
+    )
     assert _hashes(run_dir) == before
 
 
@@ -84,7 +140,9 @@ def test_runs_whose_args_name_no_agent_or_another_are_refused_in_one_line(tmp_pa
     from agents import gtr
     from cleanrl_plus.config import check_resume
 
-    (tmp_path / "args.json").write_text(json.dumps({"seed": 1, "env_id": "CartPole-v1"}))  # an older cleanrl_plus wrote no agent
+    (tmp_path / "args.json").write_text(
+        json.dumps({"seed": 1, "env_id": "CartPole-v1"})
+    )  # an older cleanrl_plus wrote no agent
     with pytest.raises(UserError, match="names no agent"):
         check_resume(gtr.Args(env_id="CartPole-v1"), tmp_path)
     (tmp_path / "args.json").write_text(json.dumps({"agent": "ppo", "seed": 1, "env_id": "CartPole-v1"}))
@@ -100,7 +158,10 @@ def test_a_checkpoint_that_does_not_fit_the_networks_is_one_line_and_changes_no_
     other = _td3_run(tmp_path, "--total-timesteps", "150", "--env-id", "MountainCarContinuous-v0", name="other")
     (run_dir / "checkpoint.pt").write_bytes((other / "checkpoint.pt").read_bytes())
     before = _hashes(run_dir)
-    for command in (["agents/td3.py", "--resume", str(run_dir), "--total-timesteps", "300"], ["-m", "commands.cli", "eval", str(run_dir)]):
+    for command in (
+        ["agents/td3.py", "--resume", str(run_dir), "--total-timesteps", "300"],
+        ["-m", "commands.cli", "eval", str(run_dir)],
+    ):
         line = _one_line_error(run_script(*command), "")
         assert re.search(r"(actor\.)?normalize\.mean has shape \[2\] in the checkpoint but \[3\] here", line), line
         assert str(run_dir) in line
@@ -139,8 +200,21 @@ def _kill_after_a_checkpoint(command: list[str], run_dir: Path, after_step: int,
 def test_a_killed_and_resumed_run_logs_the_same_series_as_a_straight_run(tmp_path):
     # checkpoints (and evaluations) every 100 steps, losses every 60, episodes end every 200: a checkpoint step holds an
     # evaluation point, and an episode can end before a checkpoint but be logged after it
-    flags = ["--env-id", "Pendulum-v1", "--total-timesteps", "800", "--log-every", "60", "--checkpoint-every", "100",
-             "--eval-every", "100", "--runs-dir", str(tmp_path), *TINY]
+    flags = [
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "800",
+        "--log-every",
+        "60",
+        "--checkpoint-every",
+        "100",
+        "--eval-every",
+        "100",
+        "--runs-dir",
+        str(tmp_path),
+        *TINY,
+    ]
     killed = tmp_path / "killed"
     command = [sys.executable, "agents/td3.py", *flags, "--run-name", "killed"]
     checkpoint_step = 0
@@ -148,7 +222,9 @@ def test_a_killed_and_resumed_run_logs_the_same_series_as_a_straight_run(tmp_pat
     # (points logged past it must be purged and logged again)
     for delay in (0.0, 0.3):
         checkpoint_step = _kill_after_a_checkpoint(command, killed, after_step=max(checkpoint_step, 100), delay=delay)
-        assert any(step == checkpoint_step for step, _ in _scalars(killed)["eval/episodic_return"])  # a point at the checkpoint step
+        assert any(
+            step == checkpoint_step for step, _ in _scalars(killed)["eval/episodic_return"]
+        )  # a point at the checkpoint step
         command = [sys.executable, "agents/td3.py", "--resume", str(killed)]
 
     result = run_script("agents/td3.py", "--resume", str(killed))
@@ -169,12 +245,31 @@ def test_a_killed_and_resumed_run_logs_the_same_series_as_a_straight_run(tmp_pat
 
 
 def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(tmp_path):
-    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--learning-rate", "1e6", "--total-timesteps", "3000",
-                        "--log-every", "100", "--checkpoint-every", "100", "--eval-every", "500", "--runs-dir", str(tmp_path),
-                        "--run-name", "run", *TINY)
+    result = run_script(
+        "agents/td3.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--learning-rate",
+        "1e6",
+        "--total-timesteps",
+        "3000",
+        "--log-every",
+        "100",
+        "--checkpoint-every",
+        "100",
+        "--eval-every",
+        "500",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-name",
+        "run",
+        *TINY,
+    )
     line = _one_line_error(result, "training diverged at step ", code=1)
     run_dir = tmp_path / "run"
-    summary = json.loads((run_dir / "summary.json").read_text(), parse_constant=lambda name: pytest.fail(f"bare {name} in summary.json"))
+    summary = json.loads(
+        (run_dir / "summary.json").read_text(), parse_constant=lambda name: pytest.fail(f"bare {name} in summary.json")
+    )
     step = summary["diverged"]["step"]
     assert summary["diverged"]["quantity"].startswith("losses/")  # the losses, read at the logging cadence, see it first
     assert f"at step {step}: {summary['diverged']['quantity']} is " in line and step < 3000
@@ -193,9 +288,27 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
 def test_a_sweep_keeps_a_diverged_run_and_does_not_rerun_it(tmp_path):
     """Rerunning a sweep resumed a diverged run from its last good checkpoint, which diverged again (same flags)."""
     runs_dir = tmp_path / "runs"
-    flags = " ".join(TINY) + " --learning-rate 1e6 --total-timesteps 3000 --log-every 100 --checkpoint-every 100 --eval-every 500"
-    command = [sys.executable, "-m", "commands.cli", "sweep", "--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1",
-               "--flags", flags, "--runs-dir", str(runs_dir), "--workers", "1"]
+    flags = (
+        " ".join(TINY) + " --learning-rate 1e6 --total-timesteps 3000 --log-every 100 --checkpoint-every 100 --eval-every 500"
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--agent",
+        "td3",
+        "--env-id",
+        "Pendulum-v1",
+        "--seeds",
+        "1",
+        "--flags",
+        flags,
+        "--runs-dir",
+        str(runs_dir),
+        "--workers",
+        "1",
+    ]
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     name = "Pendulum-v1__td3__1"
     summary = json.loads((runs_dir / name / "summary.json").read_text())
@@ -218,11 +331,19 @@ def test_a_non_finite_state_is_never_written_over_the_last_checkpoint(tmp_path):
     good = {"global_step": 100, "critic": {"weight": torch.ones(3)}, "replay": {"obs": torch.full((2,), float("nan"))}}
     assert first_non_finite(good) is None  # replay data is not a learned value
     save_checkpoint(tmp_path / "checkpoint.pt", good)
-    run = Run(args=None, dir=tmp_path, device=torch.device("cpu"), logger=Logger(str(tmp_path), None, purge_step=0),
-              resumed=good, checkpoint_step=100)
+    run = Run(
+        args=None,
+        dir=tmp_path,
+        device=torch.device("cpu"),
+        logger=Logger(str(tmp_path), None, purge_step=0),
+        resumed=good,
+        checkpoint_step=100,
+    )
     bad = {"global_step": 200, "critic": {"weight": torch.tensor([1.0, float("inf"), 0.0])}}
     assert first_non_finite(bad) == "critic.weight"
-    with pytest.raises(RunFailure, match=r"diverged at step 200: critic.weight is not finite — the last good checkpoint \(step 100\) is kept"):
+    with pytest.raises(
+        RunFailure, match=r"diverged at step 200: critic.weight is not finite — the last good checkpoint \(step 100\) is kept"
+    ):
         run.save(bad, {"global_step": 200, "eval": {"mean": float("nan")}})
     assert load_checkpoint(tmp_path / "checkpoint.pt")["global_step"] == 100
     summary = json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda name: pytest.fail(name))
@@ -231,7 +352,17 @@ def test_a_non_finite_state_is_never_written_over_the_last_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
 def test_non_finite_flag_values_are_refused(tmp_path, value):
-    result = run_script("agents/td3.py", "--learning-rate", value, "--env-id", "Pendulum-v1", "--total-timesteps", "10", "--runs-dir", str(tmp_path))
+    result = run_script(
+        "agents/td3.py",
+        "--learning-rate",
+        value,
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "10",
+        "--runs-dir",
+        str(tmp_path),
+    )
     _one_line_error(result, f"--learning-rate must be a finite number, got {float(value)}")
     assert not any(tmp_path.iterdir())
 
@@ -249,9 +380,14 @@ def test_report_skips_a_run_with_non_finite_evaluations_with_a_note(tmp_path):
             writer.add_scalar("eval/episodic_return", value, step)
         writer.close()
         # a summary written before summaries were strict JSON: bare NaN
-        (runs / name / "summary.json").write_text('{"agent": "td3", "env_id": "Pendulum-v1", "seed": %d, "eval": {"mean": NaN}}' % seed)
+        (runs / name / "summary.json").write_text(
+            '{"agent": "td3", "env_id": "Pendulum-v1", "seed": %d, "eval": {"mean": NaN}}' % seed
+        )
     report_md = write_report([str(runs)], reps=50).read_text()
-    assert f"skipped {runs / 'Pendulum-v1__td3__2__1'}: non-finite eval/episodic_return at step 200 (the run diverged)" in report_md
+    assert (
+        f"skipped {runs / 'Pendulum-v1__td3__2__1'}: non-finite eval/episodic_return at step 200 (the run diverged)"
+        in report_md
+    )
     assert "| Pendulum-v1 | td3 | 1 |" in report_md
 
 
@@ -297,7 +433,9 @@ def test_a_read_only_runs_dir_is_a_one_line_error(tmp_path):
 
 
 @pytest.mark.parametrize("reported_as", ["OSError", "RuntimeError"])
-def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint_and_no_temporary_file(tmp_path, monkeypatch, capsys, reported_as):
+def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint_and_no_temporary_file(
+    tmp_path, monkeypatch, capsys, reported_as
+):
     import cleanrl_plus.checkpoint
     from agents import td3
     from cleanrl_plus.run import cli_main
@@ -314,18 +452,40 @@ def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint_and_no_te
         except OSError:
             if reported_as == "OSError":
                 raise
-            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 104256 vs 104144")  # torch's zip writer
+            raise RuntimeError(
+                "[enforce fail at inline_container.cc:672] . unexpected pos 104256 vs 104144"
+            )  # torch's zip writer
 
     monkeypatch.setattr(cleanrl_plus.checkpoint.torch, "save", save_until_the_disk_fills)
-    monkeypatch.setattr(sys, "argv", ["td3.py", "--env-id", "Pendulum-v1", "--total-timesteps", "400", "--checkpoint-every", "150",
-                                      "--eval-every", "0", "--runs-dir", str(tmp_path), "--run-name", "run", *TINY])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "td3.py",
+            "--env-id",
+            "Pendulum-v1",
+            "--total-timesteps",
+            "400",
+            "--checkpoint-every",
+            "150",
+            "--eval-every",
+            "0",
+            "--runs-dir",
+            str(tmp_path),
+            "--run-name",
+            "run",
+            *TINY,
+        ],
+    )
     with pytest.raises(SystemExit) as exit_info:
         cli_main(td3.main, td3.Args)
     assert exit_info.value.code == 1
     checkpoint = tmp_path / "run" / "checkpoint.pt"
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert lines == [f"error: cannot write {checkpoint}: No space left on device — the previous checkpoint, if any, is intact; "
-                     "free space and --resume the run"]
+    assert lines == [
+        f"error: cannot write {checkpoint}: No space left on device — the previous checkpoint, if any, is intact; "
+        "free space and --resume the run"
+    ]
     monkeypatch.undo()
     assert saves == [150, 300] and load_checkpoint(checkpoint)["global_step"] == 150
     assert sorted(p.name for p in (tmp_path / "run").iterdir() if p.suffix == ".tmp") == []
@@ -351,8 +511,10 @@ def test_a_real_full_disk_where_this_machine_can_mount_a_small_tmpfs(tmp_path):
     try:
         run_dir = disk / "run"
         flags = ["--env-id", "Pendulum-v1", "--total-timesteps", "1000", "--checkpoint-every", "100", "--eval-every", "0"]
-        for command in (["agents/td3.py", *flags, "--runs-dir", str(disk), "--run-name", "run", *TINY],
-                        ["agents/td3.py", "--resume", str(run_dir)]):  # the resume meets a disk with no byte left
+        for command in (
+            ["agents/td3.py", *flags, "--runs-dir", str(disk), "--run-name", "run", *TINY],
+            ["agents/td3.py", "--resume", str(run_dir)],
+        ):  # the resume meets a disk with no byte left
             if command[1] == "--resume":
                 _fill(disk / "filler")
             result = run_script(*command)
@@ -370,8 +532,20 @@ def test_a_real_full_disk_where_this_machine_can_mount_a_small_tmpfs(tmp_path):
 def test_a_second_writer_is_refused_and_a_kill_minus_9_releases_the_run(tmp_path):
     from commands.sweep import command_for, manifest, parse
 
-    sweep_argv = ["--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1", "--runs-dir", str(tmp_path), "--workers", "1",
-                  "--flags", "--total-timesteps 1000000 --checkpoint-every 200 --eval-every 0 " + " ".join(TINY)]
+    sweep_argv = [
+        "--agent",
+        "td3",
+        "--env-id",
+        "Pendulum-v1",
+        "--seeds",
+        "1",
+        "--runs-dir",
+        str(tmp_path),
+        "--workers",
+        "1",
+        "--flags",
+        "--total-timesteps 1000000 --checkpoint-every 200 --eval-every 0 " + " ".join(TINY),
+    ]
     spec = manifest(parse(sweep_argv))[0]
     writer = subprocess.Popen(command_for(spec), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -400,9 +574,17 @@ def test_the_lock_is_per_process_and_read_without_taking_it(tmp_path):
     from cleanrl_plus.runlock import lock_run_dir, run_dir_holder
 
     assert run_dir_holder(tmp_path) is None and not (tmp_path / "run.lock").exists()  # asking creates nothing
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from cleanrl_plus.runlock import lock_run_dir; "
-                               f"lock_run_dir(Path({str(tmp_path)!r})); print('locked', flush=True); time.sleep(60)"],
-                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from cleanrl_plus.runlock import lock_run_dir; "
+            f"lock_run_dir(Path({str(tmp_path)!r})); print('locked', flush=True); time.sleep(60)",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert run_dir_holder(tmp_path) == holder.pid
@@ -421,16 +603,29 @@ def test_the_lock_is_per_process_and_read_without_taking_it(tmp_path):
 @pytest.mark.parametrize("name", ["../outside", "a/b", ".."])
 def test_run_names_with_path_separators_are_refused(tmp_path, name):
     runs = tmp_path / "runs"
-    result = run_script("agents/td3.py", "--env-id", "Pendulum-v1", "--runs-dir", str(runs), "--run-name", name, "--total-timesteps", "10", *TINY)
-    _one_line_error(result, f"--run-name '{name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir")
+    result = run_script(
+        "agents/td3.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--runs-dir",
+        str(runs),
+        "--run-name",
+        name,
+        "--total-timesteps",
+        "10",
+        *TINY,
+    )
+    _one_line_error(
+        result, f"--run-name '{name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_start_up_error_closes_the_writer_before_removing_the_run_dir(tmp_path, monkeypatch, capsys):
     """TD3 on a discrete env fails after its run directory exists: the directory is removed, and the TensorBoard
     writer was closed first (its thread would otherwise flush into a removed directory: a FileNotFoundError)."""
-    from agents import td3
     import cleanrl_plus.run
+    from agents import td3
     from cleanrl_plus.run import cli_main
 
     threads_before = set(threading.enumerate())
@@ -446,8 +641,15 @@ def test_a_start_up_error_closes_the_writer_before_removing_the_run_dir(tmp_path
 @pytest.mark.parametrize("agent", ["td3", "sac_simba", "ddqn"])
 def test_wrong_action_space_is_exactly_one_line_and_leaves_nothing(tmp_path, agent):
     env_id = "Pendulum-v1" if agent == "ddqn" else "CartPole-v1"
-    result = run_script(f"agents/{agent}.py", "--env-id", env_id, "--runs-dir", str(tmp_path), "--no-progress", "--threads", "1")
-    _one_line_error(result, "Double DQN needs discrete actions" if agent == "ddqn" else f"{'TD3' if agent == 'td3' else 'SAC'} needs continuous (Box) actions")
+    result = run_script(
+        f"agents/{agent}.py", "--env-id", env_id, "--runs-dir", str(tmp_path), "--no-progress", "--threads", "1"
+    )
+    _one_line_error(
+        result,
+        "Double DQN needs discrete actions"
+        if agent == "ddqn"
+        else f"{'TD3' if agent == 'td3' else 'SAC'} needs continuous (Box) actions",
+    )
     assert "Traceback" not in result.stderr + result.stdout
     assert not any(tmp_path.iterdir())
 
@@ -455,11 +657,13 @@ def test_wrong_action_space_is_exactly_one_line_and_leaves_nothing(tmp_path, age
 def test_sweep_plan_values_of_the_wrong_type_are_refused(tmp_path):
     from commands.sweep import load_plan
 
-    for body, expected in [('seeds = "one"', "seeds must be a list of int values, got 'one'"),
-                           ("seeds = [1, true]", "seeds must be a list of int values, got True"),
-                           ("workers = 2.5", "workers must be int, got 2.5"),
-                           ('executor = "slurmm"', "executor must be one of ['local', 'submitit', 'ray'], got 'slurmm'"),
-                           ("[slurm]\ntimeout_min = \"4h\"", "slurm.timeout_min must be int, got '4h'")]:
+    for body, expected in [
+        ('seeds = "one"', "seeds must be a list of int values, got 'one'"),
+        ("seeds = [1, true]", "seeds must be a list of int values, got True"),
+        ("workers = 2.5", "workers must be int, got 2.5"),
+        ('executor = "slurmm"', "executor must be one of ['local', 'submitit', 'ray'], got 'slurmm'"),
+        ('[slurm]\ntimeout_min = "4h"', "slurm.timeout_min must be int, got '4h'"),
+    ]:
         plan = tmp_path / "plan.toml"
         plan.write_text(body + "\n")
         with pytest.raises(UserError, match="^" + __import__("re").escape(f"plan file {plan}: {expected}")):
@@ -467,11 +671,44 @@ def test_sweep_plan_values_of_the_wrong_type_are_refused(tmp_path):
 
 
 def test_sweep_dry_run_parses_each_configuration_with_its_agents_parser(tmp_path):
-    result = run_script("-m", "commands.cli", "sweep", "--agent", "td3", "--env-id", "Pendulum-v1", "--seeds", "1",
-                        "--config", "baseline=", "bad=--reset.metod shrink-perturb", "--runs-dir", str(tmp_path), "--dry-run")
-    _one_line_error(result, "configuration 'bad' of td3: '--reset.metod shrink-perturb' is refused by agents/td3.py (Unrecognized options: --reset.metod")
-    result = run_script("-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1",
-                        "--config", "fast=--learning-rate -1", "--runs-dir", str(tmp_path), "--dry-run")
+    result = run_script(
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--agent",
+        "td3",
+        "--env-id",
+        "Pendulum-v1",
+        "--seeds",
+        "1",
+        "--config",
+        "baseline=",
+        "bad=--reset.metod shrink-perturb",
+        "--runs-dir",
+        str(tmp_path),
+        "--dry-run",
+    )
+    _one_line_error(
+        result,
+        "configuration 'bad' of td3: '--reset.metod shrink-perturb' is refused by agents/td3.py (Unrecognized options: "
+        "--reset.metod",
+    )
+    result = run_script(
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--agent",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--seeds",
+        "1",
+        "--config",
+        "fast=--learning-rate -1",
+        "--runs-dir",
+        str(tmp_path),
+        "--dry-run",
+    )
     _one_line_error(result, "configuration 'fast' of ppo: --learning-rate must be > 0, got -1.0")
     assert not any(tmp_path.iterdir())
 
@@ -479,7 +716,17 @@ def test_sweep_dry_run_parses_each_configuration_with_its_agents_parser(tmp_path
 def test_dm_control_starts_without_a_display_warning():
     pytest.importorskip("dm_control")
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MUJOCO_GL")}
-    result = subprocess.run([sys.executable, "-c", "import envs; envs.make('dmc:cartpole-balance', num_envs=1, seed=0, device='cpu').reset(seed=0)"],
-                            cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import envs; envs.make('dmc:cartpole-balance', num_envs=1, seed=0, device='cpu').reset(seed=0)",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "DISPLAY" not in result.stderr and "GLFW" not in result.stderr, result.stderr

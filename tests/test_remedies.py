@@ -12,12 +12,11 @@ import torch.nn as nn
 
 from agents.td3 import TwinCritic
 from cleanrl_plus.nn import CReLU, EnsembleLinear, FourierFeatures, NormedLinear, mlp
-from plasticity.optimizers import adam
 from plasticity.architecture import NormProjector
 from plasticity.cchain import CChainArgs, ChurnReducer, ChurnTarget
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
-from plasticity.optimizers import TRAC, OptimArgs, erfi, make_optimizer
+from plasticity.optimizers import TRAC, OptimArgs, adam, erfi, make_optimizer
 from plasticity.regularizers import RegArgs, WeightClipper, parseval_penalty, rows_as_units
 from plasticity.resets import PreactivationGradients, depth_levels, recycle_low_gradient, reset_last_layers
 
@@ -141,7 +140,9 @@ def test_cchain_penalises_the_output_change_since_the_previous_update_with_the_o
     net = nn.Linear(1, 1, bias=False)
     with torch.no_grad():
         net.weight.fill_(1.0)
-    reducer = ChurnReducer(CChainArgs(enabled=True, relative_scale=0.1, initial_coef=50.0, warmup=2), net, ChurnTarget(lambda b: net(b)))
+    reducer = ChurnReducer(
+        CChainArgs(enabled=True, relative_scale=0.1, initial_coef=50.0, warmup=2), net, ChurnTarget(lambda b: net(b))
+    )
     x = torch.tensor([[1.0], [2.0]])
     assert reducer.loss(torch.tensor(3.0), x) == 0  # first update: no previous parameters yet
     reducer.after_step()
@@ -166,6 +167,7 @@ def test_cchain_penalises_the_output_change_since_the_previous_update_with_the_o
 def test_cchain_schedule_moves_on_without_a_host_decision():
     """after_step (recording and rescaling) compiles as one graph: no branch on a device value, so a captured update
     replays the schedule instead of baking in the branch taken at capture."""
+
     def run(compile_step: bool) -> list[float]:
         net = nn.Linear(2, 1)
         reducer = ChurnReducer(CChainArgs(enabled=True, warmup=2, window=3), net, ChurnTarget(lambda b: net(b)))
@@ -214,11 +216,12 @@ def test_trac_scale_follows_its_update_rule_on_a_constructed_sequence():
 
 # ---- Kron -------------------------------------------------------------------------------------------------------
 
+
 def _flags(optim: OptimArgs, learning_rate: float):
     """The agent flags make_optimizer reads."""
-    from types import SimpleNamespace
 
     return SimpleNamespace(optim=optim, learning_rate=learning_rate, cudagraphs=False)
+
 
 def test_kron_optimiser_learns_a_regression_and_round_trips_its_state():
     torch.manual_seed(0)
@@ -241,14 +244,20 @@ def test_kron_optimiser_learns_a_regression_and_round_trips_its_state():
 # ---- resets -----------------------------------------------------------------------------------------------------
 def _resettable(seed: int = 0):
     torch.manual_seed(seed)
-    make = lambda: nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))  # noqa: E731
+    make = lambda: nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
     net = make()
     target = copy.deepcopy(net)
     optimizer = adam(net.parameters(), 1e-2, CPU)
     net(torch.randn(16, 3)).square().mean().backward()
     optimizer.step()
     pairs = [(net[0], net[2]), (net[2], net[4])]
-    return net, optimizer, target, make, Network("critic", net, optimizer, lambda b: net(b.obs), make, target, unit_pairs=pairs)
+    return (
+        net,
+        optimizer,
+        target,
+        make,
+        Network("critic", net, optimizer, lambda b: net(b.obs), make, target, unit_pairs=pairs),
+    )
 
 
 def test_layer_reset_equals_a_fresh_init_of_exactly_the_chosen_layers_with_their_optimiser_state_dropped():
@@ -275,8 +284,9 @@ def test_layer_reset_treats_sibling_heads_as_one_layer():
             self.torso, self.mean, self.log_std = nn.Linear(3, 4), nn.Linear(4, 2), nn.Linear(4, 2)
 
     net = TwoHeads()
-    resettable = Network("actor", net, adam(net.parameters(), 1e-3, CPU), lambda b: None, TwoHeads, heads=(net.mean, net.log_std),
-                         unit_pairs=[])
+    resettable = Network(
+        "actor", net, adam(net.parameters(), 1e-3, CPU), lambda b: None, TwoHeads, heads=(net.mean, net.log_std), unit_pairs=[]
+    )
     assert depth_levels(resettable) == [[net.torso], [net.mean, net.log_std]]
     assert reset_last_layers(resettable, 1) == [net.mean, net.log_std]
 
@@ -317,5 +327,9 @@ def test_simba_blocks_take_the_doubling_activation_with_half_the_expansion_units
 
     encoder = SimbaEncoder(2, 5, 8, 1, activation="crelu")
     block = encoder.blocks[0]
-    assert block.expand.weight.shape == (2, 8, 16) and block.contract.weight.shape == (2, 32, 8)  # 4d = 32 features from 16 units
+    assert block.expand.weight.shape == (2, 8, 16) and block.contract.weight.shape == (
+        2,
+        32,
+        8,
+    )  # 4d = 32 features from 16 units
     assert isinstance(block.activation, CReLU) and encoder(torch.randn(2, 3, 5)).shape == (2, 3, 8)

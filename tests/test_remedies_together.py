@@ -26,10 +26,15 @@ OTHER_RESETS = {"full reset", "shrink & perturb", "ReDo", "ReGraMa", "plasticity
 
 
 def _loss_and_optimiser_remedies(optimiser: str, activation: str) -> dict:
-    return dict(net=NetArgs(norm="layer", activation=activation), nap=NaPArgs(enabled=True),
-                reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4), clip=WeightClipArgs(kappa=3.0),
-                cchain=CChainArgs(enabled=True, warmup=20), optim=OptimArgs(name=optimiser, trac=True),
-                reset=ResetArgs(method="layers", every=25) if optimiser == "adam" else ResetArgs())
+    return dict(
+        net=NetArgs(norm="layer", activation=activation),
+        nap=NaPArgs(enabled=True),
+        reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4),
+        clip=WeightClipArgs(kappa=3.0),
+        cchain=CChainArgs(enabled=True, warmup=20),
+        optim=OptimArgs(name=optimiser, trac=True),
+        reset=ResetArgs(method="layers", every=25) if optimiser == "adam" else ResetArgs(),
+    )
 
 
 def _td3(runs_dir, remedies):
@@ -37,9 +42,24 @@ def _td3(runs_dir, remedies):
     from plasticity.least import LEASTArgs
     from plasticity.swd import SWDArgs
 
-    return main(Args(env_id="Pendulum-v1", total_timesteps=200, learning_starts=100, batch_size=32, hidden_sizes=(16, 16), eval_every=0,
-                     eval_episodes=1, progress=False, buffer_size=1_000, log_every=100, runs_dir=runs_dir, swd=SWDArgs(enabled=True),
-                     least=LEASTArgs(enabled=True), **remedies))
+    return main(
+        Args(
+            env_id="Pendulum-v1",
+            total_timesteps=200,
+            learning_starts=100,
+            batch_size=32,
+            hidden_sizes=(16, 16),
+            eval_every=0,
+            eval_episodes=1,
+            progress=False,
+            buffer_size=1_000,
+            log_every=100,
+            runs_dir=runs_dir,
+            swd=SWDArgs(enabled=True),
+            least=LEASTArgs(enabled=True),
+            **remedies,
+        )
+    )
 
 
 def _sac(runs_dir, remedies):
@@ -47,32 +67,89 @@ def _sac(runs_dir, remedies):
     from plasticity.least import LEASTArgs
     from plasticity.swd import SWDArgs
 
-    return main(Args(env_id="Pendulum-v1", network="mlp", mlp_hidden_sizes=(16, 16), total_timesteps=160, learning_starts=100, batch_size=32,
-                     eval_every=0, eval_episodes=1, progress=False, buffer_size=1_000, log_every=50, runs_dir=runs_dir,
-                     swd=SWDArgs(enabled=True), least=LEASTArgs(enabled=True), **remedies))
+    return main(
+        Args(
+            env_id="Pendulum-v1",
+            network="mlp",
+            mlp_hidden_sizes=(16, 16),
+            total_timesteps=160,
+            learning_starts=100,
+            batch_size=32,
+            eval_every=0,
+            eval_episodes=1,
+            progress=False,
+            buffer_size=1_000,
+            log_every=50,
+            runs_dir=runs_dir,
+            swd=SWDArgs(enabled=True),
+            least=LEASTArgs(enabled=True),
+            **remedies,
+        )
+    )
 
 
 def _ddqn(runs_dir, remedies):
     from agents.ddqn import Args, main
     from plasticity.swd import SWDArgs
 
-    return main(Args.defaults_for("CartPole-v1", total_timesteps=600, learning_starts=100, train_frequency=50, gradient_steps=8, batch_size=32,
-                                  hidden_sizes=(16, 16), eval_every=0, eval_episodes=1, progress=False, buffer_size=1_000, log_every=100,
-                                  runs_dir=runs_dir, swd=SWDArgs(enabled=True), **remedies))
+    return main(
+        Args.defaults_for(
+            "CartPole-v1",
+            total_timesteps=600,
+            learning_starts=100,
+            train_frequency=50,
+            gradient_steps=8,
+            batch_size=32,
+            hidden_sizes=(16, 16),
+            eval_every=0,
+            eval_episodes=1,
+            progress=False,
+            buffer_size=1_000,
+            log_every=100,
+            runs_dir=runs_dir,
+            swd=SWDArgs(enabled=True),
+            **remedies,
+        )
+    )
 
 
 def _ppo(agent: str):
     def run(runs_dir, remedies):
         module = __import__(f"agents.{agent}", fromlist=["Args", "main"])
-        return module.main(module.Args(env_id="CartPole-v1", total_timesteps=512, num_steps=128, num_minibatches=4, update_epochs=2,
-                                       hidden_sizes=(16, 16), eval_every=0, eval_episodes=1, progress=False, log_every=128,
-                                       runs_dir=runs_dir, **remedies))
+        return module.main(
+            module.Args(
+                env_id="CartPole-v1",
+                total_timesteps=512,
+                num_steps=128,
+                num_minibatches=4,
+                update_epochs=2,
+                hidden_sizes=(16, 16),
+                eval_every=0,
+                eval_episodes=1,
+                progress=False,
+                log_every=128,
+                runs_dir=runs_dir,
+                **remedies,
+            )
+        )
+
     return run
 
 
-AGENTS = {"td3": (_td3, "fourier"), "sac_simba": (_sac, "crelu"), "ddqn": (_ddqn, "crelu"), "ppo": (_ppo("ppo"), "fourier"),
-          "gtr": (_ppo("gtr"), "crelu")}
-NETWORKS = {"td3": ("actor", "critic"), "sac_simba": ("actor", "critic"), "ddqn": ("critic",), "ppo": ("agent",), "gtr": ("agent",)}
+AGENTS = {
+    "td3": (_td3, "fourier"),
+    "sac_simba": (_sac, "crelu"),
+    "ddqn": (_ddqn, "crelu"),
+    "ppo": (_ppo("ppo"), "fourier"),
+    "gtr": (_ppo("gtr"), "crelu"),
+}
+NETWORKS = {
+    "td3": ("actor", "critic"),
+    "sac_simba": ("actor", "critic"),
+    "ddqn": ("critic",),
+    "ppo": ("agent",),
+    "gtr": ("agent",),
+}
 
 
 def _final_scalars(run_dir: str) -> dict[str, float]:
@@ -89,8 +166,13 @@ def test_every_applicable_remedy_at_once_runs_finite_and_each_acts(agent, optimi
     remedies = _loss_and_optimiser_remedies(optimiser, activation)
     from types import SimpleNamespace
 
-    on = catalogue.active(SimpleNamespace(**remedies, swd=SimpleNamespace(enabled=agent in ("td3", "sac_simba", "ddqn")),
-                                          least=SimpleNamespace(enabled=agent in ("td3", "sac_simba"))))
+    on = catalogue.active(
+        SimpleNamespace(
+            **remedies,
+            swd=SimpleNamespace(enabled=agent in ("td3", "sac_simba", "ddqn")),
+            least=SimpleNamespace(enabled=agent in ("td3", "sac_simba")),
+        )
+    )
     left_out = {"CIR", "CReLU" if activation == "fourier" else "deep Fourier features"} | OTHER_RESETS
     left_out |= {"layer resetting"} if optimiser == "kron" else {"Kron (PSGD)"}
     assert on == {r.name for r in catalogue.REMEDIES if r.applies_to(agent)} - left_out
@@ -113,19 +195,30 @@ def test_every_applicable_remedy_at_once_runs_finite_and_each_acts(agent, optimi
 def _scale_flags(agent: str) -> dict:
     from cleanrl_plus.distributional import CriticArgs
 
-    flags = dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
-                 weight_decay=0.1)
+    flags = dict(
+        num_envs=2,
+        n_step=3,
+        critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0),
+        normalize_obs=True,
+        weight_decay=0.1,
+    )
     return flags | (dict(exploration_noise_min=0.05, exploration_noise_max=0.4) if agent == "td3" else {})
 
 
 @pytest.mark.parametrize("agent", ["td3", "sac_simba"])
-@pytest.mark.parametrize("extra", [
-    dict(),  # with every loss and optimiser remedy, layer resetting, SWD and LEAST (as above)
-    dict(reset=ResetArgs(method="inject", every=30, networks="critic")),  # the C51 head is the injected one (a reset method alone)
-    dict(reset=ResetArgs(method="redo", every=20)),
-    dict(reset=ResetArgs(method="cbp")),
-    dict(cir="torso"),  # CIR's torso with a C51 head and its convex target as a mixture of the twins' distributions
-], ids=["loss-optimiser-layers", "inject", "redo", "cbp", "cir"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        dict(),  # with every loss and optimiser remedy, layer resetting, SWD and LEAST (as above)
+        dict(
+            reset=ResetArgs(method="inject", every=30, networks="critic")
+        ),  # the C51 head is the injected one (a reset method alone)
+        dict(reset=ResetArgs(method="redo", every=20)),
+        dict(reset=ResetArgs(method="cbp")),
+        dict(cir="torso"),  # CIR's torso with a C51 head and its convex target as a mixture of the twins' distributions
+    ],
+    ids=["loss-optimiser-layers", "inject", "redo", "cbp", "cir"],
+)
 def test_scale_flags_run_with_the_remedies(agent, extra, runs_dir):
     """TD3's and SAC's many-env flags (C51 critics, n-step returns, normalised observations; TD3's per-env noise) leave
     no remedy inapplicable: each acts."""
@@ -150,8 +243,18 @@ def test_remedy_state_survives_a_resume_bit_identically(runs_dir):
     from agents.td3 import Args, main
 
     remedies = _loss_and_optimiser_remedies("adam", "fourier")
-    common = dict(env_id="Pendulum-v1", learning_starts=100, batch_size=32, hidden_sizes=(16, 16), eval_every=0, eval_episodes=1,
-                  progress=False, buffer_size=1_000, runs_dir=runs_dir, **remedies)
+    common = dict(
+        env_id="Pendulum-v1",
+        learning_starts=100,
+        batch_size=32,
+        hidden_sizes=(16, 16),
+        eval_every=0,
+        eval_episodes=1,
+        progress=False,
+        buffer_size=1_000,
+        runs_dir=runs_dir,
+        **remedies,
+    )
     straight = main(Args(total_timesteps=300, exp_name="straight", **common))
     half = main(Args(total_timesteps=180, exp_name="split", **common))
     resumed = main(Args(total_timesteps=300, exp_name="split", resume=half["run_dir"], **common))
@@ -168,22 +271,34 @@ def test_remedy_state_survives_a_resume_bit_identically(runs_dir):
     assert float(churn_a["coef"]) != 50.0  # past the warm-up: rescaled from the recorded values
 
 
-@pytest.mark.parametrize("agent, flags, message", [
-    ("ppo", ["--least.enabled"], "LEAST needs a Q function"),
-    ("gtr", ["--reset.method", "inject"], "plasticity injection"),
-    ("td3", ["--net.activation", "crelu", "--reset.method", "redo"], "ReDo recycles dormant units one-to-one"),
-    ("ddqn", ["--optim.name", "kron", "--reset.method", "full"], "Kron does not keep"),
-    ("td3", ["--cir.critic", "--net.norm", "layer"], "CIR's critic torso"),
-    ("sac_simba", ["--net.norm", "layer"], "SimBa blocks already hold LayerNorms"),
-    ("ppo", ["--env-id", "continual:cartpole-offset-small", "--continual.oracle", "--reset.method", "inject"], "--continual.oracle gives a fresh"),
-    ("ppo", ["--reset.method", "redo"], "with tanh units has none — add --net.activation relu"),
-    ("ppo", ["--env-id", "ALE/Breakout-v5", "--reset.method", "cbp"], "Nature-CNN units feed two heads"),
-    ("ppo", ["--env-id", "continual:cartpole-offset-small", "--continual.random-steps-per-task", "10"], "is on-policy"),
-])
+@pytest.mark.parametrize(
+    "agent, flags, message",
+    [
+        ("ppo", ["--least.enabled"], "LEAST needs a Q function"),
+        ("gtr", ["--reset.method", "inject"], "plasticity injection"),
+        ("td3", ["--net.activation", "crelu", "--reset.method", "redo"], "ReDo recycles dormant units one-to-one"),
+        ("ddqn", ["--optim.name", "kron", "--reset.method", "full"], "Kron does not keep"),
+        ("td3", ["--cir.critic", "--net.norm", "layer"], "CIR's critic torso"),
+        ("sac_simba", ["--net.norm", "layer"], "SimBa blocks already hold LayerNorms"),
+        (
+            "ppo",
+            ["--env-id", "continual:cartpole-offset-small", "--continual.oracle", "--reset.method", "inject"],
+            "--continual.oracle gives a fresh",
+        ),
+        ("ppo", ["--reset.method", "redo"], "with tanh units has none — add --net.activation relu"),
+        ("ppo", ["--env-id", "ALE/Breakout-v5", "--reset.method", "cbp"], "Nature-CNN units feed two heads"),
+        ("ppo", ["--env-id", "continual:cartpole-offset-small", "--continual.random-steps-per-task", "10"], "is on-policy"),
+    ],
+)
 def test_an_inapplicable_remedy_is_a_one_line_error_before_any_run_directory(agent, flags, message, tmp_path):
     runs = tmp_path / "runs"
-    proc = subprocess.run([sys.executable, str(REPO / "agents" / f"{agent}.py"), "--runs-dir", str(runs), "--total-timesteps", "10", *flags],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "agents" / f"{agent}.py"), "--runs-dir", str(runs), "--total-timesteps", "10", *flags],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -222,14 +337,18 @@ def _args_with(remedy):
 
 
 def test_remedies_command_prints_the_matrix_and_the_docs_table_matches_it():
-    proc = subprocess.run([sys.executable, "-m", "commands.cli", "remedies"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "commands.cli", "remedies"], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == catalogue.matrix()
     for remedy in catalogue.REMEDIES:
         assert f"| {remedy.name} |" in proc.stdout
     assert len(catalogue.REMEDIES) >= 19
     docs = (REPO / "docs" / "remedies" / "index.md").read_text()
-    assert catalogue.matrix() in docs, "docs/remedies/index.md is out of date: paste `cleanrl-plus remedies` between its markers"
+    assert catalogue.matrix() in docs, (
+        "docs/remedies/index.md is out of date: paste `cleanrl-plus remedies` between its markers"
+    )
 
 
 @pytest.mark.parametrize("plan", ["remedies.toml", "remedies-ddqn.toml"])

@@ -1,6 +1,6 @@
-import pytest
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from cleanrl_plus.replay import ReplayBuffer
@@ -133,7 +133,13 @@ def test_n_step_replay_with_n_1_samples_todays_one_step_batch():
     one_step, n_step = ReplayBuffer(12, (1,), (1,)), NStepReplay(12, (1,), (1,), num_envs=3, n_step=1, gamma=0.9)
     for t, rewards in enumerate(N_STEP_REWARDS):
         obs = torch.randn(3, 1)
-        args = (obs, torch.randn(3, 1), torch.tensor(rewards, dtype=torch.float32), obs + 1, torch.tensor([t == 2, False, t == 4]))
+        args = (
+            obs,
+            torch.randn(3, 1),
+            torch.tensor(rewards, dtype=torch.float32),
+            obs + 1,
+            torch.tensor([t == 2, False, t == 4]),
+        )
         one_step.add(*args)
         n_step.add(*args, truncated=torch.tensor([False, t == 3, False]))
     torch.manual_seed(0)
@@ -153,15 +159,25 @@ def test_n_step_replay_round_trips_its_episode_ends_and_refuses_a_partial_vector
     copy.load_state_dict(buffer.state_dict())
     assert torch.equal(copy.episode_end, buffer.episode_end) and copy.episode_end.sum() == 4
     with pytest.raises(ValueError, match="one vector step"):
-        copy.add(torch.zeros(2, 1), torch.zeros(2, 1), torch.zeros(2), torch.zeros(2, 1), torch.zeros(2, dtype=torch.bool),
-                 torch.zeros(2, dtype=torch.bool))
+        copy.add(
+            torch.zeros(2, 1),
+            torch.zeros(2, 1),
+            torch.zeros(2),
+            torch.zeros(2, 1),
+            torch.zeros(2, dtype=torch.bool),
+            torch.zeros(2, dtype=torch.bool),
+        )
 
 
 def test_make_replay_gives_n_step_returns_only_when_asked():
     from cleanrl_plus.replay import NStepReplay, ReplayBuffer, make_replay
 
-    one_step = make_replay(SimpleNamespace(buffer_size=64, n_step=1, gamma=0.9), (3,), (1,), torch.device("cpu"), None, num_envs=2)
-    n_step = make_replay(SimpleNamespace(buffer_size=64, n_step=3, gamma=0.9), (3,), (1,), torch.device("cpu"), None, num_envs=2)
+    one_step = make_replay(
+        SimpleNamespace(buffer_size=64, n_step=1, gamma=0.9), (3,), (1,), torch.device("cpu"), None, num_envs=2
+    )
+    n_step = make_replay(
+        SimpleNamespace(buffer_size=64, n_step=3, gamma=0.9), (3,), (1,), torch.device("cpu"), None, num_envs=2
+    )
     assert type(one_step) is ReplayBuffer and type(n_step) is NStepReplay
     assert (n_step.n_step, n_step.num_envs) == (3, 2)
     torch.testing.assert_close(n_step.powers, 0.9 ** torch.arange(4.0))

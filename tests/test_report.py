@@ -6,19 +6,21 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run_script
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from torch.utils.tensorboard import SummaryWriter
 
-from conftest import run_script
-from commands import report
 from cleanrl_plus.errors import UserError
+from commands import report
 
 REPS = 500  # enough for stable intervals, fast enough for CI
 EVAL_STEPS = [1000, 2000, 3000]
 SHAPE = np.array([0.0, 10.0, 20.0])  # eval curve / scale: final = 20·scale, AUC = 1000·(5 + 15) / 2000 = 10·scale
 
 
-def write_run(runs_dir, agent, exp_name, seed, eval_points, env_id="Pendulum-v1", tasks=None, switches=(), train_points=(), finished=True):
+def write_run(
+    runs_dir, agent, exp_name, seed, eval_points, env_id="Pendulum-v1", tasks=None, switches=(), train_points=(), finished=True
+):
     """A run directory as the agents write it: TensorBoard events, args.json and summary.json."""
     directory = runs_dir / f"{env_id.replace(':', '-')}__{exp_name}__{seed}__1700000000"
     writer = SummaryWriter(str(directory))
@@ -29,10 +31,20 @@ def write_run(runs_dir, agent, exp_name, seed, eval_points, env_id="Pendulum-v1"
     for step, task in switches:
         writer.add_scalar("continual/task", task, step)
     writer.close()
-    (directory / "args.json").write_text(json.dumps({"exp_name": exp_name, "seed": seed, "env_id": env_id, "reset": {"method": "none"}}))
+    (directory / "args.json").write_text(
+        json.dumps({"exp_name": exp_name, "seed": seed, "env_id": env_id, "reset": {"method": "none"}})
+    )
     last_step, last_value = eval_points[-1] if eval_points else (0, None)
-    summary = {"agent": agent, "env_id": env_id, "seed": seed, "global_step": last_step, "finished": finished, "sps": 100.0,
-               "eval": {"step": last_step, "mean": last_value, "returns": []}, "eval_history": [list(p) for p in eval_points]}
+    summary = {
+        "agent": agent,
+        "env_id": env_id,
+        "seed": seed,
+        "global_step": last_step,
+        "finished": finished,
+        "sps": 100.0,
+        "eval": {"step": last_step, "mean": last_value, "returns": []},
+        "eval_history": [list(p) for p in eval_points],
+    }
     if tasks is not None:
         summary["tasks"] = tasks
     (directory / "summary.json").write_text(json.dumps(summary))
@@ -84,8 +96,12 @@ def test_one_env_two_groups_match_hand_computation(tmp_path, capsys):
     assert value(rows, table="per_env", group="td3", statistic="final", estimator="mean")[0] == pytest.approx(80.0)
     assert value(rows, table="per_env", group="td3", statistic="auc", estimator="iqm")[0] == pytest.approx(25.0)
     assert value(rows, table="per_env", group="td3", statistic="auc", estimator="mean")[0] == pytest.approx(40.0)
-    assert value(rows, table="per_env", group="td3-shrink-perturb", statistic="final", estimator="iqm")[0] == pytest.approx(250.0)
-    assert value(rows, table="per_env", group="td3-shrink-perturb", statistic="final", estimator="mean")[0] == pytest.approx(220.0)
+    assert value(rows, table="per_env", group="td3-shrink-perturb", statistic="final", estimator="iqm")[0] == pytest.approx(
+        250.0
+    )
+    assert value(rows, table="per_env", group="td3-shrink-perturb", statistic="final", estimator="mean")[0] == pytest.approx(
+        220.0
+    )
     assert {row["seeds"] for row in rows if row["table"] == "per_env" and row["group"] != "other"} == {"4"}
 
     # P(shrink-perturb > td3) on finals: 100 beats 3 of td3's 4 runs, the other three beat all 4 → 15/16
@@ -130,10 +146,16 @@ def test_several_envs_are_aggregated_after_min_max_normalisation(tmp_path):
     # Hopper: min 20, max 280 → td3 0, 20/260, 40/260, 180/260; Walker2d: min 0, max 100 → 0, .1, .2, .3
     hopper, walker = np.array([0, 20, 40, 180]) / 260, np.array([0, 0.1, 0.2, 0.3])
     pooled = np.sort(np.concatenate([hopper, walker]))
-    assert value(rows, table="aggregate", group="td3", statistic="final", estimator="iqm")[0] == pytest.approx(pooled[2:6].mean())
-    assert value(rows, table="aggregate", group="td3", statistic="final", estimator="mean")[0] == pytest.approx((hopper.mean() + walker.mean()) / 2)
+    assert value(rows, table="aggregate", group="td3", statistic="final", estimator="iqm")[0] == pytest.approx(
+        pooled[2:6].mean()
+    )
+    assert value(rows, table="aggregate", group="td3", statistic="final", estimator="mean")[0] == pytest.approx(
+        (hopper.mean() + walker.mean()) / 2
+    )
     # P over envs: 15/16 on Hopper, 1 on Walker2d, averaged
-    assert value(rows, table="improvement", group="td3-sp", statistic="final", env_id="all")[0] == pytest.approx((15 / 16 + 1) / 2)
+    assert value(rows, table="improvement", group="td3-sp", statistic="final", env_id="all")[0] == pytest.approx(
+        (15 / 16 + 1) / 2
+    )
     markdown = (out / "report.md").read_text()
     assert "min–max normalised" in markdown
     assert (out / "curves.png").stat().st_size > 10_000
@@ -142,10 +164,27 @@ def test_several_envs_are_aggregated_after_min_max_normalisation(tmp_path):
 def continual_run(runs_dir, exp_name, seed, task_records):
     """Three tasks of 1000 steps, evaluated every 250 steps (25, 50, 75, 100 in every task), switches logged."""
     eval_points = [(1000 * k + step, float(step / 10)) for k in range(3) for step in (250, 500, 750, 1000)]
-    tasks = [{"task": k, "start_step": 1000 * k, "end_step": 1000 * (k + 1), "final_eval": final, "auc_eval": auc,
-              "train_return_mean": None} for k, (final, auc) in enumerate(task_records)]
-    return write_run(runs_dir, "ppo", exp_name, seed, eval_points, env_id="torch:CartPole-v1", tasks=tasks,
-                     switches=[(0, 0), (1000, 1), (2000, 2)])
+    tasks = [
+        {
+            "task": k,
+            "start_step": 1000 * k,
+            "end_step": 1000 * (k + 1),
+            "final_eval": final,
+            "auc_eval": auc,
+            "train_return_mean": None,
+        }
+        for k, (final, auc) in enumerate(task_records)
+    ]
+    return write_run(
+        runs_dir,
+        "ppo",
+        exp_name,
+        seed,
+        eval_points,
+        env_id="torch:CartPole-v1",
+        tasks=tasks,
+        switches=[(0, 0), (1000, 1), (2000, 2)],
+    )
 
 
 def test_continual_runs_get_per_task_tables_and_oracle_ratios(tmp_path):
@@ -161,16 +200,24 @@ def test_continual_runs_get_per_task_tables_and_oracle_ratios(tmp_path):
     report.write_report([str(runs_dir)], out, oracle="ppo-oracle", reps=REPS)
     rows = read_rows(out)
 
-    assert value(rows, table="per_task", group="ppo", task=2, statistic="end_of_task", estimator="iqm")[0] == pytest.approx(190 / 3)
+    assert value(rows, table="per_task", group="ppo", task=2, statistic="end_of_task", estimator="iqm")[0] == pytest.approx(
+        190 / 3
+    )
     assert value(rows, table="per_task", group="ppo", task=3, statistic="task_auc", estimator="iqm")[0] == pytest.approx(15.0)
-    assert value(rows, table="per_task", group="ppo-oracle", task=2, statistic="end_of_task", estimator="iqm")[0] == pytest.approx(100.0)
-    assert value(rows, table="per_task", group="ppo-oracle", task=2, statistic="task_auc", estimator="iqm")[0] == pytest.approx(62.5)
+    assert value(rows, table="per_task", group="ppo-oracle", task=2, statistic="end_of_task", estimator="iqm")[
+        0
+    ] == pytest.approx(100.0)
+    assert value(rows, table="per_task", group="ppo-oracle", task=2, statistic="task_auc", estimator="iqm")[
+        0
+    ] == pytest.approx(62.5)
     # per run, the mean over tasks 2..3 of value_k / oracle_k; 3 seeds → the IQM trims nothing
     end_ratios = [(50 + 25) / 200, (60 + 40) / 200, (80 + 20) / 200]
     auc_ratios = [(30 + 10) / 125, (40 + 20) / 125, (50 + 15) / 125]
     end = value(rows, table="oracle_ratio", group="ppo", statistic="end_of_task_ratio", estimator="iqm")
     assert end[0] == pytest.approx(np.mean(end_ratios)) and min(end_ratios) <= end[1] <= end[2] <= max(end_ratios)
-    assert value(rows, table="oracle_ratio", group="ppo", statistic="task_auc_ratio", estimator="iqm")[0] == pytest.approx(np.mean(auc_ratios))
+    assert value(rows, table="oracle_ratio", group="ppo", statistic="task_auc_ratio", estimator="iqm")[0] == pytest.approx(
+        np.mean(auc_ratios)
+    )
     assert not any(row["table"] == "oracle_ratio" and row["group"] == "ppo-oracle" for row in rows)
 
     markdown = (out / "report.md").read_text()
@@ -199,8 +246,17 @@ def test_method_labels_and_baselines():
 
     runs = [run("td3", "td3"), run("td3", "td3-redo"), run("sac_simba", "mine"), run("ppo", "mine")]
     labels = report.method_labels(runs)
-    assert labels == {("ppo", "mine"): "ppo:mine", ("sac_simba", "mine"): "sac_simba:mine", ("td3", "td3"): "td3", ("td3", "td3-redo"): "td3-redo"}
-    assert report.default_baselines(labels) == {"ppo": ("ppo", "mine"), "sac_simba": ("sac_simba", "mine"), "td3": ("td3", "td3")}
+    assert labels == {
+        ("ppo", "mine"): "ppo:mine",
+        ("sac_simba", "mine"): "sac_simba:mine",
+        ("td3", "td3"): "td3",
+        ("td3", "td3-redo"): "td3-redo",
+    }
+    assert report.default_baselines(labels) == {
+        "ppo": ("ppo", "mine"),
+        "sac_simba": ("sac_simba", "mine"),
+        "td3": ("td3", "td3"),
+    }
     assert report.resolve_method("td3-redo", labels, "--baseline") == ("td3", "td3-redo")
     with pytest.raises(UserError, match="names several groups — use one of: ppo:mine, sac_simba:mine"):
         report.resolve_method("mine", labels, "--baseline")
@@ -219,7 +275,9 @@ def test_errors_are_one_line_user_errors(tmp_path):
     result = run_script("-m", "commands.cli", "report", str(tmp_path / "empty"), timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert [line for line in result.stderr.splitlines() if line.strip()] == [
-        f"error: no runs with evaluations found in {tmp_path / 'empty'} — pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"]
+        f"error: no runs with evaluations found in {tmp_path / 'empty'} — pass runs/ or run directories "
+        "(runs/<env>__<exp_name>__<seed>__<time>)"
+    ]
 
 
 def test_a_legend_of_many_long_remedy_names_fits_inside_the_figure_and_no_colour_repeats():
@@ -239,7 +297,9 @@ def test_a_legend_of_many_long_remedy_names_fits_inside_the_figure_and_no_colour
 
 
 @pytest.mark.parametrize("remedies", [1, 22])
-def test_every_figure_shows_all_its_text_inside_the_image_and_the_report_cites_nothing_a_reader_cannot_open(remedies, tmp_path, monkeypatch):
+def test_every_figure_shows_all_its_text_inside_the_image_and_the_report_cites_nothing_a_reader_cannot_open(
+    remedies, tmp_path, monkeypatch
+):
     """A continual env (every figure is drawn) with the baseline, an oracle and 1 or 22 remedies of long names: every
     title, label, tick and legend entry of every figure lies inside the saved image (one panel used to cut its title)."""
     runs_dir = tmp_path / "runs"
@@ -256,12 +316,21 @@ def test_every_figure_shows_all_its_text_inside_the_image_and_the_report_cites_n
         renderer, whole = figure.canvas.get_renderer(), figure.bbox
         axes = [ax for ax in figure.axes if ax.get_visible()]
         legends = [*figure.legends, *filter(None, (ax.get_legend() for ax in axes))]
-        texts = [figure._suptitle, *(ax.title for ax in axes), *(ax.xaxis.label for ax in axes), *(ax.yaxis.label for ax in axes),
-                 *(text for legend in legends for text in legend.get_texts())]
+        texts = [
+            figure._suptitle,
+            *(ax.title for ax in axes),
+            *(ax.xaxis.label for ax in axes),
+            *(ax.yaxis.label for ax in axes),
+            *(text for legend in legends for text in legend.get_texts()),
+        ]
         texts = [text for text in texts if text is not None and text.get_text().strip()]
         assert (figure._suptitle is not None) == (name != "profiles.png") and len(texts) > 3
         for text in texts:
             box = text.get_window_extent(renderer)
             assert whole.x0 - 1 <= box.x0 and box.x1 <= whole.x1 + 1 and whole.y0 - 1 <= box.y0 and box.y1 <= whole.y1 + 1, (
-                name, text.get_text(), box, whole)
+                name,
+                text.get_text(),
+                box,
+                whole,
+            )
     assert "spec" not in markdown and "../" not in markdown and "§" not in markdown

@@ -6,9 +6,9 @@ import torch
 import torch.nn as nn
 
 from agents.td3 import TwinCritic
-from plasticity.optimizers import adam
 from plasticity.diagnostics import ActivationProbe, dormant_fraction
 from plasticity.network import Network
+from plasticity.optimizers import adam
 from plasticity.resets import full_reset, recycle_dormant, shrink_and_perturb
 
 
@@ -59,7 +59,9 @@ def test_redo_restarts_the_adam_steps_of_exactly_the_recycled_rows_and_columns()
     assert torch.equal(restarted["2.weight"], silent[1][:, None] | silent[0][None, :])  # incoming rows, outgoing columns
     assert torch.equal(restarted["4.weight"], silent[1][None, :].expand(1, 16))
     assert powers["4.bias"] is None  # untouched: no per-element counts, the fused step as before
-    assert all(torch.all(restarted[name] | (power == 0.9)) for name, power in powers.items() if power is not None)  # others: t = 1
+    assert all(
+        torch.all(restarted[name] | (power == 0.9)) for name, power in powers.items() if power is not None
+    )  # others: t = 1
 
 
 def test_redo_without_per_element_steps_zeroes_moments_only_and_needs_no_element_step_adam():
@@ -92,7 +94,9 @@ def test_redo_on_ensemble_layers_recycles_per_member():
     hidden, _ = ActivationProbe(critic.layers[:-1], critic.layers[-1])(lambda: critic(obs, action))
     silent_second_layer = hidden[1].abs().mean(1)[1] == 0
     pairs = list(zip(critic.layers[:-1], critic.layers[1:]))
-    resettable = Network("critic", critic, optimizer, lambda b: critic(b.obs, b.actions), lambda: TwinCritic(3, 1, (8, 8)), unit_pairs=pairs)
+    resettable = Network(
+        "critic", critic, optimizer, lambda b: critic(b.obs, b.actions), lambda: TwinCritic(3, 1, (8, 8)), unit_pairs=pairs
+    )
     recycle_dormant(resettable, SimpleNamespace(obs=obs, actions=action), tau=0.0)
     torch.testing.assert_close(critic(obs, action), before)
     # outgoing rows of the three silent first-layer units are zero (except columns refilled as incoming
@@ -131,7 +135,9 @@ def test_shrink_and_perturb_interpolates_towards_a_fresh_init():
     assert all(p not in optimizer.state for p in net.parameters())
 
 
-@pytest.mark.parametrize("agent, method", [("td3", "redo"), ("td3", "full"), ("sac_simba", "redo"), ("sac_simba", "shrink-perturb")])
+@pytest.mark.parametrize(
+    "agent, method", [("td3", "redo"), ("td3", "full"), ("sac_simba", "redo"), ("sac_simba", "shrink-perturb")]
+)
 def test_agents_run_each_reset_method_and_log_it(agent, method, tmp_path):
     import importlib
 
@@ -140,10 +146,36 @@ def test_agents_run_each_reset_method_and_log_it(agent, method, tmp_path):
     from cleanrl_plus.config import parse_args
 
     module = importlib.import_module(f"agents.{agent}")
-    small = ["--hidden-sizes", "16", "16"] if agent == "td3" else ["--actor-width", "16", "--critic-width", "16", "--critic-blocks", "1"]
-    args = parse_args(module.Args, ["--env-id", "Pendulum-v1", "--total-timesteps", "400", "--learning-starts", "100",
-                                    "--eval-every", "0", "--eval-episodes", "1", "--batch-size", "32", "--runs-dir", str(tmp_path),
-                                    "--no-progress", "--reset.method", method, "--reset.every", "100", *small])
+    small = (
+        ["--hidden-sizes", "16", "16"]
+        if agent == "td3"
+        else ["--actor-width", "16", "--critic-width", "16", "--critic-blocks", "1"]
+    )
+    args = parse_args(
+        module.Args,
+        [
+            "--env-id",
+            "Pendulum-v1",
+            "--total-timesteps",
+            "400",
+            "--learning-starts",
+            "100",
+            "--eval-every",
+            "0",
+            "--eval-episodes",
+            "1",
+            "--batch-size",
+            "32",
+            "--runs-dir",
+            str(tmp_path),
+            "--no-progress",
+            "--reset.method",
+            method,
+            "--reset.every",
+            "100",
+            *small,
+        ],
+    )
     result = module.main(args)
     events = EventAccumulator(result["run_dir"]).Reload()
     assert events.Scalars("plasticity/resets")[-1].value == result["num_updates"] // 100
@@ -158,7 +190,9 @@ def _injectable(seed: int = 0):
     net = mlp(3, 2, (8, 8))
     target = copy.deepcopy(net)
     optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
-    resettable = Network("critic", net, optimizer, lambda b: net(b.obs), lambda: mlp(3, 2, (8, 8)), target, heads=(net[-1],), unit_pairs=[])
+    resettable = Network(
+        "critic", net, optimizer, lambda b: net(b.obs), lambda: mlp(3, 2, (8, 8)), target, heads=(net[-1],), unit_pairs=[]
+    )
     return net, target, optimizer, resettable
 
 
@@ -194,8 +228,17 @@ def test_td3_with_injection_resumes_bit_identically(runs_dir):
     from cleanrl_plus.checkpoint import load_checkpoint
     from plasticity.resets import ResetArgs
 
-    common = dict(env_id="Pendulum-v1", learning_starts=100, eval_every=0, eval_episodes=1, runs_dir=runs_dir, progress=False,
-                  batch_size=32, hidden_sizes=(16, 16), reset=ResetArgs(method="inject", every=100))
+    common = dict(
+        env_id="Pendulum-v1",
+        learning_starts=100,
+        eval_every=0,
+        eval_episodes=1,
+        runs_dir=runs_dir,
+        progress=False,
+        batch_size=32,
+        hidden_sizes=(16, 16),
+        reset=ResetArgs(method="inject", every=100),
+    )
     straight = td3.main(td3.Args(total_timesteps=400, exp_name="straight", **common))
     half = td3.main(td3.Args(total_timesteps=250, exp_name="split", **common))  # injected at update 100, then killed
     resumed = td3.main(td3.Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))
@@ -214,7 +257,10 @@ def test_injection_where_it_cannot_apply_is_a_clear_error(runs_dir):
     from plasticity.resets import ResetArgs
 
     with pytest.raises(UserError, match="several heads"):  # SAC's actor has a mean and a log-σ head
-        sac_simba.main(sac_simba.Args(env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, progress=False,
-                                      reset=ResetArgs(method="inject")))
+        sac_simba.main(
+            sac_simba.Args(
+                env_id="Pendulum-v1", total_timesteps=10, runs_dir=runs_dir, progress=False, reset=ResetArgs(method="inject")
+            )
+        )
     with pytest.raises(UserError, match="anchor snapshots"):
         gtr.main(gtr.Args(env_id="CartPole-v1", runs_dir=runs_dir, reset=ResetArgs(method="inject")))

@@ -1,4 +1,3 @@
-import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -11,7 +10,9 @@ from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.simba import ResidualBlock, SimbaEncoder
 
-TINY = dict(actor_width=16, critic_width=16, critic_blocks=1, batch_size=32, eval_episodes=2, progress=False, buffer_size=10_000)
+TINY = dict(
+    actor_width=16, critic_width=16, critic_blocks=1, batch_size=32, eval_episodes=2, progress=False, buffer_size=10_000
+)
 
 
 def test_simba_encoder_shapes_and_final_layer_norm():
@@ -79,7 +80,9 @@ def _statistics(state: dict) -> dict:
 
 
 def test_normaliser_sees_only_acting_observations_and_critic_mode_follows_the_task(runs_dir):
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=300, learning_starts=100, eval_every=0, runs_dir=runs_dir, **TINY))
+    result = main(
+        Args(env_id="Pendulum-v1", total_timesteps=300, learning_starts=100, eval_every=0, runs_dir=runs_dir, **TINY)
+    )
     state = _checkpoint(result)
     normalizer, replay = _statistics(state), state["replay"]
     assert normalizer["count"].item() == 300  # one update per acting step; replay batches never touch it
@@ -90,7 +93,9 @@ def test_normaliser_sees_only_acting_observations_and_critic_mode_follows_the_ta
 
 
 def test_dmc_time_limit_is_stored_as_truncation(runs_dir):
-    result = main(Args(env_id="dmc:cheetah-run", total_timesteps=520, learning_starts=500, eval_every=0, runs_dir=runs_dir, **TINY))
+    result = main(
+        Args(env_id="dmc:cheetah-run", total_timesteps=520, learning_starts=500, eval_every=0, runs_dir=runs_dir, **TINY)
+    )
     replay = _checkpoint(result)["replay"]
     assert result["frames"] == 1040  # action repeat 2: 500 agent steps per 1000-frame episode
     assert replay["terminated"].sum() == 0
@@ -116,14 +121,28 @@ def test_plain_mlp_variant_and_same_batch_reuse_run_and_log_the_kl_churn_of_the_
 
     from plasticity.diagnostics import DiagnosticsArgs
 
-    result = main(Args(env_id="Pendulum-v1", network="mlp", mlp_hidden_sizes=(16, 16), reuse_batch=True, total_timesteps=150, learning_starts=100,
-                       eval_every=0, runs_dir=runs_dir, diagnostics=DiagnosticsArgs(churn_every=25, churn_batch=32), **TINY))
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            network="mlp",
+            mlp_hidden_sizes=(16, 16),
+            reuse_batch=True,
+            total_timesteps=150,
+            learning_starts=100,
+            eval_every=0,
+            runs_dir=runs_dir,
+            diagnostics=DiagnosticsArgs(churn_every=25, churn_batch=32),
+            **TINY,
+        )
+    )
     assert result["num_updates"] == 100 and "encoder.layers.0.weight" in _checkpoint(result)["critic"]
     kl_churn = EventAccumulator(result["run_dir"]).Reload().Scalars("plasticity/actor_kl_churn")
     assert len(kl_churn) == 4 and all(event.value > 0 for event in kl_churn)
 
 
-def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_statistics_that_include_it(runs_dir, monkeypatch):
+def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_statistics_that_include_it(
+    runs_dir, monkeypatch
+):
     """x = (s − μ)/√(σ² + ε) with μ, σ² over every observation acted on so far, this one included (SimBa's RSNorm), and
     a = tanh(m(x) + σ(x)·noise) with noise ~ N(0, I) drawn for this step."""
     acted = []
@@ -135,7 +154,9 @@ def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_s
         return sample(self, obs, noise)
 
     monkeypatch.setattr(Actor, "sample", recording_sample)
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=260, learning_starts=200, eval_every=0, runs_dir=runs_dir, **TINY))
+    result = main(
+        Args(env_id="Pendulum-v1", total_timesteps=260, learning_starts=200, eval_every=0, runs_dir=runs_dir, **TINY)
+    )
     obs = _checkpoint(result)["replay"]["obs"]  # raw, in acting order
     assert len(acted) == 60
     for t, (x, noise) in zip(range(200, 260), acted):
@@ -143,14 +164,18 @@ def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_s
         expected = (obs[t] - seen.mean(0)) / torch.sqrt(seen.var(0, unbiased=False) + 1e-8)
         torch.testing.assert_close(x[0], expected, atol=1e-4, rtol=1e-4)
     noise = torch.cat([noise for _, noise in acted])
-    assert abs(noise.mean().item()) < 0.4 and noise.std().item() == pytest.approx(1.0, abs=0.3)  # 3 standard errors at 60 draws
+    assert abs(noise.mean().item()) < 0.4 and noise.std().item() == pytest.approx(
+        1.0, abs=0.3
+    )  # 3 standard errors at 60 draws
 
 
 # ---- many-env flags (FastTD3's recipe, as FastSAC; docs/agents/sac_simba.md) -----------------------------------------
 def _scale_flags(**overrides):
     from cleanrl_plus.distributional import CriticArgs
 
-    return dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0)) | overrides
+    return (
+        dict(num_envs=2, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0)) | overrides
+    )
 
 
 # sha256 prefixes of actor, critic, critic_target, normalizer and log_alpha after 300 steps (200 updates), recorded at
@@ -168,14 +193,35 @@ def test_runs_without_the_many_env_flags_are_unchanged_bit_for_bit(name, runs_di
 
     from plasticity.least import LEASTArgs
 
-    flags = dict(network="mlp", clipped_double_q="on", least=LEASTArgs(enabled=True, start=0.0, min_history=1)) if name != "simba" else {}
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=300, learning_starts=200, batch_size=32, actor_width=16, critic_width=16,
-                       critic_blocks=1, mlp_hidden_sizes=(16, 16), eval_episodes=1, eval_every=0, progress=False, buffer_size=5_000,
-                       runs_dir=runs_dir, **flags))
+    flags = (
+        dict(network="mlp", clipped_double_q="on", least=LEASTArgs(enabled=True, start=0.0, min_history=1))
+        if name != "simba"
+        else {}
+    )
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            total_timesteps=300,
+            learning_starts=200,
+            batch_size=32,
+            actor_width=16,
+            critic_width=16,
+            critic_blocks=1,
+            mlp_hidden_sizes=(16, 16),
+            eval_episodes=1,
+            eval_every=0,
+            progress=False,
+            buffer_size=5_000,
+            runs_dir=runs_dir,
+            **flags,
+        )
+    )
     state, digest = _checkpoint(result), hashlib.sha256()
     # as recorded: each network without the statistics it now holds inside, then the statistics, then log α
-    parts = {network: {key: value for key, value in state[network].items() if "normalize." not in key}
-             for network in ("actor", "critic", "critic_target")} | {"normalizer": _statistics(state)}
+    parts = {
+        network: {key: value for key, value in state[network].items() if "normalize." not in key}
+        for network in ("actor", "critic", "critic_target")
+    } | {"normalizer": _statistics(state)}
     for network in ("actor", "critic", "critic_target", "normalizer"):
         for key, value in sorted(parts[network].items()):
             digest.update(key.encode())
@@ -186,7 +232,10 @@ def test_runs_without_the_many_env_flags_are_unchanged_bit_for_bit(name, runs_di
 
 def test_scale_flags_resume_bit_identically(runs_dir):
     """The n-step replay's episode ends, the C51 critics, the statistics and the temperature are checkpointed."""
-    common = dict(env_id="Pendulum-v1", learning_starts=100, eval_every=0, clipped_double_q="on", runs_dir=runs_dir, **TINY) | _scale_flags()
+    common = (
+        dict(env_id="Pendulum-v1", learning_starts=100, eval_every=0, clipped_double_q="on", runs_dir=runs_dir, **TINY)
+        | _scale_flags()
+    )
     straight = main(Args(total_timesteps=400, exp_name="straight", **common))
     half = main(Args(total_timesteps=230, exp_name="split", **common))
     resumed = main(Args(total_timesteps=400, exp_name="split", resume=half["run_dir"], **common))
@@ -204,10 +253,23 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
     Read independently: an env's episode ended at a row exactly where its next stored s is not this row's s'."""
     from plasticity.least import LEASTArgs
 
-    result = main(Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=1_200, learning_starts=200, n_step=3, runs_dir=runs_dir,
-                       eval_every=0, least=LEASTArgs(enabled=True, start=0.0, min_history=2, window=10), **TINY))
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            num_envs=2,
+            total_timesteps=1_200,
+            learning_starts=200,
+            n_step=3,
+            runs_dir=runs_dir,
+            eval_every=0,
+            least=LEASTArgs(enabled=True, start=0.0, min_history=2, window=10),
+            **TINY,
+        )
+    )
     replay = _checkpoint(result)["replay"]
-    obs, next_obs, ended = (replay[name].reshape(600, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end"))
+    obs, next_obs, ended = (
+        replay[name].reshape(600, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end")
+    )
     restarted = (next_obs[:-1] != obs[1:]).any(dim=-1)
     assert torch.equal(ended[:-1], restarted)
     assert ended.sum() > 2 * 3  # more episode ends than Pendulum's time limit gives (every 200 steps): LEAST stopped some
@@ -217,8 +279,20 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
 def test_the_command_line_takes_the_critic_flags_beside_the_critic_width_and_refuses_a_bad_support(runs_dir):
     from conftest import run_script
 
-    done = run_script("agents/sac_simba.py", "--env-id", "Pendulum-v1", "--critic-width", "16", "--critic.distributional",
-                      "--critic.v-min", "5", "--critic.v-max", "-5", "--runs-dir", runs_dir)
+    done = run_script(
+        "agents/sac_simba.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--critic-width",
+        "16",
+        "--critic.distributional",
+        "--critic.v-min",
+        "5",
+        "--critic.v-max",
+        "-5",
+        "--runs-dir",
+        runs_dir,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().count("\n") == 0 and "--critic.v-min < --critic.v-max" in done.stderr
     assert not Path(runs_dir).exists()

@@ -34,17 +34,25 @@ def _remedies(activation: str, reset: dict | None = None) -> dict:
     from plasticity.regularizers import RegArgs, WeightClipArgs
     from plasticity.resets import ResetArgs
 
-    return dict(net=NetArgs(norm="layer", activation=activation), nap=NaPArgs(enabled=True),
-                reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4), clip=WeightClipArgs(kappa=3.0),
-                cchain=CChainArgs(enabled=True, warmup=20), optim=OptimArgs(trac=True),
-                reset=ResetArgs(**(reset or dict(method="layers", every=25))))
+    return dict(
+        net=NetArgs(norm="layer", activation=activation),
+        nap=NaPArgs(enabled=True),
+        reg=RegArgs(l2=1e-4, l2_init=1e-3, parseval=1e-4),
+        clip=WeightClipArgs(kappa=3.0),
+        cchain=CChainArgs(enabled=True, warmup=20),
+        optim=OptimArgs(trac=True),
+        reset=ResetArgs(**(reset or dict(method="layers", every=25))),
+    )
 
 
 def _diagnostics(every: int = 20) -> dict:
     from plasticity.diagnostics import DiagnosticsArgs
 
-    return dict(diagnostics=DiagnosticsArgs(every=every, probe_size=64, ntk_every=2 * every, ntk_batch=8, churn_every=every // 2 + 1,
-                                            churn_batch=32))
+    return dict(
+        diagnostics=DiagnosticsArgs(
+            every=every, probe_size=64, ntk_every=2 * every, ntk_batch=8, churn_every=every // 2 + 1, churn_batch=32
+        )
+    )
 
 
 def _relu() -> dict:  # PPO's ReLU networks (recorded as --activation relu, now --net.activation relu: one flag)
@@ -83,37 +91,101 @@ def _continual(**kwargs) -> dict:
     return dict(continual=ContinualArgs(**kwargs))
 
 
-_TD3 = dict(env_id="Pendulum-v1", total_timesteps=300, learning_starts=100, batch_size=32, hidden_sizes=(16, 16), buffer_size=1_000)
-_SAC = dict(env_id="Pendulum-v1", total_timesteps=260, learning_starts=100, batch_size=32, actor_width=16, critic_width=16,
-            critic_blocks=1, mlp_hidden_sizes=(16, 16), buffer_size=1_000)
-_DDQN = dict(total_timesteps=700, learning_starts=100, train_frequency=50, gradient_steps=8, batch_size=32, hidden_sizes=(16, 16),
-             buffer_size=1_000)
-_PPO = dict(env_id="CartPole-v1", total_timesteps=768, num_steps=128, num_minibatches=4, update_epochs=2, hidden_sizes=(16, 16))
+_TD3 = dict(
+    env_id="Pendulum-v1", total_timesteps=300, learning_starts=100, batch_size=32, hidden_sizes=(16, 16), buffer_size=1_000
+)
+_SAC = dict(
+    env_id="Pendulum-v1",
+    total_timesteps=260,
+    learning_starts=100,
+    batch_size=32,
+    actor_width=16,
+    critic_width=16,
+    critic_blocks=1,
+    mlp_hidden_sizes=(16, 16),
+    buffer_size=1_000,
+)
+_DDQN = dict(
+    total_timesteps=700,
+    learning_starts=100,
+    train_frequency=50,
+    gradient_steps=8,
+    batch_size=32,
+    hidden_sizes=(16, 16),
+    buffer_size=1_000,
+)
+_PPO = dict(
+    env_id="CartPole-v1", total_timesteps=768, num_steps=128, num_minibatches=4, update_epochs=2, hidden_sizes=(16, 16)
+)
 
 # name → (agent, flags, env id for Args.defaults_for or None)
 CASES: dict[str, tuple[str, dict]] = {
     "td3-remedies": ("td3", _TD3 | _remedies("fourier") | _swd() | _least() | _diagnostics() | dict(normalize_obs=True)),
-    "td3-scale-redo": ("td3", _TD3 | dict(num_envs=2, n_step=3, normalize_obs=True, weight_decay=0.1, exploration_noise_min=0.05,
-                                          exploration_noise_max=0.4) | _c51() | _reset(method="redo", every=20) | _diagnostics()),
-    "td3-cbp-oracle": ("td3", _TD3 | dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=400)
-                       | _continual(steps_per_task=200, num_tasks=2, oracle=True) | _reset(method="cbp", cbp_maturity=20, cbp_replacement_rate=0.05)),
+    "td3-scale-redo": (
+        "td3",
+        _TD3
+        | dict(
+            num_envs=2, n_step=3, normalize_obs=True, weight_decay=0.1, exploration_noise_min=0.05, exploration_noise_max=0.4
+        )
+        | _c51()
+        | _reset(method="redo", every=20)
+        | _diagnostics(),
+    ),
+    "td3-cbp-oracle": (
+        "td3",
+        _TD3
+        | dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=400)
+        | _continual(steps_per_task=200, num_tasks=2, oracle=True)
+        | _reset(method="cbp", cbp_maturity=20, cbp_replacement_rate=0.05),
+    ),
     "td3-inject-cir": ("td3", _TD3 | dict(cir=None) | _reset(method="inject", every=60)),
-    "sac-mlp-remedies": ("sac_simba", _SAC | dict(network="mlp", clipped_double_q="on") | _remedies("crelu") | _swd() | _least() | _diagnostics()),
+    "sac-mlp-remedies": (
+        "sac_simba",
+        _SAC | dict(network="mlp", clipped_double_q="on") | _remedies("crelu") | _swd() | _least() | _diagnostics(),
+    ),
     "sac-simba-cbp": ("sac_simba", _SAC | _reset(method="cbp", cbp_maturity=20, cbp_replacement_rate=0.05) | _diagnostics()),
-    "sac-c51-inject": ("sac_simba", _SAC | dict(network="mlp", num_envs=2, n_step=2) | _c51() | _reset(method="inject", every=40, networks="critic")),
-    "sac-regrama-oracle": ("sac_simba", _SAC | dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=400, network="mlp")
-                           | _reset(method="regrama", every=30) | _continual(steps_per_task=200, num_tasks=2, oracle=True)),
+    "sac-c51-inject": (
+        "sac_simba",
+        _SAC | dict(network="mlp", num_envs=2, n_step=2) | _c51() | _reset(method="inject", every=40, networks="critic"),
+    ),
+    "sac-regrama-oracle": (
+        "sac_simba",
+        _SAC
+        | dict(env_id="continual:obs-offset:Pendulum-v1", total_timesteps=400, network="mlp")
+        | _reset(method="regrama", every=30)
+        | _continual(steps_per_task=200, num_tasks=2, oracle=True),
+    ),
     "ddqn-remedies": ("ddqn", _DDQN | dict(env_id="CartPole-v1") | _remedies("crelu") | _swd() | _diagnostics(8)),
-    "ddqn-minatar-redo": ("ddqn", _DDQN | dict(env_id="MinAtar/Breakout-v1", total_timesteps=400) | _reset(method="redo", every=8)
-                          | _diagnostics(8)),
-    "ddqn-oracle-sp": ("ddqn", _DDQN | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=800)
-                       | _continual(steps_per_task=400, num_tasks=2, oracle=True) | _reset(method="shrink-perturb", every=16)),
+    "ddqn-minatar-redo": (
+        "ddqn",
+        _DDQN | dict(env_id="MinAtar/Breakout-v1", total_timesteps=400) | _reset(method="redo", every=8) | _diagnostics(8),
+    ),
+    "ddqn-oracle-sp": (
+        "ddqn",
+        _DDQN
+        | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=800)
+        | _continual(steps_per_task=400, num_tasks=2, oracle=True)
+        | _reset(method="shrink-perturb", every=16),
+    ),
     "ppo-remedies": ("ppo", _PPO | _remedies("fourier") | _diagnostics(8)),
-    "ppo-continuous-redo": ("ppo", _PPO | dict(env_id="Pendulum-v1", total_timesteps=512) | _relu() | _reset(method="redo", every=8) | _diagnostics(8)),
-    "ppo-oracle-cbp": ("ppo", _PPO | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=1024)
-                       | _relu() | _continual(steps_per_task=512, num_tasks=2, oracle=True) | _reset(method="cbp", cbp_maturity=10, cbp_replacement_rate=0.05)),
-    "ppo-atari-regrama": ("ppo", dict(env_id="ALE/Breakout-v5", total_timesteps=256, num_envs=2, num_steps=64, num_minibatches=2,
-                                      update_epochs=1) | _reset(method="regrama", every=2) | _diagnostics(2)),
+    "ppo-continuous-redo": (
+        "ppo",
+        _PPO | dict(env_id="Pendulum-v1", total_timesteps=512) | _relu() | _reset(method="redo", every=8) | _diagnostics(8),
+    ),
+    "ppo-oracle-cbp": (
+        "ppo",
+        _PPO
+        | dict(env_id="continual:obs-offset:CartPole-v1", total_timesteps=1024)
+        | _relu()
+        | _continual(steps_per_task=512, num_tasks=2, oracle=True)
+        | _reset(method="cbp", cbp_maturity=10, cbp_replacement_rate=0.05),
+    ),
+    "ppo-atari-regrama": (
+        "ppo",
+        dict(env_id="ALE/Breakout-v5", total_timesteps=256, num_envs=2, num_steps=64, num_minibatches=2, update_epochs=1)
+        | _reset(method="regrama", every=2)
+        | _diagnostics(2),
+    ),
     "gtr-remedies": ("gtr", _PPO | _remedies("crelu", dict(method="full", every=4)) | _diagnostics(8)),
 }
 _COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)

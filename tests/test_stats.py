@@ -119,5 +119,12 @@ def test_bad_input_is_a_clear_value_error():
 
 def test_format_number():
     assert [stats.format_number(v) for v in (12345.6, 295.04, 12.346, 1.0, 0.007189, -0.5, float("nan"))] == [
-        "12346", "295.0", "12.35", "1.000", "0.007", "-0.500", "n/a"]
+        "12346",
+        "295.0",
+        "12.35",
+        "1.000",
+        "0.007",
+        "-0.500",
+        "n/a",
+    ]
     assert str(stats.Estimate(0.5, 0.25, 0.75)) == "0.500 [0.250, 0.750]"

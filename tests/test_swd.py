@@ -89,9 +89,30 @@ def test_agents_take_swd_from_the_command_line_and_log_sample_age(agent, tmp_pat
     from cleanrl_plus.config import parse_args
 
     module = importlib.import_module(f"agents.{agent}")
-    common = ["--env-id", "Pendulum-v1", "--total-timesteps", "1000", "--learning-starts", "100", "--log-every", "1000",
-              "--eval-every", "0", "--eval-episodes", "1", "--batch-size", "64", "--runs-dir", str(tmp_path), "--no-progress"]
-    small = ["--hidden-sizes", "16", "16"] if agent == "td3" else ["--actor-width", "16", "--critic-width", "16", "--critic-blocks", "1"]
+    common = [
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "1000",
+        "--learning-starts",
+        "100",
+        "--log-every",
+        "1000",
+        "--eval-every",
+        "0",
+        "--eval-episodes",
+        "1",
+        "--batch-size",
+        "64",
+        "--runs-dir",
+        str(tmp_path),
+        "--no-progress",
+    ]
+    small = (
+        ["--hidden-sizes", "16", "16"]
+        if agent == "td3"
+        else ["--actor-width", "16", "--critic-width", "16", "--critic-blocks", "1"]
+    )
     ages = {}
     for name, flags in (("uniform", []), ("swd", ["--swd.enabled", "--swd.decay-steps", "100", "--swd.min-weight", "0.01"])):
         args = parse_args(module.Args, [*common, *small, "--exp-name", name, *flags])

@@ -13,21 +13,47 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from commands import sweep
 from cleanrl_plus.errors import UserError
-from conftest import REPO
+from commands import sweep
 
-TINY_PPO = "--total-timesteps 512 --num-envs 2 --num-steps 64 --num-minibatches 2 --update-epochs 1 --hidden-sizes 16 16 --eval-every 256 --eval-episodes 2"
+TINY_PPO = (
+    "--total-timesteps 512 --num-envs 2 --num-steps 64 --num-minibatches 2 --update-epochs 1 --hidden-sizes 16 16 "
+    "--eval-every 256 --eval-episodes 2"
+)
 
 
 def test_manifest_expands_agents_envs_configs_and_seeds_with_deterministic_names(tmp_path):
-    args = sweep.parse(["--agent", "ppo", "gtr", "--env-id", "CartPole-v1", "--seeds", "1", "2", "--config", "baseline=",
-                        "--config", "sp=--reset.method shrink-perturb", "--flags", "--num-envs 8", "--runs-dir", str(tmp_path)])
+    args = sweep.parse(
+        [
+            "--agent",
+            "ppo",
+            "gtr",
+            "--env-id",
+            "CartPole-v1",
+            "--seeds",
+            "1",
+            "2",
+            "--config",
+            "baseline=",
+            "--config",
+            "sp=--reset.method shrink-perturb",
+            "--flags",
+            "--num-envs 8",
+            "--runs-dir",
+            str(tmp_path),
+        ]
+    )
     runs = sweep.manifest(args)
     assert len(runs) == 2 * 1 * 2 * 2
-    assert [r.name for r in runs[:4]] == ["CartPole-v1__ppo__1", "CartPole-v1__ppo__2", "CartPole-v1__ppo-sp__1", "CartPole-v1__ppo-sp__2"]
+    assert [r.name for r in runs[:4]] == [
+        "CartPole-v1__ppo__1",
+        "CartPole-v1__ppo__2",
+        "CartPole-v1__ppo-sp__1",
+        "CartPole-v1__ppo-sp__2",
+    ]
     assert runs[2].flags == ("--num-envs", "8", "--reset.method", "shrink-perturb")
     command = sweep.command_for(runs[2])
     assert command[1] == str(REPO / "agents" / "ppo.py") and "--threads" in command and "--resume" not in command
@@ -35,13 +61,16 @@ def test_manifest_expands_agents_envs_configs_and_seeds_with_deterministic_names
     assert sweep.manifest(args) == runs  # expansion is deterministic
 
 
-@pytest.mark.parametrize("argv, fix", [
-    (["--agent", "td4"], "did you mean 'td3'"),
-    (["--env-id", "CartPol-v1"], "did you mean 'CartPole-v1'"),
-    (["--flags", "--seed 3"], "--seed is set by the sweep"),
-    (["--config", "bad name=--x"], "NAME=FLAGS"),
-    (["--config", "a=", "--config", "a=--x"], "given twice"),
-])
+@pytest.mark.parametrize(
+    "argv, fix",
+    [
+        (["--agent", "td4"], "did you mean 'td3'"),
+        (["--env-id", "CartPol-v1"], "did you mean 'CartPole-v1'"),
+        (["--flags", "--seed 3"], "--seed is set by the sweep"),
+        (["--config", "bad name=--x"], "NAME=FLAGS"),
+        (["--config", "a=", "--config", "a=--x"], "given twice"),
+    ],
+)
 def test_bad_sweeps_get_one_line_errors(argv, fix):
     with pytest.raises(UserError, match=fix):
         sweep.manifest(sweep.parse(argv))
@@ -49,8 +78,10 @@ def test_bad_sweeps_get_one_line_errors(argv, fix):
 
 def test_a_toml_plan_gives_defaults_that_flags_override(tmp_path):
     plan = tmp_path / "plan.toml"
-    plan.write_text('agent = "ppo"\nenv_id = ["CartPole-v1", "Acrobot-v1"]\nseeds = [1, 2, 3]\nflags = "--num-envs 4"\n'
-                    '[config]\nbaseline = ""\nsp = "--reset.method shrink-perturb"\n[slurm]\npartition = "gpu"\n')
+    plan.write_text(
+        'agent = "ppo"\nenv_id = ["CartPole-v1", "Acrobot-v1"]\nseeds = [1, 2, 3]\nflags = "--num-envs 4"\n'
+        '[config]\nbaseline = ""\nsp = "--reset.method shrink-perturb"\n[slurm]\npartition = "gpu"\n'
+    )
     args = sweep.parse([str(plan), "--seeds", "7"])
     assert args.agent == ("ppo",) and args.env_id == ("CartPole-v1", "Acrobot-v1") and args.seeds == (7,)
     assert args.config == ("baseline=", "sp=--reset.method shrink-perturb") and args.slurm.partition == "gpu"
@@ -61,8 +92,26 @@ def test_a_toml_plan_gives_defaults_that_flags_override(tmp_path):
 
 
 def _sweep_command(runs_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "2",
-            "--flags", TINY_PPO + " --checkpoint-every 256", "--runs-dir", str(runs_dir), "--workers", "2", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--agent",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--seeds",
+        "1",
+        "2",
+        "--flags",
+        TINY_PPO + " --checkpoint-every 256",
+        "--runs-dir",
+        str(runs_dir),
+        "--workers",
+        "2",
+        *extra,
+    ]
 
 
 def test_a_rerun_skips_finished_runs_and_a_killed_sweep_resumes_its_runs(tmp_path):
@@ -109,8 +158,22 @@ def test_a_run_that_died_before_its_first_checkpoint_is_set_aside_not_deleted(tm
 def test_submitit_executor_runs_the_sweep_in_its_local_mode(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
     monkeypatch.chdir(tmp_path)  # a relative --runs-dir is the folder the sweep starts in, for a job too
-    args = sweep.parse(["--seeds", "1", "--flags", TINY_PPO, "--runs-dir", "rel", "--executor", "submitit",
-                        "--slurm.cluster", "local", "--slurm.timeout-min", "10"])
+    args = sweep.parse(
+        [
+            "--seeds",
+            "1",
+            "--flags",
+            TINY_PPO,
+            "--runs-dir",
+            "rel",
+            "--executor",
+            "submitit",
+            "--slurm.cluster",
+            "local",
+            "--slurm.timeout-min",
+            "10",
+        ]
+    )
     results = sweep.run_sweep(args)
     assert [r["state"] for r in results] == ["finished"]
     assert json.loads((tmp_path / "rel" / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
@@ -123,20 +186,28 @@ def test_ray_executor_runs_the_sweep_on_a_local_ray_instance(tmp_path, monkeypat
     args = sweep.parse(["--seeds", "1", "2", "--flags", TINY_PPO, "--runs-dir", "rel", "--executor", "ray"])
     results = sweep.run_sweep(args)
     assert sorted(r["state"] for r in results) == ["finished", "finished"]
-    assert all(json.loads((tmp_path / "rel" / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text())["finished"] for seed in (1, 2))
+    assert all(
+        json.loads((tmp_path / "rel" / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text())["finished"]
+        for seed in (1, 2)
+    )
 
 
 def _project_files() -> set[str]:
     """Every file of the project's folder but Python's bytecode caches."""
-    return {str(path.relative_to(REPO)) for path in REPO.rglob("*")
-            if path.is_file() and not {"__pycache__", ".git", ".pytest_cache"} & set(path.relative_to(REPO).parts)}
+    return {
+        str(path.relative_to(REPO))
+        for path in REPO.rglob("*")
+        if path.is_file() and not {"__pycache__", ".git", ".pytest_cache"} & set(path.relative_to(REPO).parts)
+    }
 
 
 def _in_folder(folder: Path, *command: str, timeout: float = 300, **variables: str) -> subprocess.CompletedProcess:
     """A command started in `folder` as the installed `cleanrl-plus` script runs it: importing this checkout, as an
     installed package is found from anywhere, and not the folder's own modules (-P: the folder is not on sys.path)."""
     env = os.environ | variables | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-P", *command], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-P", *command], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_and_never_into_the_project(tmp_path):
@@ -146,17 +217,46 @@ def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_an
     (work / "agents").mkdir(parents=True)
     (work / "agents" / "__init__.py").write_text("")
     (work / "agents" / "ppo.py").write_text("raise SystemExit('not the agent of cleanrl_plus')\n")
-    (work / "plan.toml").write_text(f'agent = "ppo"\nenv_id = "CartPole-v1"\nseeds = [2]\nruns_dir = "planned"\nflags = "{TINY_PPO} --track"\n')
+    (work / "plan.toml").write_text(
+        f'agent = "ppo"\nenv_id = "CartPole-v1"\nseeds = [2]\nruns_dir = "planned"\nflags = "{TINY_PPO} --track"\n'
+    )
     before = _project_files()
-    sweep_command = ["-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "--config", "baseline=",
-                     "--runs-dir", "rel", "--flags", TINY_PPO, "--workers", "1"]
+    sweep_command = [
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--agent",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--seeds",
+        "1",
+        "--config",
+        "baseline=",
+        "--runs-dir",
+        "rel",
+        "--flags",
+        TINY_PPO,
+        "--workers",
+        "1",
+    ]
     first = _in_folder(work, *sweep_command)
     assert first.returncode == 0, first.stderr
     assert json.loads((work / "rel" / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
     again = _in_folder(work, *sweep_command)
     assert again.returncode == 0 and "1 finished already, 0 to resume, 0 to start" in again.stderr, again.stderr
-    planned = _in_folder(work, "-m", "commands.cli", "sweep", "plan.toml", "--workers", "1", WANDB_MODE="offline", WANDB_SILENT="true",
-                         WANDB_DIR="wandb-files")  # a relative W&B folder is the experiment folder's too
+    planned = _in_folder(
+        work,
+        "-m",
+        "commands.cli",
+        "sweep",
+        "plan.toml",
+        "--workers",
+        "1",
+        WANDB_MODE="offline",
+        WANDB_SILENT="true",
+        WANDB_DIR="wandb-files",
+    )  # a relative W&B folder is the experiment folder's too
     assert planned.returncode == 0, planned.stderr
     assert json.loads((work / "planned" / "CartPole-v1__ppo__2" / "summary.json").read_text())["finished"]
     assert list((work / "wandb-files").rglob("*.wandb")), "the W&B run's files are not in the experiment folder"
@@ -165,8 +265,20 @@ def test_sweep_report_eval_and_an_agent_started_in_another_folder_write_there_an
     assert reported.returncode == 0 and (work / "rel" / "report" / "report.md").exists(), reported.stderr
     evaluated = _in_folder(work, "-m", "commands.cli", "eval", "rel/CartPole-v1__ppo__1", "--episodes", "2")
     assert evaluated.returncode == 0 and "ppo on CartPole-v1" in evaluated.stdout, evaluated.stderr
-    by_hand = _in_folder(work, str(REPO / "agents" / "ppo.py"), *TINY_PPO.split(), "--env-id", "CartPole-v1", "--runs-dir", "mine",
-                         "--run-name", "by-hand", "--no-progress", "--threads", "1")
+    by_hand = _in_folder(
+        work,
+        str(REPO / "agents" / "ppo.py"),
+        *TINY_PPO.split(),
+        "--env-id",
+        "CartPole-v1",
+        "--runs-dir",
+        "mine",
+        "--run-name",
+        "by-hand",
+        "--no-progress",
+        "--threads",
+        "1",
+    )
     assert by_hand.returncode == 0 and (work / "mine" / "by-hand" / "summary.json").exists(), by_hand.stderr
     assert _project_files() == before
 
@@ -191,10 +303,28 @@ def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp
     from cleanrl_plus.runlock import run_dir_holder
 
     long_flags = TINY_PPO.replace("--total-timesteps 512", "--total-timesteps 500000") + " --checkpoint-every 256"
-    command = ["-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1", "2", "--runs-dir", "rel",
-               "--workers", "2", "--flags", long_flags]
+    command = [
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--agent",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--seeds",
+        "1",
+        "2",
+        "--runs-dir",
+        "rel",
+        "--workers",
+        "2",
+        "--flags",
+        long_flags,
+    ]
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    sweeping = subprocess.Popen([sys.executable, *command], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sweeping = subprocess.Popen(
+        [sys.executable, *command], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     run_dirs = [tmp_path / "rel" / f"CartPole-v1__ppo__{seed}" for seed in (1, 2)]
     workers: list = []
     try:
@@ -207,7 +337,9 @@ def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp
         sweeping.kill()
         sweeping.wait(timeout=60)
         deadline = time.time() + 120
-        while any(run_dir_holder(run_dir) for run_dir in run_dirs):  # the workers checkpoint and stop: the OS drops their locks
+        while any(
+            run_dir_holder(run_dir) for run_dir in run_dirs
+        ):  # the workers checkpoint and stop: the OS drops their locks
             assert time.time() < deadline, f"runs {workers} outlived their sweep"
             time.sleep(0.5)
     finally:
@@ -217,22 +349,45 @@ def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp
                 os.kill(holder, signal.SIGKILL)
     stopped = [json.loads((run_dir / "summary.json").read_text())["global_step"] for run_dir in run_dirs]
 
-    command[command.index("--flags") + 1] = long_flags.replace("--total-timesteps 500000", f"--total-timesteps {max(stopped) + 256}")
+    command[command.index("--flags") + 1] = long_flags.replace(
+        "--total-timesteps 500000", f"--total-timesteps {max(stopped) + 256}"
+    )
     resumed = subprocess.run([sys.executable, *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0 and "2 to resume, 0 to start" in resumed.stderr, resumed.stderr
     assert all(json.loads((run_dir / "summary.json").read_text())["finished"] for run_dir in run_dirs)
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--config", "bad=--least.enabled"], "configuration 'bad' of ppo: LEAST (--least.enabled) does not apply to ppo"),
-    (["--flags", "--clip.kappa -1"], "configuration 'baseline' of ppo: --clip.kappa must be at least 0, got -1.0"),
-    (["--config", "redo=--net.activation crelu --reset.method redo"], "configuration 'redo' of ppo: ReDo recycles dormant units one-to-one"),
-    (["--seeds", "1", "-1"], "--seeds entries must be in [0, 4294967295], got 1 -1"),
-    (["--runs-dir", "/sys/runs"], "--runs-dir /sys/runs: cannot create runs in /sys/runs ("),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--config", "bad=--least.enabled"], "configuration 'bad' of ppo: LEAST (--least.enabled) does not apply to ppo"),
+        (["--flags", "--clip.kappa -1"], "configuration 'baseline' of ppo: --clip.kappa must be at least 0, got -1.0"),
+        (
+            ["--config", "redo=--net.activation crelu --reset.method redo"],
+            "configuration 'redo' of ppo: ReDo recycles dormant units one-to-one",
+        ),
+        (["--seeds", "1", "-1"], "--seeds entries must be in [0, 4294967295], got 1 -1"),
+        (["--runs-dir", "/sys/runs"], "--runs-dir /sys/runs: cannot create runs in /sys/runs ("),
+    ],
+)
 def test_dry_run_refuses_what_every_run_would_refuse_at_start_up(argv, expected, tmp_path):
-    result = _in_folder(tmp_path, "-m", "commands.cli", "sweep", "--agent", "ppo", "--env-id", "CartPole-v1", "--seeds", "1",
-                        "--runs-dir", "rel", *argv, "--dry-run", timeout=120)
+    result = _in_folder(
+        tmp_path,
+        "-m",
+        "commands.cli",
+        "sweep",
+        "--agent",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--seeds",
+        "1",
+        "--runs-dir",
+        "rel",
+        *argv,
+        "--dry-run",
+        timeout=120,
+    )
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {expected}"), result.stderr
     assert not any(tmp_path.iterdir())
@@ -242,8 +397,24 @@ def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):
     from commands import compare
 
     runs_dir = tmp_path / "compare"
-    report = compare.main(["--env-id", "CartPole-v1", "--seeds", "2", "--flags", TINY_PPO, "--runs-dir", str(runs_dir),
-                           "--remedy", "--reset.method shrink-perturb --reset.every 10", "--remedy-name", "sp", "--reps", "200"])
+    report = compare.main(
+        [
+            "--env-id",
+            "CartPole-v1",
+            "--seeds",
+            "2",
+            "--flags",
+            TINY_PPO,
+            "--runs-dir",
+            str(runs_dir),
+            "--remedy",
+            "--reset.method shrink-perturb --reset.every 10",
+            "--remedy-name",
+            "sp",
+            "--reps",
+            "200",
+        ]
+    )
     text = report.read_text()
     assert "ppo-sp" in text and "| ppo " in text.replace("|ppo ", "| ppo ")
     assert (runs_dir / "report" / "curves.png").stat().st_size > 10_000
@@ -255,10 +426,18 @@ def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):
         run_dir = runs_dir / f"CartPole-v1__ppo__{seed}"
         summary = json.loads((run_dir / "summary.json").read_text())
         assert {key: summary[key] for key in ("agent", "env_id", "seed", "global_step", "num_updates", "finished")} == {
-            "agent": "ppo", "env_id": "CartPole-v1", "seed": seed, "global_step": 512, "num_updates": 8, "finished": True}
+            "agent": "ppo",
+            "env_id": "CartPole-v1",
+            "seed": seed,
+            "global_step": 512,
+            "num_updates": 8,
+            "finished": True,
+        }
         assert summary["run_dir"] == str(run_dir) and summary["sps"] > 0
         returns = summary["eval"]["returns"]
-        assert summary["eval"]["step"] == 512 and len(returns) == 2 and summary["eval"]["mean"] == pytest.approx(sum(returns) / 2)
+        assert (
+            summary["eval"]["step"] == 512 and len(returns) == 2 and summary["eval"]["mean"] == pytest.approx(sum(returns) / 2)
+        )
         assert all(r == int(r) and 1 <= r <= 500 for r in returns)  # CartPole returns are episode lengths
         history = summary["eval_history"]
         assert [step for step, _ in history] == [256, 512] and history[-1][1] == summary["eval"]["mean"]
@@ -272,6 +451,9 @@ def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):
     for statistic, per_seed in (("final", finals), ("auc", aucs)):
         for estimator in ("iqm", "mean"):
             row = rows[("ppo", statistic, estimator)]
-            assert row["seeds"] == "2" and float(row["value"]) == pytest.approx(sum(per_seed.values()) / 2), (statistic, estimator)
+            assert row["seeds"] == "2" and float(row["value"]) == pytest.approx(sum(per_seed.values()) / 2), (
+                statistic,
+                estimator,
+            )
     low, high = float(rows[("ppo", "final", "iqm")]["ci_low"]), float(rows[("ppo", "final", "iqm")]["ci_high"])
     assert (low, high) == pytest.approx((min(finals.values()), max(finals.values())))  # resampling 2 runs: their min and max

@@ -12,7 +12,9 @@ from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.replay import Batch
 
 TINY = dict(batch_size=32, hidden_sizes=(32, 32), eval_episodes=2, progress=False, buffer_size=10_000)
-SAC_TINY = dict(actor_width=16, critic_width=16, critic_blocks=1, batch_size=32, eval_episodes=2, progress=False, buffer_size=10_000)
+SAC_TINY = dict(
+    actor_width=16, critic_width=16, critic_blocks=1, batch_size=32, eval_episodes=2, progress=False, buffer_size=10_000
+)
 
 
 def _linear_critic(k: tuple[float, float], c: tuple[float, float]) -> TwinCritic:
@@ -45,8 +47,12 @@ def test_td3_target_on_a_hand_computed_batch():
     actor_target = _constant_actor(1.0)
     critic_target = _linear_critic(k=(1.0, 2.0), c=(0.0, -15.0))
     batch = Batch(
-        obs=torch.zeros(3, 1), actions=torch.zeros(3, 1), rewards=torch.tensor([1.0, -1.0, 0.5]),
-        next_obs=torch.zeros(3, 1), terminated=torch.tensor([0.0, 1.0, 0.0]), insertion_step=torch.arange(3),
+        obs=torch.zeros(3, 1),
+        actions=torch.zeros(3, 1),
+        rewards=torch.tensor([1.0, -1.0, 0.5]),
+        next_obs=torch.zeros(3, 1),
+        terminated=torch.tensor([0.0, 1.0, 0.0]),
+        insertion_step=torch.arange(3),
     )
     # noise (×scale 2, clipped to ±0.5·2): 0.1 → +0.2; 5 → clipped +1 then action clamped to 2; −0.3 → −0.6
     noise = torch.tensor([[0.1], [5.0], [-0.3]])
@@ -63,7 +69,9 @@ def test_td3_target_on_a_hand_computed_batch():
 def test_truncation_bootstraps_and_termination_does_not(runs_dir):
     # Pendulum never terminates, only truncates at 200 steps: no stored transition may be terminal,
     # and the stored next_obs at the time limit is the final observation, not the reset one.
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=450, learning_starts=100, runs_dir=runs_dir, eval_every=0, **TINY))
+    result = main(
+        Args(env_id="Pendulum-v1", total_timesteps=450, learning_starts=100, runs_dir=runs_dir, eval_every=0, **TINY)
+    )
     replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
     assert replay["size"] == 450 and replay["terminated"].sum() == 0
     assert not torch.equal(replay["next_obs"][199], replay["obs"][200])  # obs[200] is the reset observation
@@ -98,11 +106,33 @@ def test_logs_cleanrl_tags_and_evaluation(runs_dir):
     from plasticity.diagnostics import DiagnosticsArgs
 
     diagnostics = DiagnosticsArgs(every=150, probe_size=64)
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=600, learning_starts=200, log_every=200, eval_every=300, runs_dir=runs_dir, diagnostics=diagnostics, **TINY))
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            total_timesteps=600,
+            learning_starts=200,
+            log_every=200,
+            eval_every=300,
+            runs_dir=runs_dir,
+            diagnostics=diagnostics,
+            **TINY,
+        )
+    )
     events = EventAccumulator(result["run_dir"]).Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "losses/qf1_loss", "losses/qf1_values", "losses/actor_loss", "eval/episodic_return",
-                "replay/sample_age", "plasticity/critic_dormant_0.1", "plasticity/actor_srank", "plasticity/critic_distance_from_init"):
+    for tag in (
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "losses/qf1_loss",
+        "losses/qf1_values",
+        "losses/actor_loss",
+        "eval/episodic_return",
+        "replay/sample_age",
+        "plasticity/critic_dormant_0.1",
+        "plasticity/actor_srank",
+        "plasticity/critic_distance_from_init",
+    ):
         assert tag in tags, tag
     assert [e.step for e in events.Scalars("eval/episodic_return")] == [300, 600]
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
@@ -119,8 +149,18 @@ def test_rejects_discrete_action_envs(runs_dir):
 def test_exploration_adds_gaussian_noise_of_the_documented_scale(runs_dir):
     """a = clip(μ(s) + ε, A), ε ~ N(0, (σ·scale)²): with the actor never updated (policy delay beyond the run), the
     stored actions minus μ(s) of the checkpoint's actor are that noise."""
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=700, learning_starts=100, policy_frequency=10**6, runs_dir=runs_dir,
-                       eval_every=0, exploration_noise=0.1, **TINY))
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            total_timesteps=700,
+            learning_starts=100,
+            policy_frequency=10**6,
+            runs_dir=runs_dir,
+            eval_every=0,
+            exploration_noise=0.1,
+            **TINY,
+        )
+    )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
     actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"], normalize=RunningMeanStd((3,), enabled=False))
     actor.load_state_dict(state["actor"])
@@ -137,8 +177,15 @@ def test_exploration_adds_gaussian_noise_of_the_documented_scale(runs_dir):
 def _scale_flags(**overrides):
     from cleanrl_plus.distributional import CriticArgs
 
-    flags = dict(num_envs=4, n_step=3, critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0), normalize_obs=True,
-                 exploration_noise_min=0.05, exploration_noise_max=0.4, weight_decay=0.1)
+    flags = dict(
+        num_envs=4,
+        n_step=3,
+        critic=CriticArgs(distributional=True, num_atoms=21, v_min=-200.0, v_max=10.0),
+        normalize_obs=True,
+        exploration_noise_min=0.05,
+        exploration_noise_max=0.4,
+        weight_decay=0.1,
+    )
     return flags | overrides
 
 
@@ -159,11 +206,22 @@ def test_scale_flags_resume_bit_identically(runs_dir):
 
 
 def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
-    result = main(Args(env_id="Pendulum-v1", total_timesteps=600, learning_starts=100, eval_every=0, runs_dir=runs_dir, **TINY,
-                       **_scale_flags(num_envs=2)))
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            total_timesteps=600,
+            learning_starts=100,
+            eval_every=0,
+            runs_dir=runs_dir,
+            **TINY,
+            **_scale_flags(num_envs=2),
+        )
+    )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
     acted_on = state["replay"]["obs"]  # updated before acting, once per vector step: exactly the stored s
-    statistics = {key.removeprefix("normalize."): value for key, value in state["actor"].items() if key.startswith("normalize.")}
+    statistics = {
+        key.removeprefix("normalize."): value for key, value in state["actor"].items() if key.startswith("normalize.")
+    }
     for network in ("critic", "actor_target", "critic_target"):  # one set of statistics, shared by all four networks
         copies = {key.rpartition("normalize.")[2]: value for key, value in state[network].items() if "normalize." in key}
         assert copies.keys() == statistics.keys() and all(torch.equal(copies[key], statistics[key]) for key in copies), network
@@ -189,8 +247,20 @@ def test_each_env_explores_with_its_own_noise_scale_drawn_again_at_episode_ends(
     """ε_e ~ N(0, (σ_e·scale)²), σ_e ~ U[0.05, 0.4]: with the actor never updated, the stored actions minus μ(s) are that
     noise. Pendulum's episodes all end every 200 steps, so steps 600–749 of each env used the final, checkpointed σ_e,
     and steps 400–599 the σ_e drawn at step 400."""
-    result = main(Args(env_id="Pendulum-v1", num_envs=4, total_timesteps=3_000, learning_starts=100, policy_frequency=10**6,
-                       runs_dir=runs_dir, eval_every=0, exploration_noise_min=0.05, exploration_noise_max=0.4, **TINY))
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            num_envs=4,
+            total_timesteps=3_000,
+            learning_starts=100,
+            policy_frequency=10**6,
+            runs_dir=runs_dir,
+            eval_every=0,
+            exploration_noise_min=0.05,
+            exploration_noise_max=0.4,
+            **TINY,
+        )
+    )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
     actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"], normalize=RunningMeanStd((3,), enabled=False))
     actor.load_state_dict(state["actor"])
@@ -200,7 +270,7 @@ def test_each_env_explores_with_its_own_noise_scale_drawn_again_at_episode_ends(
     with torch.no_grad():
         noise = (actions - actor(obs)[..., 0]) / 2.0  # Pendulum's action scale is 2
     inside = actions.abs() < 1.9
-    spread = lambda steps, env: noise[steps, env][inside[steps, env]].std().item()  # noqa: E731
+    spread = lambda steps, env: noise[steps, env][inside[steps, env]].std().item()
     for env in range(4):
         assert spread(slice(600, 750), env) == pytest.approx(sigma[env].item(), rel=0.2), env
     assert any(abs(spread(slice(400, 600), env) / sigma[env].item() - 1) > 0.3 for env in range(4))  # drawn anew at step 400
@@ -212,10 +282,23 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
     exactly where its next stored s is not this row's s'."""
     from plasticity.least import LEASTArgs
 
-    result = main(Args(env_id="Pendulum-v1", num_envs=2, total_timesteps=1_600, learning_starts=200, n_step=3, runs_dir=runs_dir,
-                       eval_every=0, least=LEASTArgs(enabled=True, start=0.0, min_history=2, window=10), **TINY))
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            num_envs=2,
+            total_timesteps=1_600,
+            learning_starts=200,
+            n_step=3,
+            runs_dir=runs_dir,
+            eval_every=0,
+            least=LEASTArgs(enabled=True, start=0.0, min_history=2, window=10),
+            **TINY,
+        )
+    )
     replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
-    obs, next_obs, ended = (replay[name].reshape(800, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end"))
+    obs, next_obs, ended = (
+        replay[name].reshape(800, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end")
+    )
     restarted = (next_obs[:-1] != obs[1:]).any(dim=-1)
     assert torch.equal(ended[:-1], restarted)
     assert ended.sum() > 2 * 4  # more episode ends than Pendulum's time limit gives (every 200 steps): LEAST stopped some
@@ -230,11 +313,14 @@ SHARED_SCALE_ERRORS = [  # config.validate_args checks these for TD3 and SAC ali
 ]
 
 
-@pytest.mark.parametrize("agent, flags, message", [
-    *(("td3", flags, message) for flags, message in SHARED_SCALE_ERRORS),
-    *(("sac_simba", flags, message) for flags, message in SHARED_SCALE_ERRORS),
-    ("td3", dict(exploration_noise_min=0.5, exploration_noise_max=0.2), "--exploration-noise-min 0.5 is above"),
-])
+@pytest.mark.parametrize(
+    "agent, flags, message",
+    [
+        *(("td3", flags, message) for flags, message in SHARED_SCALE_ERRORS),
+        *(("sac_simba", flags, message) for flags, message in SHARED_SCALE_ERRORS),
+        ("td3", dict(exploration_noise_min=0.5, exploration_noise_max=0.2), "--exploration-noise-min 0.5 is above"),
+    ],
+)
 def test_many_env_flags_that_cannot_work_are_one_line_errors(agent, flags, message, runs_dir):
     from agents import sac_simba, td3
     from cleanrl_plus.distributional import CriticArgs

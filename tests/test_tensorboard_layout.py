@@ -12,8 +12,19 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from agents import ppo, td3
 from cleanrl_plus.config import parse_args
 
-COMMON = ["--eval-episodes", "2", "--no-progress", "--threads", "1", "--log-every", "100", "--diagnostics.every", "50",
-          "--diagnostics.churn-every", "50"]
+COMMON = [
+    "--eval-episodes",
+    "2",
+    "--no-progress",
+    "--threads",
+    "1",
+    "--log-every",
+    "100",
+    "--diagnostics.every",
+    "50",
+    "--diagnostics.churn-every",
+    "50",
+]
 
 
 def layout_and_tags(run_dir: str) -> tuple[layout_pb2.Layout, list[str]]:
@@ -24,11 +35,34 @@ def layout_and_tags(run_dir: str) -> tuple[layout_pb2.Layout, list[str]]:
     return layout, events.Tags()["scalars"]
 
 
-@pytest.mark.parametrize("module, flags, networks", [
-    (td3, ["--env-id", "Pendulum-v1", "--total-timesteps", "400", "--learning-starts", "200", "--eval-every", "200"], {"critic", "actor"}),
-    (ppo, ["--env-id", "CartPole-v1", "--total-timesteps", "512", "--num-steps", "128", "--num-envs", "2", "--eval-every", "256",
-           "--num-minibatches", "4"], {"critic", "policy"}),
-])
+@pytest.mark.parametrize(
+    "module, flags, networks",
+    [
+        (
+            td3,
+            ["--env-id", "Pendulum-v1", "--total-timesteps", "400", "--learning-starts", "200", "--eval-every", "200"],
+            {"critic", "actor"},
+        ),
+        (
+            ppo,
+            [
+                "--env-id",
+                "CartPole-v1",
+                "--total-timesteps",
+                "512",
+                "--num-steps",
+                "128",
+                "--num-envs",
+                "2",
+                "--eval-every",
+                "256",
+                "--num-minibatches",
+                "4",
+            ],
+            {"critic", "policy"},
+        ),
+    ],
+)
 def test_the_layout_groups_each_networks_logged_diagnostics_next_to_the_return(module, flags, networks, tmp_path):
     summary = module.main(parse_args(module.Args, flags + COMMON + ["--runs-dir", str(tmp_path)]))
     layout, tags = layout_and_tags(summary["run_dir"])

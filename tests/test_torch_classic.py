@@ -9,7 +9,7 @@ import torch
 
 import envs
 from cleanrl_plus.errors import UserError
-from envs.torch_classic import DeviceEpisodeLog, TASKS
+from envs.torch_classic import TASKS, DeviceEpisodeLog
 
 NUM_ENVS = 16
 # Wide boxes of states to jump to every 25 steps, so that the whole state space (and the termination rules) is compared.

@@ -26,8 +26,8 @@ def wandb_records(path: Path):
         if block - pos % block < 7:  # a block's tail too short for a header is padding
             pos += block - pos % block
             continue
-        _, length, kind = struct.unpack("<IHB", raw[pos:pos + 7])
-        pending += raw[pos + 7:pos + 7 + length]
+        _, length, kind = struct.unpack("<IHB", raw[pos : pos + 7])
+        pending += raw[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # FULL or LAST: a whole record
             record = wandb_internal_pb2.Record()
@@ -39,10 +39,34 @@ def wandb_records(path: Path):
 def test_track_mirrors_tensorboard_scalars_and_flags_into_an_offline_wandb_run(tmp_path):
     env = {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb"), "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT)}
     (tmp_path / "wandb").mkdir()
-    command = [sys.executable, str(ROOT / "agents/ppo.py"), "--env-id", "CartPole-v1", "--total-timesteps", "512",
-               "--num-steps", "128", "--num-envs", "2", "--eval-every", "256", "--eval-episodes", "2", "--log-every", "256",
-               "--runs-dir", str(tmp_path / "runs"), "--no-progress", "--threads", "1", "--track",
-               "--wandb-project-name", "docs-test", "--learning-rate", "0.00123"]
+    command = [
+        sys.executable,
+        str(ROOT / "agents/ppo.py"),
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "512",
+        "--num-steps",
+        "128",
+        "--num-envs",
+        "2",
+        "--eval-every",
+        "256",
+        "--eval-episodes",
+        "2",
+        "--log-every",
+        "256",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--no-progress",
+        "--threads",
+        "1",
+        "--track",
+        "--wandb-project-name",
+        "docs-test",
+        "--learning-rate",
+        "0.00123",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **env})
     assert result.returncode == 0, result.stderr[-2000:]
     [run_dir] = (tmp_path / "runs").iterdir()

@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 
 import envs
-
 from cleanrl_plus.replay import NStepReplay, ReplayBuffer
 
 
@@ -79,7 +78,9 @@ def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder, storage
     import cleanrl_plus.replay
 
     # the agents that build their replay with make_replay find the class there; the others import it
-    monkeypatch.setattr(module if hasattr(module, storage.__name__) else cleanrl_plus.replay, storage.__name__, RecordingReplay)
+    monkeypatch.setattr(
+        module if hasattr(module, storage.__name__) else cleanrl_plus.replay, storage.__name__, RecordingReplay
+    )
 
 
 def with_parameters(network: torch.nn.Module, values: list[torch.Tensor]) -> torch.nn.Module:
@@ -120,8 +121,18 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
     record_replay_samples(monkeypatch, td3, recorder)
     # two critic updates (the 2nd has critic ≠ target) and one actor update after the 2nd (policy delay 2)
     cir = CIRArgs() if convex_lambda is None else CIRArgs(critic=True, width=16, convex_lambda=convex_lambda)
-    args = td3.Args(env_id="InvertedPendulum-v5", total_timesteps=66, learning_starts=64, batch_size=32, hidden_sizes=(16, 16),
-                    learning_rate=0.01, buffer_size=100, runs_dir=runs_dir, cir=cir, **RUN)
+    args = td3.Args(
+        env_id="InvertedPendulum-v5",
+        total_timesteps=66,
+        learning_starts=64,
+        batch_size=32,
+        hidden_sizes=(16, 16),
+        learning_rate=0.01,
+        buffer_size=100,
+        runs_dir=runs_dir,
+        cir=cir,
+        **RUN,
+    )
     td3.main(args)
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(critic_steps) == 2 and len(actor_steps) == 1
@@ -143,7 +154,9 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
         next_action = (actor_target(batch.next_obs) + noise).clamp(-3.0, 3.0)
         next_q = critic_target(batch.next_obs, next_action)  # (2, batch): y uses the smaller of the target twins
         lower, upper = torch.minimum(next_q[0], next_q[1]), torch.maximum(next_q[0], next_q[1])
-        bootstrap = lower if convex_lambda is None else convex_lambda * lower + (1 - convex_lambda) * upper  # CIR: λ·min + (1 − λ)·max
+        bootstrap = (
+            lower if convex_lambda is None else convex_lambda * lower + (1 - convex_lambda) * upper
+        )  # CIR: λ·min + (1 − λ)·max
         y = batch.rewards + args.gamma * (1 - batch.terminated) * bootstrap
     q = critic(batch.obs, batch.actions)
     assert_gradients_equal(((q[0] - y) ** 2).mean() + ((q[1] - y) ** 2).mean(), critic, critic_steps[1])
@@ -154,7 +167,8 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
 
 
 def hand_projection(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Φ_j = Σ_i p_i·max(0, 1 − |b_i − j|), b_i = (clip(r + d·z_i) − v_min)/Δz: C51's projection written as a triangle kernel."""
+    """Φ_j = Σ_i p_i·max(0, 1 − |b_i − j|), b_i = (clip(r + d·z_i) − v_min)/Δz: C51's projection written as a triangle
+    kernel."""
     return triangle_projection(atoms, rewards[:, None] + discount[:, None] * atoms, probs)
 
 
@@ -181,9 +195,22 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
     recorder = UpdateRecorder(monkeypatch, td3)
     record_replay_samples(monkeypatch, td3, recorder, NStepReplay)
     critic_args = CriticArgs(distributional=True, num_atoms=11, v_min=-10.0, v_max=10.0)
-    args = td3.Args(env_id="InvertedPendulum-v5", num_envs=2, total_timesteps=68, learning_starts=64, batch_size=32, hidden_sizes=(16, 16),
-                    learning_rate=0.01, buffer_size=100, n_step=3, critic=critic_args, normalize_obs=True,
-                    cir=CIRArgs(convex_lambda=convex_lambda), runs_dir=runs_dir, **RUN)
+    args = td3.Args(
+        env_id="InvertedPendulum-v5",
+        num_envs=2,
+        total_timesteps=68,
+        learning_starts=64,
+        batch_size=32,
+        hidden_sizes=(16, 16),
+        learning_rate=0.01,
+        buffer_size=100,
+        n_step=3,
+        critic=critic_args,
+        normalize_obs=True,
+        cir=CIRArgs(convex_lambda=convex_lambda),
+        runs_dir=runs_dir,
+        **RUN,
+    )
     result = td3.main(args)
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(critic_steps) == 2 and len(actor_steps) == 1
@@ -210,14 +237,20 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
         next_probs = critic_target.base(next_x, next_action).softmax(-1)  # (2, B, K)
         means = (next_probs * atoms).sum(-1)
         first_lower = (means[0] <= means[1])[:, None]
-        lower, upper = torch.where(first_lower, next_probs[0], next_probs[1]), torch.where(first_lower, next_probs[1], next_probs[0])
+        lower, upper = (
+            torch.where(first_lower, next_probs[0], next_probs[1]),
+            torch.where(first_lower, next_probs[1], next_probs[0]),
+        )
         target_probs = convex_lambda * lower + (1 - convex_lambda) * upper
         target = hand_projection(atoms, batch.rewards, batch.discount * (1 - batch.terminated), target_probs)
     log_probs = critic.base(x, batch.actions).log_softmax(-1)
     loss = -(target * log_probs[0]).sum(-1).mean() - (target * log_probs[1]).sum(-1).mean()
     assert_gradients_equal(loss, critic, critic_steps[1])
 
-    actor, critic_now = with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before), critic_with(critic_steps[1].after)
+    actor, critic_now = (
+        with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before),
+        critic_with(critic_steps[1].after),
+    )
     q1 = (critic_now.base(x, actor(x))[0].softmax(-1) * atoms).sum(-1)
     assert_gradients_equal(-q1.mean(), actor, actor_steps[0])
 
@@ -228,9 +261,24 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
 
     recorder = UpdateRecorder(monkeypatch, sac_simba)
     record_replay_samples(monkeypatch, sac_simba, recorder)
-    args = sac_simba.Args(env_id="InvertedPendulum-v5", total_timesteps=66, learning_starts=64, batch_size=32, network="mlp",
-                          mlp_hidden_sizes=(16, 16), clipped_double_q="on", normalize_obs=False, updates_per_step=1, learning_rate=0.01,
-                          alpha_learning_rate=0.1, initial_alpha=0.2, tau=0.3, buffer_size=100, runs_dir=runs_dir, **RUN)
+    args = sac_simba.Args(
+        env_id="InvertedPendulum-v5",
+        total_timesteps=66,
+        learning_starts=64,
+        batch_size=32,
+        network="mlp",
+        mlp_hidden_sizes=(16, 16),
+        clipped_double_q="on",
+        normalize_obs=False,
+        updates_per_step=1,
+        learning_rate=0.01,
+        alpha_learning_rate=0.1,
+        initial_alpha=0.2,
+        tau=0.3,
+        buffer_size=100,
+        runs_dir=runs_dir,
+        **RUN,
+    )
     sac_simba.main(args)
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(actor_steps) == len(critic_steps) == 2
@@ -257,7 +305,9 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
         alpha_optimizer.step()
 
         with torch.no_grad():
-            next_actions, next_log_prob = actor_after.sample(batch.next_obs, torch.randn_like(batch.actions))  # the updated actor proposes a'
+            next_actions, next_log_prob = actor_after.sample(
+                batch.next_obs, torch.randn_like(batch.actions)
+            )  # the updated actor proposes a'
             next_q = critic_target(batch.next_obs, next_actions)
             soft_value = torch.minimum(next_q[0], next_q[1]) - log_alpha.exp() * next_log_prob  # the updated α
             y = batch.rewards + args.gamma * (1 - batch.terminated) * soft_value
@@ -266,8 +316,11 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
         critic_target_values = polyak(critic_target_values, critic_steps[k].after, args.tau)
 
 
-@pytest.mark.parametrize("critics, convex_lambda", [("on", 1.0), ("on", 0.3), ("off", 1.0)],
-                         ids=["clipped-double", "cir-convex-mixture", "one-critic"])
+@pytest.mark.parametrize(
+    "critics, convex_lambda",
+    [("on", 1.0), ("on", 0.3), ("off", 1.0)],
+    ids=["clipped-double", "cir-convex-mixture", "one-critic"],
+)
 def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lambda, monkeypatch, runs_dir):
     """C51 critics, 3-step returns over two envs, normalised observations: each critic's cross-entropy to the projection
     of the target critic with the smaller mean (CIR: the mixture; one critic: its own) onto the support shifted to
@@ -283,11 +336,27 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
     recorder = UpdateRecorder(monkeypatch, sac_simba)
     record_replay_samples(monkeypatch, sac_simba, recorder, NStepReplay)
     atoms = torch.linspace(-10.0, 10.0, 11)
-    args = sac_simba.Args(env_id="InvertedPendulum-v5", num_envs=2, total_timesteps=68, learning_starts=64, batch_size=32, network="mlp",
-                          mlp_hidden_sizes=(16, 16), clipped_double_q=critics, updates_per_step=1, learning_rate=0.01,
-                          alpha_learning_rate=0.1, initial_alpha=0.2, tau=0.3, buffer_size=100, n_step=3,
-                          critic=CriticArgs(distributional=True, num_atoms=11, v_min=-10.0, v_max=10.0),
-                          cir=CIRArgs(convex_lambda=convex_lambda), runs_dir=runs_dir, **RUN)
+    args = sac_simba.Args(
+        env_id="InvertedPendulum-v5",
+        num_envs=2,
+        total_timesteps=68,
+        learning_starts=64,
+        batch_size=32,
+        network="mlp",
+        mlp_hidden_sizes=(16, 16),
+        clipped_double_q=critics,
+        updates_per_step=1,
+        learning_rate=0.01,
+        alpha_learning_rate=0.1,
+        initial_alpha=0.2,
+        tau=0.3,
+        buffer_size=100,
+        n_step=3,
+        critic=CriticArgs(distributional=True, num_atoms=11, v_min=-10.0, v_max=10.0),
+        cir=CIRArgs(convex_lambda=convex_lambda),
+        runs_dir=runs_dir,
+        **RUN,
+    )
     result = sac_simba.main(args)
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(actor_steps) == len(critic_steps) == 2
@@ -349,9 +418,21 @@ def test_ddqn_update_wiring(monkeypatch, runs_dir):
 
     recorder = UpdateRecorder(monkeypatch, ddqn)
     record_replay_samples(monkeypatch, ddqn, recorder)
-    args = ddqn.Args.defaults_for("CartPole-v1", total_timesteps=67, learning_starts=64, train_frequency=1, gradient_steps=1,
-                                  target_network_frequency=1_000, max_grad_norm=0.0, learning_rate=0.05, batch_size=32,
-                                  hidden_sizes=(16, 16), buffer_size=100, runs_dir=runs_dir, **RUN)
+    args = ddqn.Args.defaults_for(
+        "CartPole-v1",
+        total_timesteps=67,
+        learning_starts=64,
+        train_frequency=1,
+        gradient_steps=1,
+        target_network_frequency=1_000,
+        max_grad_norm=0.0,
+        learning_rate=0.05,
+        batch_size=32,
+        hidden_sizes=(16, 16),
+        buffer_size=100,
+        runs_dir=runs_dir,
+        **RUN,
+    )
     ddqn.main(args)
     steps = recorder.of(0)
     assert len(steps) == 3
@@ -361,7 +442,9 @@ def test_ddqn_update_wiring(monkeypatch, runs_dir):
         online = with_parameters(ddqn.QNetwork("mlp", (4,), 2, args.hidden_sizes), steps[k].before)
         with torch.no_grad():
             selected = online(batch.next_obs).argmax(dim=1, keepdim=True)  # the online network selects …
-            y = batch.rewards + args.gamma * (1 - batch.terminated) * target(batch.next_obs).gather(1, selected).squeeze(1)  # … the target evaluates
+            y = batch.rewards + args.gamma * (1 - batch.terminated) * target(batch.next_obs).gather(1, selected).squeeze(
+                1
+            )  # … the target evaluates
         q_taken = online(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
         assert_gradients_equal(F.smooth_l1_loss(q_taken, y), online, steps[k])
 
@@ -379,9 +462,23 @@ def run_ppo_family(module, monkeypatch, runs_dir, **overrides):
             return minibatch
 
     monkeypatch.setattr(ppo, "RolloutStorage", RecordingStorage)
-    args = module.Args(env_id="CartPole-v1", num_envs=2, num_steps=32, total_timesteps=128, num_minibatches=2, update_epochs=2,
-                       normalize_obs=False, normalize_reward=False, learning_rate=0.05, ent_coef=0.01, max_grad_norm=1e9,
-                       hidden_sizes=(16, 16), runs_dir=runs_dir, **RUN, **overrides)
+    args = module.Args(
+        env_id="CartPole-v1",
+        num_envs=2,
+        num_steps=32,
+        total_timesteps=128,
+        num_minibatches=2,
+        update_epochs=2,
+        normalize_obs=False,
+        normalize_reward=False,
+        learning_rate=0.05,
+        ent_coef=0.01,
+        max_grad_norm=1e9,
+        hidden_sizes=(16, 16),
+        runs_dir=runs_dir,
+        **RUN,
+        **overrides,
+    )
     module.main(args)
     return args, recorder
 
@@ -410,7 +507,10 @@ def test_ppo_update_wiring(monkeypatch, runs_dir):
     assert len(recorder.steps) == 8  # 2 rollouts × 2 epochs × 2 minibatches
     clipped_somewhere = False
     for k in (1, 3, 5):  # later minibatches: π_θ ≠ π_old, so the clip can bite
-        agent = with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), recorder.steps[k].before)
+        agent = with_parameters(
+            ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]),
+            recorder.steps[k].before,
+        )
         loss, ratio = hand_ppo_loss(agent, recorder.samples[k][0], args)
         clipped_somewhere |= bool(((ratio - 1).abs() > args.clip_coef).any())
         assert_gradients_equal(loss, agent, recorder.steps[k])
@@ -423,19 +523,29 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
 
     sigma, beta, decay = 0.05, 2.0, 0.5
     # a small clip ε so that the clip bites in the checked minibatches: replace mode must not apply it
-    args, recorder = run_ppo_family(gtr, monkeypatch, runs_dir, clip_coef=0.02,
-                                    gtr=gtr.GTRArgs(sigma=sigma, beta=beta, anchor_size=4, anchor_decay=decay, mode=mode))
+    args, recorder = run_ppo_family(
+        gtr,
+        monkeypatch,
+        runs_dir,
+        clip_coef=0.02,
+        gtr=gtr.GTRArgs(sigma=sigma, beta=beta, anchor_size=4, anchor_decay=decay, mode=mode),
+    )
     assert len(recorder.steps) == 8
 
     def agent_with(values):
-        return with_parameters(ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), values)
+        return with_parameters(
+            ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), values
+        )
 
     # the 2nd rollout's anchor mixes π_old of rollout 2 (weight 1/(1 + η)) and of rollout 1 (η/(1 + η))
     old_policies = [agent_with(recorder.steps[4].before), agent_with(recorder.steps[0].before)]
     for k in (5, 6):
         minibatch = recorder.samples[k][0]
         with torch.no_grad():
-            probs = [torch.distributions.Categorical(logits=p.policy.net(minibatch.obs)).log_prob(minibatch.actions).exp() for p in old_policies]
+            probs = [
+                torch.distributions.Categorical(logits=p.policy.net(minibatch.obs)).log_prob(minibatch.actions).exp()
+                for p in old_policies
+            ]
             anchor_logprobs = torch.log((probs[0] + decay * probs[1]) / (1 + decay))
 
         def policy_loss(ratio, advantages, new_logprobs):
@@ -445,7 +555,7 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
             else:
                 surrogate = -(ratio * advantages).mean()
             delta = new_logprobs - anchor_logprobs
-            return surrogate + beta * (1 - torch.exp(-delta**2 / (2 * sigma**2))).mean()
+            return surrogate + beta * (1 - torch.exp(-(delta**2) / (2 * sigma**2))).mean()
 
         agent = agent_with(recorder.steps[k].before)
         loss, ratio = hand_ppo_loss(agent, minibatch, args, policy_loss)

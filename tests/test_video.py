@@ -32,13 +32,33 @@ def random_policy(space):
         if isinstance(space, gym.spaces.Discrete):
             return torch.randint(int(space.n), (obs.shape[0],))
         return torch.rand((obs.shape[0], *space.shape)) * 2 - 1
+
     return policy
 
 
 def test_a_classic_control_run_records_its_final_evaluation_to_mp4_and_tensorboard(tmp_path):
-    command = [sys.executable, str(ROOT / "agents/ppo.py"), "--env-id", "CartPole-v1", "--total-timesteps", "256",
-               "--num-steps", "128", "--num-envs", "2", "--eval-every", "0", "--eval-episodes", "2",
-               "--runs-dir", str(tmp_path), "--no-progress", "--threads", "1", "--capture-video"]
+    command = [
+        sys.executable,
+        str(ROOT / "agents/ppo.py"),
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "256",
+        "--num-steps",
+        "128",
+        "--num-envs",
+        "2",
+        "--eval-every",
+        "0",
+        "--eval-episodes",
+        "2",
+        "--runs-dir",
+        str(tmp_path),
+        "--no-progress",
+        "--threads",
+        "1",
+        "--capture-video",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr[-2000:]
     assert "XDG_RUNTIME_DIR" not in result.stderr + result.stdout  # pygame draws off-screen, silently
@@ -52,8 +72,9 @@ def test_a_classic_control_run_records_its_final_evaluation_to_mp4_and_tensorboa
     assert gif.encoded_image_string.startswith(b"GIF89a") and gif.width == 200
 
 
-@pytest.mark.parametrize("env_id", ["ALE/Breakout-v5", "MinAtar/Breakout-v1", "torch:CartPole-v1",
-                                    "continual:obs-offset:CartPole-v1"])
+@pytest.mark.parametrize(
+    "env_id", ["ALE/Breakout-v5", "MinAtar/Breakout-v1", "torch:CartPole-v1", "continual:obs-offset:CartPole-v1"]
+)
 def test_atari_minatar_torch_and_continual_ids_record_without_system_packages(env_id, tmp_path):
     recorder = VideoRecorder(env_id, seed=3, device=torch.device("cpu"))
     frames = recorder.record(random_policy(recorder.env.single_action_space), tmp_path / "episode.mp4", task=0, max_steps=40)
@@ -98,16 +119,34 @@ recorder.close()
 assert len(frames) > 1 and min(f.std() for f in frames) > 1.0
 """
     env = os.environ | {"PYTHONPATH": str(ROOT), "MUJOCO_GL": headless_gl()}
-    result = subprocess.run([sys.executable, "-c", script, env_id, str(tmp_path / "episode.mp4")], capture_output=True,
-                            text=True, timeout=600, env=env, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", script, env_id, str(tmp_path / "episode.mp4")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr  # dm-control's GL context is freed before exit, not by atexit
     assert len(read_mp4(tmp_path / "episode.mp4")) > 1
 
 
 def test_with_no_rendering_backend_a_run_stops_at_start_up_with_one_line(tmp_path):
-    command = [sys.executable, str(ROOT / "agents/td3.py"), "--env-id", "Hopper-v5", "--total-timesteps", "200",
-               "--learning-starts", "100", "--runs-dir", str(tmp_path), "--no-progress", "--capture-video"]
+    command = [
+        sys.executable,
+        str(ROOT / "agents/td3.py"),
+        "--env-id",
+        "Hopper-v5",
+        "--total-timesteps",
+        "200",
+        "--learning-starts",
+        "100",
+        "--runs-dir",
+        str(tmp_path),
+        "--no-progress",
+        "--capture-video",
+    ]
     # MuJoCo's default backend (GLFW) needs a display: a headless machine without MUJOCO_GL has no renderer
     env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env | {"PYTHONPATH": str(ROOT)})

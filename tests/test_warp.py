@@ -55,8 +55,16 @@ def _gymnasium_copies(env, qpos: torch.Tensor, qvel: torch.Tensor, configure=Non
     return copies
 
 
-def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: float, resync: bool = False,
-             obs_rtol: float = 0.0, configure=None, steps_after_reset: float = math.inf) -> tuple[int, list[dict], int]:
+def _compare(
+    env,
+    actions: list[torch.Tensor],
+    obs_atol: float,
+    reward_atol: float,
+    resync: bool = False,
+    obs_rtol: float = 0.0,
+    configure=None,
+    steps_after_reset: float = math.inf,
+) -> tuple[int, list[dict], int]:
     """Step the warp env and one gymnasium copy per world with the same actions; compare observations, rewards and
     both flags of every world at every step. Where a world's episode ends its copy restarts from the world's reset
     state (the reset noise differs by design), its first observation is compared, and the comparison goes on for
@@ -65,7 +73,7 @@ def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: flo
     before each step (one-step errors only); `configure` as in _gymnasium_copies. Returns how many terminations were
     compared, gymnasium's infos, and how many resets were followed."""
     references = _gymnasium_copies(env, env.qpos.clone(), env.qvel.clone(), configure)
-    qpos, qvel = lambda i: _host(env.qpos[i].double()), lambda i: _host(env.qvel[i].double())  # noqa: E731
+    qpos, qvel = lambda i: _host(env.qpos[i].double()), lambda i: _host(env.qvel[i].double())
     episode_steps = np.zeros(env.num_envs, dtype=int)
     steps_left = np.full(env.num_envs, math.inf)  # steps each world is still compared
     terminations, resets, infos = 0, 0, []
@@ -89,8 +97,13 @@ def _compare(env, actions: list[torch.Tensor], obs_atol: float, reward_atol: flo
             if (terminated or bool(step.truncated[i])) and steps_after_reset > 0:
                 references[i].reset(seed=int(i))  # mj_resetData, then the world's new initial state
                 references[i].set_state(qpos(i), qvel(i))
-                np.testing.assert_allclose(first_obs[i], references[i]._get_obs(), rtol=obs_rtol, atol=obs_atol,
-                                           err_msg=f"{where}: first observation after the reset")
+                np.testing.assert_allclose(
+                    first_obs[i],
+                    references[i]._get_obs(),
+                    rtol=obs_rtol,
+                    atol=obs_atol,
+                    err_msg=f"{where}: first observation after the reset",
+                )
                 episode_steps[i], resets = 0, resets + 1
             if terminated or bool(step.truncated[i]):
                 steps_left[i] = steps_after_reset
@@ -106,7 +119,11 @@ def _random_actions(env, steps: int, scale: float, seed: int = 1) -> list[torch.
 # (steps, obs atol, reward atol, resync). Measured worst differences (obs, reward): Hopper 9e-6 / 6e-7 and Walker2d
 # 2e-4 / 2e-5 open loop until every world fell (~20 steps); HalfCheetah 4e-4 / 4e-6 per step. HalfCheetah is re-synced
 # every step because it never falls: open loop, float32 error grows chaotically through its contacts (1e-2 by step 9).
-PARITY = {"Hopper-v5": (50, 1e-4, 1e-5, False), "Walker2d-v5": (50, 2e-3, 2e-4, False), "HalfCheetah-v5": (50, 5e-3, 5e-5, True)}
+PARITY = {
+    "Hopper-v5": (50, 1e-4, 1e-5, False),
+    "Walker2d-v5": (50, 2e-3, 2e-4, False),
+    "HalfCheetah-v5": (50, 5e-3, 5e-5, True),
+}
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -118,7 +135,7 @@ def test_planar_trajectories_match_gymnasium_from_identical_states(env_id, devic
     env = envs.make("warp:" + env_id, num_envs=NUM_WORLDS, seed=3, device=device)
     env.reset()
     kick = torch.zeros(NUM_WORLDS, env.qvel.shape[1], device=device)
-    kick[NUM_WORLDS // 2:, 2:] = torch.linspace(-3.0, 3.0, env.qvel.shape[1] - 2)  # half the worlds start flailing
+    kick[NUM_WORLDS // 2 :, 2:] = torch.linspace(-3.0, 3.0, env.qvel.shape[1] - 2)  # half the worlds start flailing
     env.set_state(env.qpos.clone(), env.qvel + kick)
     if not env.can_terminate:
         env.max_episode_steps = 20  # a short time limit: HalfCheetah's worlds go through truncations and their resets
@@ -146,7 +163,9 @@ def test_ant_matches_gymnasium_while_its_contact_frames_agree(include_cfrc_ext_i
     Only 10 steps: once an ankle touching the floor is within 30° of vertical, MuJoCo Warp (like MJX) orients the
     contact's friction pyramid from the normal alone, MuJoCo from the capsule's axis, and with ant.xml's pyramidal
     cones the friction forces then differ (measured: agreement to 6e-5 for 11 steps, then O(1) differences)."""
-    env = envs.make("warp:Ant-v5", num_envs=2, seed=0, device=device, include_cfrc_ext_in_observation=include_cfrc_ext_in_observation)
+    env = envs.make(
+        "warp:Ant-v5", num_envs=2, seed=0, device=device, include_cfrc_ext_in_observation=include_cfrc_ext_in_observation
+    )
     env.reset()
     qpos = torch.stack([_ant_standing_state(env, 35.0, 0.5), _ant_standing_state(env, 35.0, 0.95)])
     qvel = torch.zeros(2, env.qvel.shape[1])
@@ -155,8 +174,9 @@ def test_ant_matches_gymnasium_while_its_contact_frames_agree(include_cfrc_ext_i
     assert env.single_observation_space.shape == ((105,) if include_cfrc_ext_in_observation else (27,))
     # after world 1's reset only its first step is compared: two steps later the reset pose's feet reach the floor,
     # where the friction pyramids differ (above)
-    terminations, infos, resets = _compare(env, _random_actions(env, 10, scale=0.3), obs_atol=5e-4, reward_atol=1e-5,
-                                           steps_after_reset=1)
+    terminations, infos, resets = _compare(
+        env, _random_actions(env, 10, scale=0.3), obs_atol=5e-4, reward_atol=1e-5, steps_after_reset=1
+    )
     assert terminations == resets == 1
     assert sum(info["reward_contact"] < 0 for info in infos) >= 3  # feet were on the floor in the compared steps
 
@@ -184,8 +204,14 @@ def test_humanoid_matches_gymnasium_from_identical_states(device):
     assert env.single_observation_space.shape == (348,) and first.shape == (NUM_WORLDS, 348)
     for i, reference in enumerate(_gymnasium_copies(env, env.qpos, env.qvel)):
         np.testing.assert_allclose(_host(first[i]), reference._get_obs(), rtol=0, atol=5e-6)
-    terminations, infos, resets = _compare(env, _random_actions(env, 25, scale=0.5), obs_atol=5e-4, reward_atol=5e-4,
-                                           obs_rtol=1e-3, steps_after_reset=HUMANOID_STEPS_AFTER_RESET)
+    terminations, infos, resets = _compare(
+        env,
+        _random_actions(env, 25, scale=0.5),
+        obs_atol=5e-4,
+        reward_atol=5e-4,
+        obs_rtol=1e-3,
+        steps_after_reset=HUMANOID_STEPS_AFTER_RESET,
+    )
     assert terminations >= NUM_WORLDS - 2 and resets == terminations
     assert sum(info["reward_contact"] < 0 for info in infos) >= 20  # contact forces entered obs and reward
     assert any(info["reward_contact"] == -10.0 for info in infos)
@@ -322,9 +348,22 @@ def test_unknown_warp_ids_are_one_line_errors():
 def test_ppo_trains_on_warp_hopper(tmp_path, device):
     from agents import ppo
 
-    result = ppo.main(ppo.Args(env_id="warp:Hopper-v5", num_envs=4, total_timesteps=512, num_steps=64, num_minibatches=2,
-                               update_epochs=1, eval_every=0, eval_episodes=2, threads=1, progress=False, runs_dir=str(tmp_path),
-                               device=device))
+    result = ppo.main(
+        ppo.Args(
+            env_id="warp:Hopper-v5",
+            num_envs=4,
+            total_timesteps=512,
+            num_steps=64,
+            num_minibatches=2,
+            update_epochs=1,
+            eval_every=0,
+            eval_episodes=2,
+            threads=1,
+            progress=False,
+            runs_dir=str(tmp_path),
+            device=device,
+        )
+    )
     assert result["global_step"] == 512 and result["num_updates"] == 2 * 2  # 2 rollouts of 4 × 64 steps, 2 minibatches each
     returns = result["eval"]["returns"]  # Hopper pays 1 per step alive: every evaluation episode has a positive return
     assert len(returns) == 2 and all(np.isfinite(returns)) and min(returns) > 0
@@ -336,8 +375,14 @@ def test_ppo_trains_on_warp_hopper(tmp_path, device):
 def _two_task_physics_env(shift: str, num_envs: int, seed: int = 0, task: str = "Hopper-v5", device: str = "cpu", **kwargs):
     """A continual warp env whose even worlds run task 0 and odd worlds task 1 (an early stop after the switch);
     returns it and the observations after the stop."""
-    env = envs.make(f"continual:{shift}:warp:{task}", num_envs, seed=seed, continual=ContinualArgs(steps_per_task=num_envs, num_tasks=3),
-                    device=device, **kwargs)
+    env = envs.make(
+        f"continual:{shift}:warp:{task}",
+        num_envs,
+        seed=seed,
+        continual=ContinualArgs(steps_per_task=num_envs, num_tasks=3),
+        device=device,
+        **kwargs,
+    )
     obs = env.reset()
     for _ in range(2):  # standing still nobody falls; the second step is scheduled in task 1
         obs = env.step(torch.zeros(num_envs, *env.single_action_space.shape)).obs
@@ -358,8 +403,11 @@ def _xml_values(env, field: str) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shift, task", [(shift, "Hopper-v5") for shift in sorted(PHYSICS_FIELDS)]
-                         + [("friction", task) for task in ("HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")])
+@pytest.mark.parametrize(
+    "shift, task",
+    [(shift, "Hopper-v5") for shift in sorted(PHYSICS_FIELDS)]
+    + [("friction", task) for task in ("HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")],
+)
 def test_a_physics_shift_scales_the_model_of_the_worlds_that_switched_only(shift, task, device):
     env, _ = _two_task_physics_env(shift, 4, task=task, device=device)
     factors = torch.as_tensor(env.setting.shift.factors, dtype=torch.float32)
@@ -376,8 +424,9 @@ def test_a_physics_shift_scales_the_model_of_the_worlds_that_switched_only(shift
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shift, task", [(shift, "Hopper-v5") for shift in sorted(PHYSICS_FIELDS)]
-                         + [("friction", "Walker2d-v5")])
+@pytest.mark.parametrize(
+    "shift, task", [(shift, "Hopper-v5") for shift in sorted(PHYSICS_FIELDS)] + [("friction", "Walker2d-v5")]
+)
 def test_each_world_steps_like_gymnasium_under_its_tasks_physics(shift, task, device):
     """Gymnasium's model with the shift's edit of its MjModel (PhysicsShift.configure) for the world's task, from the
     world's state; the unshifted tolerances (PARITY), flailing starts so that worlds fall inside the window."""
@@ -389,8 +438,14 @@ def test_each_world_steps_like_gymnasium_under_its_tasks_physics(shift, task, de
     tasks = env.switch_index.tolist()
     steps, obs_atol, reward_atol, _ = PARITY[task]
     # a world that restarts takes the pending task's physics, which its copy does not model: compared until its end
-    terminations, _, _ = _compare(worlds, _random_actions(worlds, steps, scale=1.2), obs_atol, reward_atol,
-                                  configure=lambda world, copy: env.setting.shift.configure(copy, tasks[world]), steps_after_reset=0)
+    terminations, _, _ = _compare(
+        worlds,
+        _random_actions(worlds, steps, scale=1.2),
+        obs_atol,
+        reward_atol,
+        configure=lambda world, copy: env.setting.shift.configure(copy, tasks[world]),
+        steps_after_reset=0,
+    )
     assert terminations > 0
 
 
@@ -400,12 +455,19 @@ def test_humanoid_under_a_mass_shift_restarts_and_steps_like_gymnasium(device):
     their masses before it) and its reward (the centre of mass's velocity); tolerances of the unshifted test."""
     env, first = _two_task_physics_env("mass", 4, task="Humanoid-v5", device=device)
     humanoid, tasks = env.inner, env.switch_index.tolist()
-    configure = lambda world, copy: env.setting.shift.configure(copy, tasks[world])  # noqa: E731
+    configure = lambda world, copy: env.setting.shift.configure(copy, tasks[world])
     for world, reference in enumerate(_gymnasium_copies(humanoid, humanoid.qpos, humanoid.qvel, configure)):
         if tasks[world] == 1:
             np.testing.assert_allclose(_host(first[world]), reference._get_obs(), rtol=0, atol=5e-6)
-    terminations, _, _ = _compare(humanoid, _random_actions(humanoid, 25, scale=0.5), obs_atol=5e-4, reward_atol=5e-4,
-                                  obs_rtol=1e-3, configure=configure, steps_after_reset=0)  # restarts switch task: as above
+    terminations, _, _ = _compare(
+        humanoid,
+        _random_actions(humanoid, 25, scale=0.5),
+        obs_atol=5e-4,
+        reward_atol=5e-4,
+        obs_rtol=1e-3,
+        configure=configure,
+        steps_after_reset=0,
+    )  # restarts switch task: as above
     assert terminations >= 3
 
 
@@ -431,8 +493,14 @@ def test_warp_physics_survive_a_checkpoint_into_a_fresh_env(device):
     saved = {field: _model_values(env, field).clone() for field in ("body_mass", "body_inertia")}
     actions = _random_actions(env, 20, scale=1.0, seed=4)
     after = [env.step(action).obs for action in actions]
-    restored = envs.make("continual:mass:warp:Hopper-v5", 4, seed=0, continual=ContinualArgs(steps_per_task=4, num_tasks=3), device=device,
-                         **_exact(device))
+    restored = envs.make(
+        "continual:mass:warp:Hopper-v5",
+        4,
+        seed=0,
+        continual=ContinualArgs(steps_per_task=4, num_tasks=3),
+        device=device,
+        **_exact(device),
+    )
     restored.reset()  # every world in task 0
     restored.load_state_dict(state)
     for field, values in saved.items():
@@ -455,7 +523,9 @@ def test_only_fields_mujoco_warp_batches_per_world_can_shift_and_others_name_the
 def test_slippery_presets_run_on_warp_worlds_with_the_presets_own_frictions(device):
     warp_hopper = envs.make("continual:slippery-hopper", 2, seed=0, backend="warp", device=device)
     assert warp_hopper.inner.env_id == "warp:Hopper-v5"
-    np.testing.assert_array_equal(warp_hopper.setting.shift.factors, envs.make("continual:slippery-hopper", 1, seed=0).setting.shift.factors)
+    np.testing.assert_array_equal(
+        warp_hopper.setting.shift.factors, envs.make("continual:slippery-hopper", 1, seed=0).setting.shift.factors
+    )
     warp_hopper.reset()
     friction = _model_values(warp_hopper, "geom_friction")[..., 0]
     expected = _xml_values(warp_hopper, "geom_friction")[:, 0] * float(warp_hopper.setting.shift.factors[0])
@@ -468,11 +538,29 @@ def test_td3_with_the_many_env_flags_trains_on_warp_hopper(tmp_path, device):
     from agents import td3
     from cleanrl_plus.distributional import CriticArgs
 
-    result = td3.main(td3.Args(env_id="warp:Hopper-v5", num_envs=8, total_timesteps=800, learning_starts=400, batch_size=64,
-                               hidden_sizes=(32, 32), n_step=3, critic=CriticArgs(distributional=True, v_min=-10.0, v_max=100.0),
-                               normalize_obs=True, exploration_noise_min=0.05, exploration_noise_max=0.4, gradient_steps=2,
-                               cudagraphs=device == "cuda", eval_every=0, eval_episodes=2, threads=1, progress=False,
-                               runs_dir=str(tmp_path), device=device))
+    result = td3.main(
+        td3.Args(
+            env_id="warp:Hopper-v5",
+            num_envs=8,
+            total_timesteps=800,
+            learning_starts=400,
+            batch_size=64,
+            hidden_sizes=(32, 32),
+            n_step=3,
+            critic=CriticArgs(distributional=True, v_min=-10.0, v_max=100.0),
+            normalize_obs=True,
+            exploration_noise_min=0.05,
+            exploration_noise_max=0.4,
+            gradient_steps=2,
+            cudagraphs=device == "cuda",
+            eval_every=0,
+            eval_episodes=2,
+            threads=1,
+            progress=False,
+            runs_dir=str(tmp_path),
+            device=device,
+        )
+    )
     assert result["global_step"] == 800 and result["num_updates"] == 2 * 50  # 50 vector steps of 8 worlds learn, twice each
     returns = result["eval"]["returns"]  # Hopper pays 1 per step alive: every evaluation episode has a positive return
     assert len(returns) == 2 and all(np.isfinite(returns)) and min(returns) > 0

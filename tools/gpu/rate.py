@@ -15,12 +15,22 @@ import argparse
 import json
 from pathlib import Path
 
+from csv_rows import append_row  # tools/gpu/csv_rows.py, beside this script
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from csv_rows import append_row  # tools/gpu/csv_rows.py, beside this script
-
-FIELDS = ["task", "implementation", "flags", "env_steps_per_s", "updates_per_s", "window_steps", "window_s", "status",
-          "device", "torch", "command"]
+FIELDS = [
+    "task",
+    "implementation",
+    "flags",
+    "env_steps_per_s",
+    "updates_per_s",
+    "window_steps",
+    "window_s",
+    "status",
+    "device",
+    "torch",
+    "command",
+]
 
 
 def step_times(runs_dir: Path) -> dict[int, float]:
@@ -38,8 +48,13 @@ def rate(runs_dir: Path, from_step: int) -> dict:
         return {"env_steps_per_s": None, "points": len(points)}
     (first_step, first_time), (last_step, last_time) = points[0], points[-1]
     seconds = last_time - first_time
-    return {"env_steps_per_s": round((last_step - first_step) / seconds, 1), "first_step": first_step,
-            "last_step": last_step, "seconds": round(seconds, 2), "points": len(points)}
+    return {
+        "env_steps_per_s": round((last_step - first_step) / seconds, 1),
+        "first_step": first_step,
+        "last_step": last_step,
+        "seconds": round(seconds, 2),
+        "points": len(points),
+    }
 
 
 if __name__ == "__main__":
@@ -55,6 +70,10 @@ if __name__ == "__main__":
     if args.csv:
         row = dict(field.split("=", 1) for field in args.field)
         sps = result["env_steps_per_s"]
-        row.update(env_steps_per_s=sps, updates_per_s=round(sps * args.updates_per_step, 1) if sps else None,
-                   window_steps=result.get("last_step", 0) - result.get("first_step", 0), window_s=result.get("seconds"))
+        row.update(
+            env_steps_per_s=sps,
+            updates_per_s=round(sps * args.updates_per_step, 1) if sps else None,
+            window_steps=result.get("last_step", 0) - result.get("first_step", 0),
+            window_s=result.get("seconds"),
+        )
         append_row(args.csv, FIELDS, row)

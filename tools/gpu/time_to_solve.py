@@ -19,15 +19,25 @@ import sys
 import time
 from pathlib import Path
 
-from csv_rows import append_row  # tools/gpu/csv_rows.py, beside this script
-
 import torch
 import tyro
-
+from csv_rows import append_row  # tools/gpu/csv_rows.py, beside this script
 from curve import scalars  # tools/gpu/curve.py, next to this script
 
-FIELDS = ["agent", "seed", "num_envs", "seconds", "final_eval", "solved", "first_solved_step", "first_solved_s", "global_step",
-          "device", "torch", "command"]
+FIELDS = [
+    "agent",
+    "seed",
+    "num_envs",
+    "seconds",
+    "final_eval",
+    "solved",
+    "first_solved_step",
+    "first_solved_s",
+    "global_step",
+    "device",
+    "torch",
+    "command",
+]
 
 
 def time_to_solve(agent: str, flags: list[str], target: float) -> dict:
@@ -39,20 +49,30 @@ def time_to_solve(agent: str, flags: list[str], target: float) -> dict:
     _, evaluations = scalars(Path(result["run_dir"]), ("eval/episodic_return",))
     solved = [(wall - start, step) for wall, step, _, mean in evaluations if mean >= target]
     final = result["eval"].get("mean")
-    return {"agent": agent, "seed": args.seed, "num_envs": args.num_envs, "seconds": round(seconds, 2), "final_eval": final,
-            "solved": final is not None and final >= target, "first_solved_step": solved[0][1] if solved else None,
-            "first_solved_s": round(solved[0][0], 2) if solved else None, "global_step": result["global_step"],
-            "device": result["device"], "torch": torch.__version__, "command": shlex.join(["python", f"agents/{agent}.py", *flags])}
+    return {
+        "agent": agent,
+        "seed": args.seed,
+        "num_envs": args.num_envs,
+        "seconds": round(seconds, 2),
+        "final_eval": final,
+        "solved": final is not None and final >= target,
+        "first_solved_step": solved[0][1] if solved else None,
+        "first_solved_s": round(solved[0][0], 2) if solved else None,
+        "global_step": result["global_step"],
+        "device": result["device"],
+        "torch": torch.__version__,
+        "command": shlex.join(["python", f"agents/{agent}.py", *flags]),
+    }
 
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    flags = argv[argv.index("--") + 1:] if "--" in argv else []
+    flags = argv[argv.index("--") + 1 :] if "--" in argv else []
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", default="ppo")
     parser.add_argument("--target", type=float, default=500.0, help="the evaluation return that counts as solved")
     parser.add_argument("--csv", type=Path, help="append a row to this CSV file (header if new)")
-    options = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    options = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     report = time_to_solve(options.agent, flags, options.target)
     print(json.dumps(report))
     if options.csv:

@@ -42,8 +42,13 @@ def load_mutations(path: Path = MUTATIONS) -> list[dict]:
 
 def copy_repository(destination: Path) -> None:
     """The tracked and untracked-but-not-ignored files, as the working tree has them (no runs/, no caches)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = REPO / name
         if source.is_file():
@@ -57,7 +62,9 @@ def apply(mutation: dict, root: Path) -> None:
     text = path.read_text()
     count = text.count(mutation["find"])
     if count != 1:
-        raise SystemExit(f"mutation {mutation['id']}: `find` occurs {count} times in {mutation['file']} (must be exactly once)")
+        raise SystemExit(
+            f"mutation {mutation['id']}: `find` occurs {count} times in {mutation['file']} (must be exactly once)"
+        )
     path.write_text(text.replace(mutation["find"], mutation["replace"]))
 
 
@@ -65,8 +72,13 @@ def run_tests(root: Path, tests: list[str], timeout: float) -> tuple[int, float]
     env = os.environ | {"PYTHONPATH": str(root)}
     started = time.monotonic()
     try:
-        status = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests], cwd=root, env=env,
-                                capture_output=True, timeout=timeout).returncode
+        status = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            timeout=timeout,
+        ).returncode
     except subprocess.TimeoutExpired:
         status = -1
     return status, time.monotonic() - started
