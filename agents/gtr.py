@@ -45,6 +45,7 @@ from agents import ppo
 from cleanrl_plus.ranges import AtLeastOne, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main
+from plasticity.diagnostics import member_parameters
 
 
 @dataclasses.dataclass
@@ -84,33 +85,34 @@ def mixture_log_prob(snapshot_logprobs: torch.Tensor, decay: float) -> torch.Ten
 
 class MixtureAnchor:
     """The last J rollout-time policies (copies of the policy, most recent first) and the mixture's log-prob. Once J are
-    kept, a push shifts their weights along the copies in place."""
+    kept, a push shifts their weights along the copies in place. Each copy holds every member's policy."""
 
     def __init__(self, policy: ppo.Policy, size: int, decay: float) -> None:
         self.size, self.decay = size, decay
         self.template = copy.deepcopy(policy).requires_grad_(False)  # made before any remedy hooks into the policy's layers
-        self.members: list[ppo.Policy] = []
+        self.snapshots: list[ppo.Policy] = []
 
     @torch.no_grad()
     def push(self, policy: ppo.Policy) -> None:
-        if len(self.members) < self.size:
-            self.members.append(copy.deepcopy(self.template))
+        if len(self.snapshots) < self.size:
+            self.snapshots.append(copy.deepcopy(self.template))
         # oldest first: each copy takes the weights of the next newer one
-        for newer, older in zip(self.members[-2::-1], self.members[:0:-1]):
+        for newer, older in zip(self.snapshots[-2::-1], self.snapshots[:0:-1]):
             older.load_state_dict(newer.state_dict())
-        self.members[0].load_state_dict(policy.state_dict())
+        self.snapshots[0].load_state_dict(policy.state_dict())
 
     @torch.no_grad()
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return mixture_log_prob(torch.stack([member.log_prob(obs, actions)[0] for member in self.members]), self.decay)
+        logprobs = torch.stack([snapshot.log_prob(obs, actions)[0] for snapshot in self.snapshots])
+        return mixture_log_prob(logprobs, self.decay)
 
     def state_dict(self) -> list[dict[str, torch.Tensor]]:
-        return [member.state_dict() for member in self.members]
+        return [snapshot.state_dict() for snapshot in self.snapshots]
 
-    def load_state_dict(self, snapshots: list[dict[str, torch.Tensor]]) -> None:
-        self.members = [copy.deepcopy(self.template) for _ in snapshots]
-        for member, snapshot in zip(self.members, snapshots):
-            member.load_state_dict(snapshot)
+    def load_state_dict(self, states: list[dict[str, torch.Tensor]]) -> None:
+        self.snapshots = [copy.deepcopy(self.template) for _ in states]
+        for snapshot, state in zip(self.snapshots, states):
+            snapshot.load_state_dict(state)
 
 
 class GaussianTrustRegion:
@@ -118,8 +120,8 @@ class GaussianTrustRegion:
 
     extra_features = 1  # log π_A(a|s) of every rollout sample, in storage.extra
 
-    def __init__(self, args: GTRArgs, policy: ppo.Policy) -> None:
-        self.args = args
+    def __init__(self, args: GTRArgs, policy: ppo.Policy, members: int = 1) -> None:
+        self.args, self.members = args, members
         self.anchor = MixtureAnchor(policy, args.anchor_size, args.anchor_decay)
         self.previous_direction: torch.Tensor | None = None
         self.parameters_before: torch.Tensor | None = None
@@ -128,27 +130,28 @@ class GaussianTrustRegion:
         self.anchor.push(policy)  # π_old joins the mixture as its most recent member
         rollout = storage.flat()
         storage.extra[..., 0] = self.anchor.log_prob(rollout.obs, rollout.actions).reshape(storage.logprobs.shape)  # in place
-        self.parameters_before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
+        self.parameters_before = member_parameters(policy.parameters(), self.members).clone()
 
     def policy_loss(
         self, ppo_loss: Tensor, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch
     ) -> Tensor:
-        surrogate = ppo_loss if self.args.mode == "add" else -(ratio * advantages).mean()
-        delta = new_logprobs - minibatch.extra[:, 0]
-        return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean()
+        # (members, B) quantities: one loss per member
+        surrogate = ppo_loss if self.args.mode == "add" else -(ratio * advantages).mean(-1)
+        delta = new_logprobs - minibatch.extra[..., 0]
+        return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean(-1)
 
     @torch.no_grad()
     def after_update(self, storage: RolloutStorage, policy: ppo.Policy) -> dict[str, torch.Tensor | float]:
         rollout = storage.flat()
-        delta = policy.log_prob(rollout.obs, rollout.actions)[0] - rollout.extra[:, 0]  # Δ of the updated policy
-        direction = torch.nn.utils.parameters_to_vector(policy.parameters()) - self.parameters_before
+        delta = policy.log_prob(rollout.obs, rollout.actions)[0] - rollout.extra[..., 0]  # Δ of the updated policy
+        direction = member_parameters(policy.parameters(), self.members) - self.parameters_before  # (members, P)
         report = {
-            "gtr/released_fraction": (delta.abs() > self.args.sigma).float().mean(),
-            "gtr/kl_anchor": (delta.exp() - 1 - delta).mean(),  # k3 estimate of KL(π_A ‖ π_θ)
-            "gtr/anchor_policies": float(len(self.anchor.members)),
+            "gtr/released_fraction": (delta.abs() > self.args.sigma).float().mean(-1),
+            "gtr/kl_anchor": (delta.exp() - 1 - delta).mean(-1),  # k3 estimate of KL(π_A ‖ π_θ)
+            "gtr/anchor_policies": float(len(self.anchor.snapshots)),
         }
         if self.previous_direction is not None:
-            report["gtr/update_cosine"] = torch.nn.functional.cosine_similarity(direction, self.previous_direction, dim=0)
+            report["gtr/update_cosine"] = torch.nn.functional.cosine_similarity(direction, self.previous_direction, dim=1)
         self.previous_direction = direction
         return report
 
@@ -161,8 +164,9 @@ class GaussianTrustRegion:
 
 
 def main(args: Args) -> dict:
-    # ppo.main builds the policy, so it builds the trust region too, from this factory.
-    return ppo.main(args, make_trust_region=lambda policy: GaussianTrustRegion(args.gtr, policy), agent_name="gtr")
+    # ppo.main builds the policy (of every member), so it builds the trust region too, from this factory.
+    trust_region = lambda policy, members: GaussianTrustRegion(args.gtr, policy, members)
+    return ppo.main(args, make_trust_region=trust_region, agent_name="gtr")
 
 
 load_policy = ppo.load_policy  # GTR's policy is PPO's; the anchor matters only for training

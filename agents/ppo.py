@@ -42,9 +42,10 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import orthogonal_nature_cnn
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import make_envs
-from cleanrl_plus.exploration import epsilon_greedy
+from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import ACTIVATIONS, hidden_linear, layer_init, units_for
+from cleanrl_plus.members import Members
+from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, hidden_linear, layer_init, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
@@ -103,9 +104,10 @@ class Args(RemedyArgs, RunArgs):
     vf_coef: NonNegative = 0.5
     """value loss coefficient c_V"""
     max_grad_norm: Positive = 0.5
-    """global gradient-norm clip"""
+    """gradient-norm clip (of each member's gradient, in a group)"""
     target_kl: NonNegative = 0.0
-    """stop the epochs of an iteration once the approximate KL to π_old exceeds this (0 = never; costs a sync per epoch)"""
+    """stop the epochs of an iteration once the approximate KL to π_old exceeds this (0 = never; costs a sync per epoch;
+    one seed only)"""
     normalize_obs: bool = True
     """normalise observations with running statistics (clip ±10); statistics are checkpointed"""
     normalize_reward: bool = True
@@ -151,31 +153,47 @@ def network_settings(args: Args) -> tuple[str, str]:
 
 
 def ppo_mlp(
-    in_features: int, out_features: int, hidden: tuple[int, ...], activation: str, out_std: float, norm: str = "none"
+    members: int,
+    in_features: int,
+    out_features: int,
+    hidden: tuple[int, ...],
+    activation: str,
+    out_std: float,
+    norm: str = "none",
 ) -> nn.Sequential:
-    """Orthogonally initialised MLP; `activation` tanh/relu/crelu/fourier and `norm` as --net.* (cleanrl_plus.nn)."""
+    """Orthogonally initialised MLP of each member; `activation` tanh/relu/crelu/fourier and `norm` as --net.*
+    (cleanrl_plus.nn)."""
     layers: list[nn.Module] = []
     for width in hidden:
-        layers += [layer_init(hidden_linear(in_features, units_for(width, activation), norm)), ACTIVATIONS[activation]()]
+        layer = hidden_linear(members, in_features, units_for(width, activation), norm)
+        layers += [layer_init(layer), ACTIVATIONS[activation]()]
         in_features = width
-    layers.append(layer_init(nn.Linear(in_features, out_features), std=out_std))
+    layers.append(layer_init(EnsembleLinear(members, in_features, out_features), std=out_std))
     return nn.Sequential(*layers)
 
 
 class Policy(nn.Module):
     """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box.
-    `net` maps observations to those outputs: an MLP on `in_features` inputs, or `torso` then that MLP (the head)."""
+    `net` maps observations to those outputs: an MLP on `in_features` inputs, or `torso` then that MLP (the head).
+    Every member of the group has its own: observations (members, B, ...) → outputs (members, B, ...)."""
 
     def __init__(
-        self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None
+        self,
+        members: int,
+        in_features: int,
+        action_space: gym.Space,
+        hidden: tuple[int, ...],
+        activation: str,
+        norm="none",
+        torso=None,
     ):
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)  # action dimensions or actions
-        head = ppo_mlp(in_features, self.outputs, hidden, activation, out_std=0.01, norm=norm)
+        head = ppo_mlp(members, in_features, self.outputs, hidden, activation, out_std=0.01, norm=norm)
         self.net = head if torso is None else nn.Sequential(torso, head)
         if self.continuous:
-            self.log_std = nn.Parameter(torch.zeros(self.outputs))
+            self.log_std = nn.Parameter(torch.zeros(members, self.outputs))
 
     def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
         return self.distribution_from(self.net(obs))
@@ -183,13 +201,13 @@ class Policy(nn.Module):
     def distribution_from(self, outputs: torch.Tensor) -> torch.distributions.Distribution:
         """π(·|s) from the network's outputs: the mean (Box) or the logits (Discrete)."""
         if self.continuous:
-            return torch.distributions.Normal(outputs, self.log_std.exp().expand_as(outputs))
+            return torch.distributions.Normal(outputs, self.log_std.exp().unsqueeze(1).expand_as(outputs))
         return torch.distributions.Categorical(logits=outputs)
 
     def distribution_parameters(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """{"mean", "log_std"} (Box) or {"logits"} (Discrete): what the KL churn diagnostic compares across an update."""
         if self.continuous:
-            return {"mean": self.net(obs), "log_std": self.log_std}
+            return {"mean": self.net(obs), "log_std": self.log_std.unsqueeze(1)}
         return {"logits": self.net(obs)}
 
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -202,13 +220,11 @@ class Policy(nn.Module):
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
         return dist.log_prob(actions), dist.entropy()
 
-    def noise(self, obs: torch.Tensor) -> torch.Tensor:
-        """The random numbers `sample` turns into actions for a batch of observations, drawn as torch's own samplers
-        draw them: ε ~ N(0, 1) per action dimension (Box), E ~ Exp(1) per action (Discrete)."""
-        shape = (obs.shape[0], self.outputs)
-        return (
-            torch.randn(shape, device=obs.device) if self.continuous else torch.empty(shape, device=obs.device).exponential_()
-        )
+    def noise(self, members: Members, batch: int) -> torch.Tensor:
+        """The random numbers `sample` turns into actions for `batch` observations of each member, from the member's own
+        generator, drawn as torch's own samplers draw them: ε ~ N(0, 1) per action dimension (Box), E ~ Exp(1) per action
+        (Discrete)."""
+        return members.randn(batch, self.outputs) if self.continuous else members.exponential(batch, self.outputs)
 
     def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(a ~ π(·|s), log π(a|s)) from `noise`: a = μ + σ·ε (Box), or a = argmax p/E, the exponential race that
@@ -230,12 +246,19 @@ class ActorCritic(nn.Module):
     () = one linear layer) on the features of that one torso, whose gradient then sums both losses' (CleanRL's ppo_atari)."""
 
     def __init__(
-        self, in_features: int, action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm="none", torso=None
+        self,
+        members: int,
+        in_features: int,
+        action_space: gym.Space,
+        hidden: tuple[int, ...],
+        activation: str,
+        norm="none",
+        torso=None,
     ):
         super().__init__()
         self.shares_torso = torso is not None
-        self.policy = Policy(in_features, action_space, hidden, activation, norm, torso)
-        value_head = ppo_mlp(in_features, 1, hidden, activation, out_std=1.0, norm=norm)
+        self.policy = Policy(members, in_features, action_space, hidden, activation, norm, torso)
+        value_head = ppo_mlp(members, in_features, 1, hidden, activation, out_std=1.0, norm=norm)
         self.critic = value_head if torso is None else nn.Sequential(torso, value_head)
 
     @property
@@ -261,27 +284,32 @@ class ActorCritic(nn.Module):
 
 
 def make_actor_critic(
-    obs_shape: tuple[int, ...], action_space: gym.Space, hidden: tuple[int, ...], activation: str, norm: str = "none"
+    members: int,
+    obs_shape: tuple[int, ...],
+    action_space: gym.Space,
+    hidden: tuple[int, ...],
+    activation: str,
+    norm: str = "none",
 ) -> ActorCritic:
     """Separate MLPs for vector observations; the shared Nature CNN with its two heads for frame stacks."""
     if len(obs_shape) == 1:
-        return ActorCritic(obs_shape[0], action_space, hidden, activation, norm)
-    torso = orthogonal_nature_cnn(obs_shape, norm, activation)
-    return ActorCritic(torso.features, action_space, hidden, activation, norm, torso)
+        return ActorCritic(members, obs_shape[0], action_space, hidden, activation, norm)
+    torso = orthogonal_nature_cnn(members, obs_shape, norm, activation)
+    return ActorCritic(members, torso.features, action_space, hidden, activation, norm, torso)
 
 
 def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float | torch.Tensor) -> torch.Tensor:
-    """L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)]."""
-    return torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
+    """L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)], per member: (members, B) → (members,)."""
+    return torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean(-1)
 
 
 def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float | torch.Tensor, clip: bool) -> torch.Tensor:
-    """½E[(V − R)²], or with clipping ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)]."""
+    """½E[(V − R)²], or with clipping ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)], per member."""
     unclipped = (new_values - minibatch.returns).square()
     if not clip:
-        return 0.5 * unclipped.mean()
+        return 0.5 * unclipped.mean(-1)
     clipped = minibatch.values + (new_values - minibatch.values).clamp(-clip_coef, clip_coef)
-    return 0.5 * torch.max(unclipped, (clipped - minibatch.returns).square()).mean()
+    return 0.5 * torch.max(unclipped, (clipped - minibatch.returns).square()).mean(-1)
 
 
 def ppo_report(
@@ -292,10 +320,11 @@ def ppo_report(
     logratio: torch.Tensor,
     clip_coef: torch.Tensor,
 ) -> dict[str, torch.Tensor]:
-    """CleanRL's PPO tags of a minibatch: the losses, the k3 estimate of KL(π_old ‖ π_θ) and the clipped fraction."""
+    """CleanRL's PPO tags of a minibatch, per member: the losses, the k3 estimate of KL(π_old ‖ π_θ) and the clipped
+    fraction."""
     with torch.no_grad():
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        approx_kl = ((ratio - 1) - logratio).mean(-1)
+        clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean(-1)
     return {
         "losses/policy_loss": pg_loss.detach(),
         "losses/value_loss": v_loss.detach(),
@@ -337,18 +366,20 @@ class TrustRegion(Protocol):
     def load_state_dict(self, state: dict) -> None: ...
 
 
-def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
+def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
     frames = is_atari(args.env_id)  # uint8 frame stacks for the Nature CNN, one torso under both heads
     norm, activation = network_settings(args)
     catalogue.check(agent_name, args, activation=activation, shared_torso=frames)
     check_rollout_flags(args, agent_name, frames)
     run = start_run(args)
     device = run.device
+    members = Members(run.seeds, device)  # each member's random streams, from its own seed
+    K = len(members)
     env, evaluator = make_envs(args, device)
     check_spaces(env, args.env_id, agent_name, frames)
     space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
-    new_agent = lambda: make_actor_critic(obs_shape, space, args.hidden_sizes, activation, norm).to(device)
-    agent = new_agent()
+    new_agent = lambda: members.build(lambda k: make_actor_critic(k, obs_shape, space, args.hidden_sizes, activation, norm))
+    agent = new_agent().to(device)
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
     optimizer = make_optimizer(args, agent.parameters(), device, **adam_settings)
     # the annealed lr and clip range ε are tensors changed in place, so a captured update reads each iteration's values;
@@ -356,16 +387,16 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
     schedule_dtype = torch.float64 if device.type == "cpu" else torch.float32  # CUDA's fused Adam reads a float32 lr
     learning_rate = torch.tensor(args.learning_rate, dtype=schedule_dtype, device=device)
     clip_coef = torch.tensor(args.clip_coef, dtype=schedule_dtype, device=device)
-    obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
-    reward_scaler = RewardScaler(env.num_envs, args.gamma, args.normalize_reward).to(device)
-    trust_region = make_trust_region(agent.policy) if make_trust_region else None
-    storage = RolloutStorage.for_env(
-        args.num_steps, env, device, extra_features=trust_region.extra_features if trust_region else 0
-    )
+    obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs, members=K).to(device)
+    reward_scaler = RewardScaler(env.envs_per_member, args.gamma, args.normalize_reward, members=K).to(device)
+    trust_region = make_trust_region(agent.policy, K) if make_trust_region else None
+    extra_features = trust_region.extra_features if trust_region else 0
+    storage = RolloutStorage.for_env(args.num_steps, env, device, members, extra_features)
     to_env = envs.action_clipper(space, device)  # the stored action stays unclipped
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
-    new_policy = lambda: Policy(obs_shape[0], space, args.hidden_sizes, activation, norm).to(device)  # (vectors only)
-    plasticity = Plasticity(args, plasticity_network(agent, optimizer, new_agent, new_policy, args), logger=run.logger)
+    new_policy = lambda: members.build(lambda k: Policy(k, obs_shape[0], space, args.hidden_sizes, activation, norm))
+    network = plasticity_network(agent, optimizer, lambda: new_agent().to(device), lambda: new_policy().to(device), args)
+    plasticity = Plasticity(args, network, logger=run.logger, members=K)
 
     # ---- the acting step, GAE and the update as functions of tensors: --compile compiles the loss and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
@@ -377,17 +408,18 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         storage.compute_advantages(agent.value, args.gamma, args.gae_lambda)  # would unroll GAE's loop over num_steps)
 
     def ppo_objective(minibatch: Minibatch, clip_coef: torch.Tensor, reference: Minibatch | None):
+        # every quantity is (members, B): each member's means over its own minibatch, one loss per member
         new_logprobs, entropy, new_values = agent.evaluate(minibatch.obs, minibatch.actions)
         logratio = new_logprobs - minibatch.logprobs
         ratio = logratio.exp()
         advantages = minibatch.advantages
         if args.norm_adv:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = (advantages - advantages.mean(-1, keepdim=True)) / (advantages.std(-1, keepdim=True) + 1e-8)
         pg_loss = clipped_surrogate_loss(ratio, advantages, clip_coef)
         if trust_region is not None:
             pg_loss = trust_region.policy_loss(pg_loss, ratio, advantages, new_logprobs, minibatch)
         v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
-        entropy_loss = entropy.mean()
+        entropy_loss = entropy.mean(-1)
         loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
         loss = plasticity.loss("agent", loss, reference, scale_against=pg_loss)  # C-CHAIN scales against the policy loss
         return loss, ppo_report(pg_loss, v_loss, entropy_loss, ratio, logratio, clip_coef)
@@ -396,7 +428,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
 
     def update(indices: torch.Tensor, clip_coef: torch.Tensor, reference: Minibatch | None) -> dict[str, torch.Tensor]:
         loss, stats = ppo_objective(storage.gather(indices), clip_coef, reference)
-        plasticity.minimise("agent", loss, args.max_grad_norm)  # clip ‖∇‖ ≤ max_grad_norm, then the optimiser step
+        plasticity.minimise("agent", loss, args.max_grad_norm)  # clip each member's ‖∇‖ ≤ max_grad_norm, then step
         return stats
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
@@ -406,10 +438,12 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
 
     normalizers = dict(obs_normalizer=obs_normalizer, reward_scaler=reward_scaler)
     extra = {"trust_region": trust_region} if trust_region else {}
-    session = TrainingSession(run, agent_name, env, evaluator, **plasticity.checkpointed(), **normalizers, **extra)
-    obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=args.seed), update=True))
+    session = TrainingSession(
+        run, agent_name, env, evaluator, members=members, **plasticity.checkpointed(), **normalizers, **extra
+    )
+    obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=run.seeds), update=True))
     session.learning_started(global_step, num_updates)
-    batch_size = args.num_steps * env.num_envs
+    batch_size = args.num_steps * env.envs_per_member  # env steps of each member per iteration
     num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
 
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
@@ -423,7 +457,7 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
         # ---- rollout with π_old (observations are stored normalised, as the policy saw them) ---------------
         with torch.no_grad():
             for t in range(args.num_steps):
-                actions, logprobs = act(obs, agent.policy.noise(obs))
+                actions, logprobs = act(obs, agent.policy.noise(members, env.envs_per_member))
                 step = env.step(to_env(actions))
                 rewards = reward_scaler(step.reward, step.terminated | step.truncated)
                 next_obs = obs_normalizer(step.next_obs)  # the true s' (final obs at episode ends), current statistics
@@ -435,10 +469,10 @@ def main(args: Args, make_trust_region: Callable[[Policy], TrustRegion] | None =
             trust_region.before_update(storage, agent.policy)
 
         # ---- K epochs of minibatch updates ---------------------------------------------------------------
-        clipped, updates_done = torch.zeros((), device=device), 0
+        clipped, updates_done = torch.zeros(K, device=device), 0
         for epoch in range(args.update_epochs):
             for indices in storage.minibatch_indices(args.num_minibatches):
-                stats = update(indices, clip_coef, plasticity.reference_batch(storage, len(indices)))
+                stats = update(indices, clip_coef, plasticity.reference_batch(storage, indices.shape[1]))
                 clipped += stats["losses/clipfrac"]  # summed at once: a replayed graph overwrites its outputs
                 num_updates, updates_done = num_updates + 1, updates_done + 1
                 plasticity.after_update(num_updates, storage, global_step)
@@ -469,7 +503,7 @@ def plasticity_network(
     treat them as one network, "agent"; C-CHAIN keeps the policy's mean or probabilities, rescaling once an iteration);
     the diagnostics watch each; the resets act on each, or on the whole when the two heads share the Nature CNN."""
     policy_linears, value_linears = (
-        [m for m in net.modules() if isinstance(m, nn.Linear)] for net in (agent.policy.net, agent.critic)
+        [m for m in net.modules() if isinstance(m, EnsembleLinear)] for net in (agent.policy.net, agent.critic)
     )
     probe_activation = torch.tanh if network_settings(args)[1] == "tanh" else torch.relu
     updates_per_iteration = args.update_epochs * args.num_minibatches
@@ -521,19 +555,24 @@ def plasticity_network(
 
 def evaluation_policy(
     agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float, device: torch.device
-) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The mean action clipped to the bounds (Box), or the most probable action, ε-greedy with ε = --eval-epsilon
-    (Discrete)."""
+) -> Callable[[torch.Tensor, Members], torch.Tensor]:
+    """(observations (members, E, ...), the evaluation's generators) → the mean action clipped to the bounds (Box), or
+    the most probable action, ε-greedy with ε = --eval-epsilon (Discrete)."""
     if isinstance(space, gym.spaces.Box):
         low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))
-        return lambda obs: agent.policy.greedy(obs_normalizer(obs)).clamp(low, high)
-    return lambda obs: epsilon_greedy(agent.policy.net(obs_normalizer(obs)), epsilon)
+        return lambda obs, members: agent.policy.greedy(obs_normalizer(obs)).clamp(low, high)
+
+    def epsilon_greedy_policy(obs: torch.Tensor, members: Members) -> torch.Tensor:
+        logits = agent.policy.net(obs_normalizer(obs))
+        return epsilon_greedy(logits, epsilon, exploration_draws(members, logits.shape[1], logits.shape[2]))
+
+    return epsilon_greedy_policy
 
 
 def load_policy(args: Args, env, state: dict, device: torch.device):
-    """The evaluation policy of a checkpoint (`cleanrl-plus eval`)."""
+    """The evaluation policy of a checkpoint (`cleanrl-plus eval`): one member, the run's own."""
     obs_shape, space = tuple(env.single_observation_space.shape), env.single_action_space
-    agent = make_actor_critic(obs_shape, space, args.hidden_sizes, *reversed(network_settings(args))).to(device)
+    agent = make_actor_critic(1, obs_shape, space, args.hidden_sizes, *reversed(network_settings(args))).to(device)
     rebuild_injected_heads(agent, state["agent"]).load_state_dict(state["agent"])
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     obs_normalizer.load_state_dict(state["obs_normalizer"])

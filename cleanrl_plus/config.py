@@ -32,6 +32,9 @@ class RunArgs:
     """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     seed: Seed = 1
     """seed of the experiment: seeds python, numpy, torch and the environments"""
+    seeds: tuple[Seed, ...] = ()
+    """train these seeds at once as one batched group, each an ordinary run with its own directory (--seed is then
+    ignored; docs/experiments.md); empty: --seed alone"""
     torch_deterministic: bool = True
     """make cuDNN deterministic (results reproduce for a seed; slightly slower on GPU)"""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -115,6 +118,13 @@ def validate_args(args: RunArgs) -> None:
     for name, value in flatten_args(values).items():
         if isinstance(value, float) and not math.isfinite(value):
             raise UserError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+    if len(set(args.seeds)) < len(args.seeds):
+        raise UserError(f"--seeds {' '.join(map(str, args.seeds))} repeats a seed — each member trains its own seed")
+    if len(args.seeds) > 1 and args.capture_video:
+        raise UserError(
+            "--capture-video records one run's evaluation; with --seeds, record each run afterwards with "
+            "`cleanrl-plus eval <run dir> --capture-video`, or train one seed per process"
+        )
     run_name = values.get("run_name", "")
     if run_name and (run_name in (".", "..") or "/" in run_name or "\\" in run_name):
         raise UserError(

@@ -1,5 +1,6 @@
 """Torsos that map observations to features: the Nature CNN (Double DQN and PPO on Atari), MinAtar's small CNN and
-an MLP torso (Double DQN)."""
+an MLP torso (Double DQN). Each holds the `members` of a group (cleanrl_plus.members): (members, B, ...) observations
+→ (members, B, features); the convolutions run every member at once as grouped convolutions (cleanrl_plus.nn)."""
 
 from __future__ import annotations
 
@@ -7,68 +8,79 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cleanrl_plus.nn import ACTIVATIONS, hidden_conv, hidden_linear, layer_init, mlp_torso, units_for
+from cleanrl_plus.nn import (
+    ACTIVATIONS,
+    MemberConv2d,
+    hidden_conv,
+    hidden_linear,
+    layer_init,
+    member_features,
+    member_maps,
+    mlp_torso,
+    units_for,
+)
 
 
 class NatureCNN(nn.Module):
-    """Mnih et al. 2015: (K, 84, 84) uint8 frames /255 → conv 32×8×8/4 → 64×4×4/2 → 64×3×3/1 → 512.
-    --net.norm (and NaP) put a norm before every ReLU, the convolutions' included (cleanrl_plus.nn.NormedConv2d);
+    """Mnih et al. 2015: (C, 84, 84) uint8 frames /255 → conv 32×8×8/4 → 64×4×4/2 → 64×3×3/1 → 512.
+    --net.norm (and NaP) put a norm before every ReLU, the convolutions' included (cleanrl_plus.nn.NormedMemberConv2d);
     --net.activation applies to the dense layer, the convolutions keep ReLU. PyTorch's default init (DDQN); PPO
     re-initialises it orthogonally as CleanRL's ppo_atari.py does (`orthogonal_nature_cnn`)."""
 
-    def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
+    def __init__(self, members: int, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
+        self.members = members
         self.convs = nn.Sequential(
-            hidden_conv(obs_shape[0], 32, 8, 4, norm),
+            hidden_conv(members, obs_shape[0], 32, 8, 4, norm),
             nn.ReLU(),
-            hidden_conv(32, 64, 4, 2, norm),
+            hidden_conv(members, 32, 64, 4, 2, norm),
             nn.ReLU(),
-            hidden_conv(64, 64, 3, 1, norm),
+            hidden_conv(members, 64, 64, 3, 1, norm),
             nn.ReLU(),
-            nn.Flatten(),
         )
         with torch.no_grad():
-            flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
-        self.fc = hidden_linear(flat, units_for(512, activation), norm)
+            flat = self.convs(torch.zeros(1, members * obs_shape[0], *obs_shape[1:])).shape[1:].numel() // members
+        self.fc = hidden_linear(members, flat, units_for(512, activation), norm)
         self.activation = ACTIVATIONS[activation]()
         self.features = 512
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.fc(self.convs(obs.float() / 255.0)))
+        maps = self.convs(member_maps(obs).float() / 255.0)
+        return self.activation(self.fc(member_features(maps, self.members)))
 
 
 class MinAtarCNN(nn.Module):
     """Young & Tian 2019: (10, 10, C) grids, channels last → conv 16×3×3 → 128 (--net.* as NatureCNN)."""
 
-    def __init__(self, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
+    def __init__(self, members: int, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> None:
         super().__init__()
         height, width, channels = obs_shape
-        self.conv = hidden_conv(channels, 16, 3, 1, norm)
-        self.fc = hidden_linear(16 * (height - 2) * (width - 2), units_for(128, activation), norm)
+        self.members = members
+        self.conv = hidden_conv(members, channels, 16, 3, 1, norm)
+        self.fc = hidden_linear(members, 16 * (height - 2) * (width - 2), units_for(128, activation), norm)
         self.activation = ACTIVATIONS[activation]()
         self.features = 128
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2)))
-        return self.activation(self.fc(x.flatten(1)))
+        maps = F.relu(self.conv(member_maps(obs.float().permute(0, 1, 4, 2, 3))))
+        return self.activation(self.fc(member_features(maps, self.members)))
 
 
 class MLPTorso(nn.Module):
     def __init__(
-        self, obs_shape: tuple[int, ...], hidden: tuple[int, ...], norm: str = "none", activation: str = "relu"
+        self, members: int, obs_shape: tuple[int, ...], hidden: tuple[int, ...], norm: str = "none", activation: str = "relu"
     ) -> None:
         super().__init__()
-        self.net = mlp_torso(int(obs_shape[0]), hidden, norm, activation)
+        self.net = mlp_torso(members, int(obs_shape[0]), hidden, norm, activation)
         self.features = hidden[-1]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs.float())
 
 
-def orthogonal_nature_cnn(obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> NatureCNN:
+def orthogonal_nature_cnn(members: int, obs_shape: tuple[int, ...], norm: str = "none", activation: str = "relu") -> NatureCNN:
     """CleanRL's ppo_atari torso: the Nature CNN with orthogonal weights of gain √2 and zero biases."""
-    torso = NatureCNN(obs_shape, norm, activation)
-    for layer in torso.modules():
-        if isinstance(layer, (nn.Conv2d, nn.Linear)):
-            layer_init(layer)
+    torso = NatureCNN(members, obs_shape, norm, activation)
+    for layer in [*(m for m in torso.convs if isinstance(m, MemberConv2d)), torso.fc]:
+        layer_init(layer)
     return torso

@@ -137,3 +137,69 @@ class Logger:
             writer.close()
         finally:
             self._remove_empty_events_files()
+
+
+def member_values(value: Any, count: int) -> list[Any]:
+    """One value per member: a (K,) tensor, list or array is split, anything else (a number, a 0-dim tensor) is every
+    member's."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        return list(value.reshape(count))
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return list(value)
+    return [value] * count
+
+
+class GroupLogger:
+    """The loggers of a group's members as one: a value with a member axis ((K,) tensor, list or array) goes to each
+    member's run, a number to every member's. One device sync per call, whatever K. A member that diverged (`muted`)
+    is written no more."""
+
+    def __init__(self, loggers: list[Logger]) -> None:
+        self.loggers = loggers
+        self.muted: set[int] = set()
+        self.log_every = loggers[0].log_every
+
+    def __len__(self) -> int:
+        return len(self.loggers)
+
+    def scalars(self, values: Mapping[str, Any], step: int) -> list[dict[str, float]]:
+        """Log each member's values; returns them, per member, on the host."""
+        count = len(self.loggers)
+        tensors = {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}
+        host: dict[str, Any] = dict(values)
+        if tensors:  # one copy for every tensor of every member
+            flat = torch.cat([v.detach().float().reshape(-1) for v in tensors.values()]).cpu().tolist()
+            offset = 0
+            for key, v in tensors.items():
+                host[key] = flat[offset : offset + v.numel()] if v.numel() > 1 else flat[offset]
+                offset += v.numel()
+        per_member = [{} for _ in range(count)]
+        for key, value in host.items():
+            for k, item in enumerate(member_values(value, count)):
+                per_member[k][key] = float(item)
+        for k, logger in enumerate(self.loggers):
+            if k not in self.muted:
+                logger.scalars(per_member[k], step)
+        return per_member
+
+    def scalar(self, tag: str, value: Any, step: int) -> None:
+        self.scalars({tag: value}, step)
+
+    def text(self, tag: str, text: str | list[str], step: int = 0) -> None:
+        for k, (logger, item) in enumerate(zip(self.loggers, member_values(text, len(self.loggers)))):
+            if k not in self.muted:
+                logger.writer.add_text(tag, item, step)
+
+    def episodes(self, stats: list[EpisodeStats]) -> None:
+        """Each member's finished episodes (charts/episodic_return and _length)."""
+        for k, (logger, member_stats) in enumerate(zip(self.loggers, stats)):
+            if k not in self.muted:
+                logger.episodes(member_stats)
+
+    @property
+    def last_episodic_return(self) -> list[float | None]:
+        return [logger.last_episodic_return for logger in self.loggers]
+
+    def flush(self) -> None:
+        for logger in self.loggers:
+            logger.flush()

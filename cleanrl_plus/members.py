@@ -96,18 +96,51 @@ class Members:
                     group._shared_keys.add(name)
         return group
 
+    # ---- checkpoints: one entry per member, what a one-seed run of its seed saves -----------------------------
+    def member_state_dict(self, k: int) -> dict[str, Any]:
+        return {"seed": self.seeds[k], "host": self.host[k].get_state(), "device": self.generators[k].get_state()}
+
+    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
+        for host, device, state in zip(self.host, self.generators, states):
+            host.set_state(state["host"])
+            device.set_state(state["device"])
+
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "seeds": self.seeds,
-            "host": [g.get_state() for g in self.host],
-            "device": [g.get_state() for g in self.generators],
-        }
+        return (
+            self.member_state_dict(0) if len(self) == 1 else {"members": [self.member_state_dict(k) for k in range(len(self))]}
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for generator, saved in zip(self.host, state["host"]):
-            generator.set_state(saved)
-        for generator, saved in zip(self.generators, state["device"]):
-            generator.set_state(saved)
+        self.load_member_state_dicts(state["members"] if "members" in state else [state])
+
+
+class MemberEnvs:
+    """A group's vector env (envs.make with members=: K·N sub-envs, member-major) seen as K members of N envs:
+    observations, rewards and flags come as (K, N, ...), actions go in as (K, N, ...). Everything else is the env's."""
+
+    def __init__(self, env: Any, members: int) -> None:
+        self.env, self.members = env, members
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(self.members, -1, *x.shape[1:])
+
+    def reset(self, seed: Any = None) -> torch.Tensor:
+        return self.split(self.env.reset(seed=seed))
+
+    def step(self, actions: torch.Tensor) -> Any:
+        return type(step := self.env.step(actions.flatten(0, 1)))(*(self.split(x) for x in step))
+
+    def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        return self.split(self.env.reset_where(mask.flatten(0, 1), obs.flatten(0, 1)))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.env.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env.load_state_dict(state)
 
 
 def _tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:

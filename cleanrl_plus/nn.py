@@ -14,11 +14,13 @@ from cleanrl_plus.normalization import RunningMeanStd
 
 
 class EnsembleLinear(nn.Module):
-    """`ensemble_size` independent linear layers evaluated with one batched matmul.
+    """`ensemble_size` independent linear layers evaluated with one batched matmul: every dense layer of every agent.
 
-    Input (ensemble_size, batch, in) -> output (ensemble_size, batch, out). Each member is initialised
-    exactly like `nn.Linear` (uniform ±1/sqrt(in) for weights and biases), so a twin critic built from
-    these is the same model as two separate MLPs, only faster (one bmm instead of two matmuls).
+    Input (ensemble_size, batch, in) -> output (ensemble_size, batch, out). The leading dimension holds the members of
+    a group (cleanrl_plus.members), and within each member the copies it keeps (a twin critic's two), member-major; a
+    one-seed network has ensemble_size 1 (2 for a twin critic). Each entry is initialised exactly like `nn.Linear`
+    (uniform ±1/sqrt(in) for weights and biases), so a twin critic built from these is the same model as two separate
+    MLPs, only faster (one bmm instead of two matmuls).
     """
 
     def __init__(self, ensemble_size: int, in_features: int, out_features: int) -> None:
@@ -87,16 +89,48 @@ class NormedEnsembleLinear(EnsembleLinear):
         return self.norm.member(index, super().member(index, x))
 
 
-class NormedConv2d(nn.Conv2d):
-    """nn.Conv2d followed by a LayerNorm of each sample's (C, H, W) output with a scale and shift per channel (GroupNorm
-    with one group), as one module, like NormedLinear."""
+class MemberConv2d(nn.Module):
+    """`members` independent Conv2d layers as one grouped convolution. Feature maps hold the members' channels
+    member-major, (B, members·C, H, W), so a stack of these runs every member's CNN at once; weight
+    (members, out, in, k, k) and bias (members, out), each member initialised as nn.Conv2d (uniform ±1/√(in·k·k))."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride=stride)
-        self.norm = nn.GroupNorm(1, out_channels)
+    def __init__(self, members: int, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1) -> None:
+        super().__init__()
+        self.stride = stride
+        self.weight = nn.Parameter(torch.empty(members, out_channels, in_channels, kernel_size, kernel_size))
+        self.bias = nn.Parameter(torch.empty(members, out_channels))
+        bound = 1.0 / math.sqrt(in_channels * kernel_size * kernel_size)
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight.flatten(0, 1), self.bias.flatten(), self.stride, groups=self.weight.shape[0])
+
+    def extra_repr(self) -> str:
+        members, out, inputs, k, _ = self.weight.shape
+        return f"members={members}, in_channels={inputs}, out_channels={out}, kernel_size={k}, stride={self.stride}"
+
+
+class NormedMemberConv2d(MemberConv2d):
+    """MemberConv2d followed by a LayerNorm of each member's (C, H, W) output per sample with a scale and shift per
+    channel (GroupNorm with one group per member), as one module, like NormedLinear."""
+
+    def __init__(self, members: int, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1) -> None:
+        super().__init__(members, in_channels, out_channels, kernel_size, stride)
+        self.norm = nn.GroupNorm(members, members * out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(super().forward(x))
+
+
+def member_maps(x: torch.Tensor) -> torch.Tensor:
+    """(members, B, C, H, W) images → (B, members·C, H, W) feature maps for MemberConv2d."""
+    return x.transpose(0, 1).flatten(1, 2)
+
+
+def member_features(x: torch.Tensor, members: int) -> torch.Tensor:
+    """(B, members·C, H, W) feature maps → (members, B, C·H·W) flat features for EnsembleLinear."""
+    return x.reshape(x.shape[0], members, -1).transpose(0, 1)
 
 
 class CReLU(nn.Module):
@@ -131,52 +165,65 @@ def units_for(width: int, activation: str) -> int:
     return width // 2
 
 
-def layer_init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear | nn.Conv2d:
-    """CleanRL's init: orthogonal weights with gain `std`, constant bias."""
-    nn.init.orthogonal_(layer.weight, std)
+@torch.no_grad()
+def layer_init(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
+    """CleanRL's init: orthogonal weights with gain `std`, constant bias; each entry of an ensemble or member layer gets
+    its own orthogonal (out, in) matrix, drawn as nn.init.orthogonal_ draws it for nn.Linear / nn.Conv2d."""
+    if isinstance(layer, EnsembleLinear):  # stored (E, in, out)
+        for weight in layer.weight:
+            matrix = torch.empty(weight.shape[1], weight.shape[0], device=weight.device)
+            weight.copy_(nn.init.orthogonal_(matrix, std).T)
+    elif isinstance(layer, MemberConv2d):
+        for weight in layer.weight:
+            nn.init.orthogonal_(weight, std)
+    else:
+        nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, bias)
     return layer
 
 
-def hidden_linear(in_features: int, units: int, norm: str = "none") -> nn.Linear:
-    return NormedLinear(in_features, units) if norm == "layer" else nn.Linear(in_features, units)
-
-
-def hidden_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, norm: str = "none") -> nn.Conv2d:
-    return (
-        NormedConv2d(in_channels, out_channels, kernel_size, stride)
-        if norm == "layer"
-        else nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride)
-    )
-
-
-def hidden_ensemble_linear(ensemble_size: int, in_features: int, units: int, norm: str = "none") -> EnsembleLinear:
+def hidden_linear(ensemble_size: int, in_features: int, units: int, norm: str = "none") -> EnsembleLinear:
+    """A hidden dense layer of `ensemble_size` entries (cleanrl_plus.members), with --net.norm's LayerNorm."""
     layer = NormedEnsembleLinear if norm == "layer" else EnsembleLinear
     return layer(ensemble_size, in_features, units)
 
 
-def mlp_torso(in_features: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu") -> nn.Sequential:
+def hidden_conv(
+    members: int, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, norm: str = "none"
+) -> MemberConv2d:
+    layer = NormedMemberConv2d if norm == "layer" else MemberConv2d
+    return layer(members, in_channels, out_channels, kernel_size, stride)
+
+
+def mlp_torso(
+    ensemble_size: int, in_features: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu"
+) -> nn.Sequential:
     """Hidden layers only, each Linear (→ LayerNorm) → activation; the output is hidden[-1] wide."""
     layers: list[nn.Module] = []
     for width in hidden:
-        layers += [hidden_linear(in_features, units_for(width, activation), norm), ACTIVATIONS[activation]()]
+        layers += [hidden_linear(ensemble_size, in_features, units_for(width, activation), norm), ACTIVATIONS[activation]()]
         in_features = width
     return nn.Sequential(*layers)
 
 
 def mlp(
-    in_features: int, out_features: int, hidden: tuple[int, ...] = (256, 256), norm: str = "none", activation: str = "relu"
+    ensemble_size: int,
+    in_features: int,
+    out_features: int,
+    hidden: tuple[int, ...] = (256, 256),
+    norm: str = "none",
+    activation: str = "relu",
 ) -> nn.Sequential:
     """A ReLU MLP (defaults), or with LayerNorm before each nonlinearity and/or CReLU / Fourier units (--net.*)."""
-    torso = mlp_torso(in_features, hidden, norm, activation)
-    return nn.Sequential(*torso, nn.Linear(hidden[-1] if hidden else in_features, out_features))
+    torso = mlp_torso(ensemble_size, in_features, hidden, norm, activation)
+    return nn.Sequential(*torso, EnsembleLinear(ensemble_size, hidden[-1] if hidden else in_features, out_features))
 
 
 def ensemble_hidden(
     ensemble_size: int, widths: tuple[int, ...], norm: str = "none", activation: str = "relu"
 ) -> list[EnsembleLinear]:
     """Hidden ensemble layers widths[0] → … → widths[-1] (activation outputs), sized and normalised for `activation`/`norm`."""
-    return [hidden_ensemble_linear(ensemble_size, i, units_for(o, activation), norm) for i, o in zip(widths[:-1], widths[1:])]
+    return [hidden_linear(ensemble_size, i, units_for(o, activation), norm) for i, o in zip(widths[:-1], widths[1:])]
 
 
 def ensemble_stack(ensemble_size: int, widths: tuple[int, ...], norm: str = "none", activation: str = "relu") -> nn.ModuleList:

@@ -7,18 +7,19 @@ import torch.nn as nn
 
 
 class RunningMeanStd(nn.Module):
-    """x̃ = (x − μ) / √(σ² + ε), with μ, σ² merged batch by batch (Chan et al.'s parallel formula).
+    """x̃ = (x − μ) / √(σ² + ε), with μ, σ² merged batch by batch (Chan et al.'s parallel formula), one μ, σ² per member
+    of a group (cleanrl_plus.members): inputs are (members, batch, *shape), statistics (members, *shape).
 
     Call `update` only with observations the agent acts on, never with replay batches: under non-uniform
     sampling (e.g. SWD) replay would shift the statistics towards the sampled distribution. `update` keeps the
     sample count on the host as well, so it runs eagerly, never inside a captured CUDA graph (--cudagraphs).
     """
 
-    def __init__(self, shape: tuple[int, ...], epsilon: float = 1e-8, enabled: bool = True) -> None:
+    def __init__(self, shape: tuple[int, ...], members: int = 1, epsilon: float = 1e-8, enabled: bool = True) -> None:
         super().__init__()
         self.epsilon, self.enabled = epsilon, enabled  # disabled: the identity, and `update`/`reset` do nothing
-        self.register_buffer("mean", torch.zeros(shape))
-        self.register_buffer("var", torch.ones(shape))
+        self.register_buffer("mean", torch.zeros(members, *shape))
+        self.register_buffer("var", torch.ones(members, *shape))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
         # the count again, on the host: it never depends on the data, so the merge's scalar arithmetic runs in Python
         # (one-element kernels cost more than the update itself on a CPU) and never waits for a device
@@ -27,28 +28,30 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
+        """Merge a (members, batch, *shape) batch into each member's statistics (every member sees as many samples)."""
         if not self.enabled:
             return
         mean, var = self.mean, self.var
-        batch = batch.reshape(-1, *mean.shape).float()
-        batch_count = batch.shape[0]
+        batch = batch.reshape(mean.shape[0], -1, *mean.shape[1:]).float()
+        batch_count = batch.shape[1]
         count, total = self.host_count, self.host_count + batch_count
         # σ² ← (M2 + M2_batch + δ²·n·n_batch/n_total)/n_total with M2 = σ²·n, in place
         if batch_count == 1:  # one env: the batch's mean is its sample and its variance 0 (the same numbers, fewer kernels)
-            delta = batch[0] - mean
+            delta = batch[:, 0] - mean
             var.mul_(count)
         else:
-            delta = batch.mean(dim=0) - mean
-            var.mul_(count).add_(batch.var(dim=0, unbiased=False) * batch_count)
+            delta = batch.mean(dim=1) - mean
+            var.mul_(count).add_(batch.var(dim=1, unbiased=False) * batch_count)
         var.add_(delta.square().mul_(count * batch_count / total)).div_(total)
         mean.add_(delta * (batch_count / total))
         self.count.fill_(total)
         self.host_count = total
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(members, batch, *shape) → the same, standardised by each member's statistics."""
         if not self.enabled:
             return x
-        return (x - self.mean) / torch.sqrt(self.var + self.epsilon)
+        return (x - self.mean.unsqueeze(1)) / torch.sqrt(self.var.unsqueeze(1) + self.epsilon)
 
     @torch.no_grad()
     def reset(self) -> None:
@@ -68,10 +71,10 @@ class ObservationNormalizer(nn.Module):
     Disabled, it is the identity (float vectors, uint8 frames; and still a module, so checkpoints have the same keys).
     """
 
-    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0) -> None:
+    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0, members: int = 1) -> None:
         super().__init__()
         self.enabled, self.clip = enabled, clip
-        self.rms = RunningMeanStd(shape)
+        self.rms = RunningMeanStd(shape, members)
 
     def forward(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
         if not self.enabled:  # uint8 frames pass as they are: the Nature CNN scales them, the rollout stores bytes
@@ -86,13 +89,16 @@ class ObservationNormalizer(nn.Module):
 
 class RewardScaler(nn.Module):
     """r / √(Var[G] + ε), clipped, where G ← γG + r is each env's running discounted return (gymnasium's
-    NormalizeReward + clip in CleanRL's PPO). G restarts at every episode end. Logged returns stay raw."""
+    NormalizeReward + clip in CleanRL's PPO). G restarts at every episode end. Logged returns stay raw. Rewards and
+    episode ends are (members, num_envs); Var[G] is each member's."""
 
-    def __init__(self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+    def __init__(
+        self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0, epsilon: float = 1e-8, members: int = 1
+    ) -> None:
         super().__init__()
         self.enabled, self.gamma, self.clip, self.epsilon = enabled, gamma, clip, epsilon
-        self.return_rms = RunningMeanStd(())
-        self.register_buffer("discounted_return", torch.zeros(num_envs))
+        self.return_rms = RunningMeanStd((), members)
+        self.register_buffer("discounted_return", torch.zeros(members, num_envs))
 
     @torch.no_grad()
     def forward(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
@@ -101,7 +107,7 @@ class RewardScaler(nn.Module):
         self.discounted_return.mul_(self.gamma).add_(reward)
         self.return_rms.update(self.discounted_return)
         self.discounted_return.masked_fill_(done, 0.0)
-        return (reward / torch.sqrt(self.return_rms.var + self.epsilon)).clamp(-self.clip, self.clip)
+        return (reward / torch.sqrt(self.return_rms.var.unsqueeze(1) + self.epsilon)).clamp(-self.clip, self.clip)
 
     @torch.no_grad()
     def reset(self) -> None:

@@ -8,6 +8,10 @@ Samplers (uniform here; Sample Weight Decay in `plasticity/`) only choose indice
 sampled (FastTD3's n-step returns; Sutton & Barto §7.1): R = Σ_{k<m} γ^k r_{t+k}, bootstrapped from s_{t+m} with
 discount γ^m, where m ≤ n stops after the first episode end (a termination: no bootstrap; a truncation: from the true
 final observation) and at the newest stored step of that env.
+
+Every stored tensor holds the members of a group first (cleanrl_plus.members): (members, capacity, ...), each member's
+buffer exactly what a one-seed run of its seed stores; `add` takes (members, num_envs, ...) steps and `sample` draws
+each member's batch from its own transitions with its own generator, (members, B, ...).
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ from typing import Any, NamedTuple, Protocol
 
 import torch
 
+from cleanrl_plus.members import Members
+
 
 class Batch(NamedTuple):
+    """Sampled transitions, (members, B, ...) each."""
+
     obs: torch.Tensor
     actions: torch.Tensor
     rewards: torch.Tensor
@@ -47,10 +55,11 @@ class Sampler(Protocol):
 
 
 class UniformSampler:
-    """Every stored transition equally likely (with replacement), as in CleanRL."""
+    """Every stored transition equally likely (with replacement), as in CleanRL; (members, batch_size) indices, each
+    member's from its own generator."""
 
     def sample_indices(self, buffer: "ReplayBuffer", batch_size: int) -> torch.Tensor:
-        return torch.randint(0, buffer.size, (batch_size,), device=buffer.device)
+        return buffer.members.randint(buffer.size, batch_size)
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -68,23 +77,27 @@ def ring_slots(selected: torch.Tensor, written: torch.Tensor, capacity: int) -> 
 
 
 class ReplayBuffer:
+    """`capacity` transitions per member (module docstring)."""
+
     def __init__(
         self,
         capacity: int,
         obs_shape: tuple[int, ...],
         action_shape: tuple[int, ...],
-        device: torch.device | str = "cpu",
+        members: Members,
         obs_dtype: torch.dtype = torch.float32,
         action_dtype: torch.dtype = torch.float32,
         sampler: Sampler | None = None,
     ) -> None:
-        self.capacity, self.device = capacity, torch.device(device)
+        self.capacity, self.members, self.device = capacity, members, members.device
         self.sampler = sampler or UniformSampler()
+        K = len(members)
+        self.rows = torch.arange(K, device=self.device).unsqueeze(1)  # indexes each member's own transitions
         self._allocate_observations(obs_shape, obs_dtype)
-        self.actions = torch.zeros((capacity, *action_shape), dtype=action_dtype, device=self.device)
-        self.rewards = torch.zeros(capacity, device=self.device)
-        self.terminated = torch.zeros(capacity, device=self.device)
-        self.insertion_step = torch.full((capacity,), -1, dtype=torch.int64, device=self.device)
+        self.actions = torch.zeros((K, capacity, *action_shape), dtype=action_dtype, device=self.device)
+        self.rewards = torch.zeros(K, capacity, device=self.device)
+        self.terminated = torch.zeros(K, capacity, device=self.device)
+        self.insertion_step = torch.full((K, capacity), -1, dtype=torch.int64, device=self.device)
         self.position = 0  # next slot to write
         self.size = 0
         self.num_inserted = 0
@@ -94,17 +107,21 @@ class ReplayBuffer:
 
     # --- observation storage: one row per transition here; FrameStackReplay stores frames once --------------
     def _allocate_observations(self, obs_shape: tuple[int, ...], obs_dtype: torch.dtype) -> None:
-        self.obs = torch.zeros((self.capacity, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.obs = torch.zeros((len(self.members), self.capacity, *obs_shape), dtype=obs_dtype, device=self.device)
         self.next_obs = torch.zeros_like(self.obs)
 
     def _write_observations(
         self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
     ) -> None:
-        self.obs[slots] = obs
-        self.next_obs[slots] = next_obs
+        self.obs[:, slots] = obs
+        self.next_obs[:, slots] = next_obs
 
     def _read_observations(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.obs[index], self.next_obs[index]
+        return self.take(self.obs, index), self.take(self.next_obs, index)
+
+    def take(self, stored: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Member k's rows index[k] of a stored (members, capacity, ...) tensor: (members, *index.shape[1:], ...)."""
+        return stored[self.rows.view(-1, *[1] * (index.dim() - 1)), index]
 
     def add(
         self,
@@ -115,10 +132,10 @@ class ReplayBuffer:
         terminated: torch.Tensor,
         truncated: torch.Tensor | None = None,
     ) -> None:
-        """Store a batch of transitions (leading dim = num_envs); `terminated` must exclude truncations.
+        """Store one step of every member's envs, (members, num_envs, ...) tensors; `terminated` must exclude truncations.
 
         `truncated` is only needed by storages that must know where episodes end (FrameStackReplay)."""
-        n = obs.shape[0]
+        n = obs.shape[1]
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
         stamps = torch.arange(self.num_inserted, self.num_inserted + n, device=self.device)
@@ -128,10 +145,10 @@ class ReplayBuffer:
             slots = (self.position + torch.arange(n, device=self.device)) % self.capacity
         episode_end = None if truncated is None else terminated | truncated
         self._write_observations(slots, obs, next_obs, episode_end)
-        self.actions[slots] = actions
-        self.rewards[slots] = rewards
-        self.terminated[slots] = terminated.to(self.terminated.dtype)
-        self.insertion_step[slots] = stamps
+        self.actions[:, slots] = actions
+        self.rewards[:, slots] = rewards
+        self.terminated[:, slots] = terminated.to(self.terminated.dtype)
+        self.insertion_step[:, slots] = stamps
         self.position = (self.position + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.num_inserted += n
@@ -150,13 +167,14 @@ class ReplayBuffer:
             raise ValueError("cannot sample from an empty replay buffer")
         index = self.sampler.sample_indices(self, batch_size)
         obs, next_obs = self._read_observations(index)
+        take = self.take
         return Batch(
             obs,
-            self.actions[index],
-            self.rewards[index],
+            take(self.actions, index),
+            take(self.rewards, index),
             next_obs,
-            self.terminated[index],
-            self.insertion_step[index],
+            take(self.terminated, index),
+            take(self.insertion_step, index),
         )
 
     def age(self, batch: Batch) -> torch.Tensor:
@@ -167,7 +185,7 @@ class ReplayBuffer:
 
     def state_dict(self) -> dict[str, Any]:
         """Only the filled part is saved (a 1M buffer at 25k steps costs 25k rows on disk)."""
-        state: dict[str, Any] = {name: getattr(self, name)[: self.size].clone() for name in self._STORED}
+        state: dict[str, Any] = {name: getattr(self, name)[:, : self.size].clone() for name in self._STORED}
         state.update(position=self.position, size=self.size, num_inserted=self.num_inserted, sampler=self.sampler.state_dict())
         return state
 
@@ -175,7 +193,7 @@ class ReplayBuffer:
         if state["size"] > self.capacity:
             raise ValueError(f"checkpoint replay holds {state['size']} transitions but capacity is {self.capacity}")
         for name in self._STORED:
-            getattr(self, name)[: state["size"]] = state[name].to(self.device)
+            getattr(self, name)[:, : state["size"]] = state[name].to(self.device)
         self.position, self.size, self.num_inserted = state["position"], state["size"], state["num_inserted"]
         self.sampler.load_state_dict(state["sampler"])
 
@@ -196,20 +214,20 @@ class NStepReplay(ReplayBuffer):
         capacity: int,
         obs_shape: tuple[int, ...],
         action_shape: tuple[int, ...],
-        device: torch.device | str = "cpu",
+        members: Members,
         *,
         num_envs: int,
         n_step: int,
         gamma: float,
         **kwargs: Any,
     ) -> None:
-        super().__init__(capacity, obs_shape, action_shape, device, **kwargs)
+        super().__init__(capacity, obs_shape, action_shape, members, **kwargs)
         if n_step < 1 or capacity < n_step * num_envs:
             raise ValueError(
                 f"n-step replay needs n >= 1 and a capacity of at least n·num_envs rows (n={n_step}, num_envs={num_envs})"
             )
         self.num_envs, self.n_step = num_envs, n_step
-        self.episode_end = torch.zeros(capacity, dtype=torch.bool, device=self.device)
+        self.episode_end = torch.zeros(len(members), capacity, dtype=torch.bool, device=self.device)
         self.powers = gamma ** torch.arange(n_step + 1, dtype=torch.float64, device=self.device).float()  # γ^0 … γ^n
 
     def add(
@@ -221,7 +239,7 @@ class NStepReplay(ReplayBuffer):
         terminated: torch.Tensor,
         truncated: torch.Tensor | None = None,
     ) -> None:
-        if truncated is None or obs.shape[0] != self.num_envs:
+        if truncated is None or obs.shape[1] != self.num_envs:
             raise ValueError(f"NStepReplay.add takes one vector step: {self.num_envs} rows and their `truncated` flags")
         super().add(obs, actions, rewards, next_obs, terminated, truncated)
 
@@ -229,7 +247,7 @@ class NStepReplay(ReplayBuffer):
         self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
     ) -> None:
         super()._write_observations(slots, obs, next_obs, episode_end)
-        self.episode_end[slots] = episode_end
+        self.episode_end[:, slots] = episode_end
 
     def sample(self, batch_size: int) -> Batch:
         if self.size == 0:
@@ -237,41 +255,48 @@ class NStepReplay(ReplayBuffer):
         return self.n_step_batch(self.sampler.sample_indices(self, batch_size))
 
     def n_step_batch(self, index: torch.Tensor) -> Batch:
-        """The n-step transitions that start at the stored rows `index`."""
+        """The n-step transitions that start at each member's stored rows `index` (members, B)."""
+        take = self.take
         k = torch.arange(self.n_step, device=self.device)
-        slots = (index[:, None] + k * self.num_envs) % self.capacity  # (batch, n): this env's next n steps
-        stamps = self.insertion_step[slots]
-        stored = stamps == stamps[:, :1] + k * self.num_envs
+        slots = (index[..., None] + k * self.num_envs) % self.capacity  # (members, B, n): this env's next n steps
+        stamps = take(self.insertion_step, slots)
+        stored = stamps == stamps[..., :1] + k * self.num_envs
         # step k counts while every earlier step of the window is stored and none of them ended the episode
-        open_before = torch.cat([torch.ones_like(stored[:, :1]), ~self.episode_end[slots[:, :-1]]], dim=1)
-        counted = torch.cumprod((stored & open_before).to(torch.int32), dim=1)
-        steps = counted.sum(dim=1)  # m ≥ 1: the first step always counts
-        last = slots.gather(1, (steps - 1)[:, None]).squeeze(1)
-        returns = (self.rewards[slots] * self.powers[:-1] * counted).sum(dim=1)  # Σ_{k<m} γ^k r_{t+k}
+        open_before = torch.cat([torch.ones_like(stored[..., :1]), ~take(self.episode_end, slots[..., :-1])], dim=-1)
+        counted = torch.cumprod((stored & open_before).to(torch.int32), dim=-1)
+        steps = counted.sum(dim=-1)  # m ≥ 1: the first step always counts
+        last = slots.gather(-1, (steps - 1)[..., None]).squeeze(-1)
+        returns = (take(self.rewards, slots) * self.powers[:-1] * counted).sum(dim=-1)  # Σ_{k<m} γ^k r_{t+k}
         obs, _ = self._read_observations(index)
         _, next_obs = self._read_observations(last)
         return Batch(
-            obs, self.actions[index], returns, next_obs, self.terminated[last], self.insertion_step[index], self.powers[steps]
+            obs,
+            take(self.actions, index),
+            returns,
+            next_obs,
+            take(self.terminated, last),
+            take(self.insertion_step, index),
+            self.powers[steps],
         )
 
 
 def make_replay(
-    args: Any, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], device: torch.device, sampler, num_envs: int
+    args: Any, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], members: Members, sampler, num_envs: int
 ) -> ReplayBuffer:
-    """The replay of an off-policy agent (--buffer-size): one-step transitions, or n-step returns computed when sampled
-    (--n-step, with --gamma)."""
+    """The replay of an off-policy agent (--buffer-size per member): one-step transitions, or n-step returns computed when
+    sampled (--n-step, with --gamma); `num_envs` per member."""
     if args.n_step > 1:
         return NStepReplay(
             args.buffer_size,
             obs_shape,
             action_shape,
-            device,
+            members,
             sampler=sampler,
             num_envs=num_envs,
             n_step=args.n_step,
             gamma=args.gamma,
         )
-    return ReplayBuffer(args.buffer_size, obs_shape, action_shape, device, sampler=sampler)
+    return ReplayBuffer(args.buffer_size, obs_shape, action_shape, members, sampler=sampler)
 
 
 def step_and_store(

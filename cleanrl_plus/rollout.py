@@ -9,6 +9,9 @@ batched pass after the rollout, and
 
 Without truncations this is exactly CleanRL's recursion; with one, the cut step still bootstraps from
 V(s_final) while the advantage does not leak into the next episode.
+
+Every tensor holds the members of a group first (cleanrl_plus.members): (members, num_steps, num_envs, ...); a
+minibatch is (members, B, ...), each member's samples drawn from its own rollout with its own generator.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 import torch
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.members import Members
 from envs.continual import is_continual
 from envs.continual import parse as parse_continual_id
 
@@ -43,20 +47,21 @@ def generalized_advantages(
     gamma: float,
     gae_lambda: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE(γ, λ) over (T, N) tensors; returns (advantages, returns = advantages + values)."""
+    """GAE(γ, λ) over (members, T, N) tensors; returns (advantages, returns = advantages + values)."""
     not_terminated, not_done = 1.0 - terminated.float(), 1.0 - dones.float()
     deltas = rewards + gamma * not_terminated * next_values - values
     advantages = torch.zeros_like(rewards)
-    running = torch.zeros_like(rewards[0])
-    for t in reversed(range(rewards.shape[0])):
-        running = deltas[t] + gamma * gae_lambda * not_done[t] * running
-        advantages[t] = running
+    running = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        running = deltas[:, t] + gamma * gae_lambda * not_done[:, t] * running
+        advantages[:, t] = running
     return advantages, advantages + values
 
 
 class RolloutStorage:
-    """Preallocated (num_steps, num_envs, ...) tensors of one rollout, on the training device. Every tensor is written in
-    place, rollout after rollout, so a captured step (--cudagraphs) that reads them sees each new rollout."""
+    """Preallocated (members, num_steps, num_envs, ...) tensors of one rollout, on the training device. Every tensor is
+    written in place, rollout after rollout, so a captured step (--cudagraphs) that reads them sees each new rollout.
+    `members` (cleanrl_plus.members.Members) draws each member's minibatches and samples."""
 
     def __init__(
         self,
@@ -65,12 +70,14 @@ class RolloutStorage:
         obs_shape: tuple[int, ...],
         action_shape: tuple[int, ...],
         device: torch.device,
+        members: Members,
         action_dtype: torch.dtype = torch.float32,
         extra_features: int = 0,
         obs_dtype: torch.dtype = torch.float32,
     ) -> None:
-        self.num_steps, self.num_envs = num_steps, num_envs
-        size = (num_steps, num_envs)
+        self.num_steps, self.num_envs, self.members = num_steps, num_envs, members
+        self.rows = torch.arange(len(members), device=device).unsqueeze(1)  # indexes each member's own samples
+        size = (len(members), num_steps, num_envs)
         # Atari frames stay uint8 (obs_dtype): a float copy of 128 × 8 stacks of 4×84×84 would take 4× the memory
         self.obs = torch.zeros(size + obs_shape, dtype=obs_dtype, device=device)
         self.next_obs = torch.zeros(size + obs_shape, dtype=obs_dtype, device=device)
@@ -85,37 +92,42 @@ class RolloutStorage:
         self.extra = torch.zeros(size + (extra_features,), device=device)
 
     @classmethod
-    def for_env(cls, num_steps: int, env: Any, device: torch.device, extra_features: int = 0) -> "RolloutStorage":
-        """Storage for `num_steps` of `env`: Box actions as float vectors, Discrete ones as indices; uint8 frames as bytes."""
+    def for_env(
+        cls, num_steps: int, env: Any, device: torch.device, members: Members, extra_features: int = 0
+    ) -> "RolloutStorage":
+        """Storage for `num_steps` of `env` (each member's envs_per_member envs): Box actions as float vectors, Discrete
+        ones as indices; uint8 frames as bytes."""
         continuous = isinstance(env.single_action_space, gym.spaces.Box)
         frames = env.single_observation_space.dtype == np.uint8  # Atari frame stacks
         return cls(
             num_steps,
-            env.num_envs,
+            env.envs_per_member,
             tuple(env.single_observation_space.shape),
             tuple(env.single_action_space.shape),
             device,
+            members,
             torch.float32 if continuous else torch.long,
             extra_features,
             torch.uint8 if frames else torch.float32,
         )
 
     def explained_variance(self) -> torch.Tensor:
-        """1 − Var[R − V]/Var[R] over the rollout (a device tensor)."""
-        return 1 - (self.returns - self.values).var() / self.returns.var().clamp_min(1e-8)
+        """1 − Var[R − V]/Var[R] over each member's rollout, (members,) (a device tensor)."""
+        returns, errors = self.returns.flatten(1), (self.returns - self.values).flatten(1)
+        return 1 - errors.var(dim=1) / returns.var(dim=1).clamp_min(1e-8)
 
     def add(self, t: int, obs, actions, logprobs, rewards, terminated, truncated, next_obs) -> None:
-        self.obs[t], self.actions[t], self.logprobs[t], self.rewards[t] = obs, actions, logprobs, rewards
-        self.terminated[t], self.dones[t], self.next_obs[t] = terminated, terminated | truncated, next_obs
+        """Step t of every member's envs: (members, num_envs, ...) tensors."""
+        self.obs[:, t], self.actions[:, t], self.logprobs[:, t], self.rewards[:, t] = obs, actions, logprobs, rewards
+        self.terminated[:, t], self.dones[:, t], self.next_obs[:, t] = terminated, terminated | truncated, next_obs
 
     @torch.no_grad()
     def compute_advantages(self, value_fn: Callable[[torch.Tensor], torch.Tensor], gamma: float, gae_lambda: float) -> None:
         """V(sₜ) and V(s'ₜ) for the whole rollout in two batched passes (the parameters did not change during
         it, so these equal the values a per-step evaluation would have produced), then GAE."""
-        flat = (self.num_steps * self.num_envs,)
-        size = (self.num_steps, self.num_envs)
-        self.values.copy_(value_fn(self.obs.reshape(flat + self.obs.shape[2:])).reshape(size))
-        next_values = value_fn(self.next_obs.reshape(flat + self.obs.shape[2:])).reshape(size)
+        flat = self.flat()
+        self.values.copy_(value_fn(flat.obs).view_as(self.values))
+        next_values = value_fn(self.next_obs.flatten(1, 2)).view_as(self.values)
         advantages, returns = generalized_advantages(
             self.rewards, self.values, next_values, self.terminated, self.dones, gamma, gae_lambda
         )
@@ -123,33 +135,33 @@ class RolloutStorage:
         self.returns.copy_(returns)
 
     def flat(self) -> Minibatch:
-        def flatten(x: torch.Tensor) -> torch.Tensor:
-            return x.reshape(self.num_steps * self.num_envs, *x.shape[2:])
+        """Each member's whole rollout as (members, num_steps·num_envs, ...) views."""
+        fields = (self.obs, self.actions, self.logprobs, self.advantages, self.returns, self.values, self.extra)
+        return Minibatch(*(x.flatten(1, 2) for x in fields))
 
-        return Minibatch(
-            *(
-                flatten(x)
-                for x in (self.obs, self.actions, self.logprobs, self.advantages, self.returns, self.values, self.extra)
-            )
-        )
-
-    def minibatch_indices(self, num_minibatches: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
-        """One epoch: a fresh permutation of the flattened rollout cut into `num_minibatches` parts (`gather` reads them)."""
-        order = torch.randperm(self.num_steps * self.num_envs, device=self.obs.device, generator=generator)
-        return order.chunk(num_minibatches)
+    def minibatch_indices(self, num_minibatches: int) -> tuple[torch.Tensor, ...]:
+        """One epoch: a fresh permutation of each member's flattened rollout, from its own generator, cut into
+        `num_minibatches` parts of (members, B) indices (`gather` reads them)."""
+        return self.members.randperm(self.num_steps * self.num_envs).chunk(num_minibatches, dim=1)
 
     def gather(self, indices: torch.Tensor) -> Minibatch:
-        """The transitions at `indices` of the flattened rollout."""
-        return Minibatch(*(x[indices] for x in self.flat()))
+        """Member k's transitions at indices[k] of its flattened rollout: (members, B, ...)."""
+        return Minibatch(*(x[self.rows, indices] for x in self.flat()))
 
     def sample(self, batch_size: int) -> Minibatch:
-        """Random transitions of the current rollout (probe batches for diagnostics and ReDo, C-CHAIN's reference batch)."""
-        return self.gather(torch.randint(self.num_steps * self.num_envs, (batch_size,), device=self.obs.device))
+        """Random transitions of each member's rollout (probe batches for diagnostics and ReDo, C-CHAIN's reference
+        batch), drawn with its own generator."""
+        return self.gather(self.members.randint(self.num_steps * self.num_envs, batch_size))
 
 
 def check_rollout_flags(args: Any, agent: str, frames: bool) -> None:
     """One-line UserError for rollout settings that cannot work (before anything is created)."""
     rollout_size = args.num_steps * args.num_envs
+    if args.target_kl and len(args.seeds) > 1:
+        raise UserError(
+            "--target-kl stops an iteration's epochs when the policy moved too far, which members of a --seeds group do at "
+            "different epochs — drop --target-kl or train one seed per process"
+        )
     if args.cudagraphs and rollout_size % args.num_minibatches:
         raise UserError(
             f"--cudagraphs replays one minibatch shape, but a rollout of {rollout_size} transitions does not split into "

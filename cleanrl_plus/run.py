@@ -23,10 +23,10 @@ import torch
 
 import envs
 from cleanrl_plus.checkpoint import CHECKPOINT_NAME, first_non_finite, load_checkpoint, save_checkpoint, write_atomically
-from cleanrl_plus.config import RunArgs, agent_of, check_resume, parse_args, validate_args
+from cleanrl_plus.config import RunArgs, agent_of, check_resume, parse_args, read_saved_args, validate_args
 from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
 from cleanrl_plus.graphs import check_flags
-from cleanrl_plus.logger import Logger
+from cleanrl_plus.logger import GroupLogger, Logger
 from cleanrl_plus.runlock import lock_run_dir
 from cleanrl_plus.tracking import require_wandb, start_wandb
 
@@ -74,9 +74,10 @@ def tune_allocator() -> None:
     libc.mallopt(m_trim_threshold, 1 << 30)
 
 
-def run_name_for(args: RunArgs) -> str:
+def run_name_for(args: RunArgs, in_group: bool = False) -> str:
+    """runs/{env_id}__{exp_name}__{seed}__{unix_time}; --run-name instead, with __{seed} appended for a member of a group."""
     if args.run_name:
-        return args.run_name
+        return f"{args.run_name}__{args.seed}" if in_group else args.run_name
     env_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.env_id)
     return f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
@@ -98,25 +99,21 @@ def write_json(path: Path, value: Any) -> None:
 
 
 @dataclasses.dataclass
-class Run:
-    """Everything an agent loop needs from its surroundings."""
+class MemberRun:
+    """One member of a group: an ordinary run with its own directory, flags (its own seed), logger, lock, checkpoint and
+    summary."""
 
     args: Any
     dir: Path
-    device: torch.device
     logger: Logger
-    resumed: dict[str, Any] | None  # the checkpoint being resumed from, or None for a fresh run
-    stop_requested: bool = False  # set by SIGTERM/SIGINT: the loop checkpoints and exits at the next step
+    resumed: dict[str, Any] | None  # its checkpoint, when the group resumes
     wandb_run: Any = None  # the W&B run of a --track run
     lock_fd: int | None = None  # the run directory's lock, held until close()
     args_to_record: dict[str, Any] | None = None  # a resume's flags: args.json is rewritten with the first checkpoint
     checkpoint_step: int | None = None  # the step of the last checkpoint written or resumed from
     recorded_args: dict[str, Any] | None = None  # the flags args.json records
     opened: bool = False  # whether the run has started writing (open)
-
-    @property
-    def start_step(self) -> int:
-        return self.resumed["global_step"] if self.resumed else 0
+    diverged: bool = False  # stopped by a NaN/inf: its summary says where, its checkpoint is the last good one
 
     def open(self) -> None:
         """Start writing: create and lock a fresh run's directory and record its flags (a resumed run's directory is
@@ -132,16 +129,16 @@ class Run:
             write_json(self.dir / "args.json", self.recorded_args)
         if self.args.track:  # before the TensorBoard writer exists: W&B hooks it when it is made
             self.wandb_run = start_wandb(self.args, self.dir, self.resumed is not None)
-        action = f"resuming from step {self.resumed['global_step']} in" if self.resumed else "logging to"
-        print(f"{action} {self.dir} (device {self.device}, {torch.get_num_threads()} threads)", flush=True)
 
-    def save(self, state: dict[str, Any], summary: dict[str, Any]) -> None:
+    def save(self, state: dict[str, Any], summary: dict[str, Any]) -> bool:
         """Checkpoint and summary, after every event logged so far: a kill right after keeps the curves it continues.
-        A state holding NaN/inf is never written over the last good checkpoint: the run stops instead."""
+        A state holding NaN/inf is never written over the last good checkpoint: the member is marked diverged instead
+        (returns False)."""
         step = state["global_step"]
         bad = first_non_finite(state)
         if bad is not None:
-            self.stop_diverged(step, bad, "not finite", summary)
+            self.mark_diverged(step, bad, summary)
+            return False
         try:
             self.logger.flush()
         except OSError as error:
@@ -152,31 +149,75 @@ class Run:
         save_checkpoint(self.dir / CHECKPOINT_NAME, state)
         self.checkpoint_step = step
         self.write_summary(summary)
+        return True
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json(self.dir / "summary.json", summary)
 
-    def stop_diverged(self, step: int, quantity: str, value: Any, summary: dict[str, Any]) -> None:
-        """Record the divergence in summary.json (the checkpoint stays the last good one) and stop with one line."""
-        kept = self.checkpoint_step
+    def mark_diverged(self, step: int, quantity: str, summary: dict[str, Any]) -> None:
+        """Record the divergence in summary.json (the checkpoint stays the last good one); the member logs no more."""
+        self.diverged = True
         self.write_summary(summary | {"diverged": {"step": step, "quantity": quantity}})
-        self.logger.close()
-        where = f"the last good checkpoint (step {kept}) is kept" if kept is not None else "no checkpoint was written"
-        raise RunFailure(
-            f"training diverged at step {step}: {quantity} is {value} — {where}; lower --learning-rate "
-            f"or change the flags and start a new run"
-        )
+        self.logger.flush()
 
     def close(self) -> None:
         self.logger.close()
         if self.wandb_run is not None:
             self.wandb_run.finish()
-        _restore_signal_handlers(self)
+            self.wandb_run = None
         if self.lock_fd is not None:
             os.close(self.lock_fd)  # releases the lock
             self.lock_fd = None
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything an agent loop needs from its surroundings: the group's flags and device, its members' runs (one for a
+    one-seed run), the logger that writes each member's values to its own run, and the stop request."""
+
+    args: Any
+    device: torch.device
+    members: list[MemberRun]
+    stop_requested: bool = False  # set by SIGTERM/SIGINT: the loop checkpoints and exits at the next step
+    logger: GroupLogger | None = None  # each member's values to its own run
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(member.args.seed for member in self.members)
+
+    @property
+    def resumed(self) -> list[dict[str, Any]] | None:
+        """The members' checkpoints when the group resumes, else None."""
+        return [member.resumed for member in self.members] if self.members[0].resumed else None
+
+    @property
+    def start_step(self) -> int:
+        return self.members[0].resumed["global_step"] if self.resumed else 0
+
+    def open(self) -> None:
+        for member in self.members:
+            member.open()
+        action = f"resuming from step {self.start_step} in" if self.resumed else "logging to"
+        where = self.members[0].dir if len(self.members) == 1 else f"{len(self.members)} runs in {self.members[0].dir.parent}"
+        print(f"{action} {where} (device {self.device}, {torch.get_num_threads()} threads)", flush=True)
+
+    def close(self) -> None:
+        for member in self.members:
+            member.close()
+        _restore_signal_handlers(self)
         if self in _open_runs:
             _open_runs.remove(self)
+
+    def stop_if_all_diverged(self, step: int) -> None:
+        """A group goes on while any member still trains; once every member diverged, the run stops with one line."""
+        if all(member.diverged for member in self.members):
+            kept = [member.checkpoint_step for member in self.members]
+            where = "the last good checkpoints are kept" if any(k is not None for k in kept) else "no checkpoint was written"
+            self.close()
+            raise RunFailure(
+                f"training diverged by step {step} (summary.json of each run says where) — {where}; lower --learning-rate "
+                "or change the flags and start a new run"
+            )
 
 
 _fresh_run_dirs: list[Path] = []  # created by this process: removed again if a user error stops it before any checkpoint
@@ -237,37 +278,73 @@ def start_run(args: RunArgs) -> Run:
     device = resolve_device(args.device)
     torch.set_num_threads(resolve_threads(args.threads))
     check_flags(args, device)  # --cudagraphs needs CUDA, --compile a working inductor
-    if args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
-        args.continual.schedule_seed = args.seed
-    recorded_args = dataclasses.asdict(args) | {"resume": "", "agent": agent_of(type(args))}
-    resumed = None
     if args.resume:
-        # Everything is checked before anything in the run directory is written: a refused resume changes nothing.
-        run_dir = Path(args.resume)
-        check_resume(args, run_dir)
-        resumed = load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)
-        for abandoned in [run for run in _open_runs if run.dir == run_dir]:
+        # Everything is checked before anything in a run directory is written: a refused resume changes nothing.
+        run_dirs = group_of(Path(args.resume))
+        members = []
+        for run_dir in run_dirs:
+            member_args = dataclasses.replace(args, seed=read_saved_args(run_dir)["seed"], seeds=(), resume=str(run_dir))
+            check_resume(member_args, run_dir)
+            members.append((member_args, run_dir, load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)))
+        for abandoned in [run for run in _open_runs if {m.dir for m in run.members} & set(run_dirs)]:
             abandoned.close()  # an earlier run of this process that an exception left open (tests run agents in-process)
-        lock_fd = lock_run_dir(run_dir)
+        args.seeds = tuple(member_args.seed for member_args, _, _ in members) if len(members) > 1 else ()
+        args.seed = members[0][0].seed
     else:
-        run_dir, lock_fd = Path(args.runs_dir) / run_name_for(args), None
-        _refuse_existing(run_dir)
-    seed_everything(args.seed, args.torch_deterministic)
-    run = Run(
-        args=args,
-        dir=run_dir,
-        device=device,
-        logger=None,
-        resumed=resumed,
-        lock_fd=lock_fd,
-        recorded_args=recorded_args,
-        args_to_record=recorded_args if resumed else None,
-        checkpoint_step=resumed["global_step"] if resumed else None,
-    )
-    run.logger = Logger(str(run_dir), args, purge_step=_purge_step(resumed), before_first_event=run.open)
+        members = [
+            (member_args, Path(args.runs_dir) / run_name_for(member_args, len(group_seeds(args)) > 1), None)
+            for member_args in member_flags(args)
+        ]
+        for _, run_dir, _ in members:
+            _refuse_existing(run_dir)
+    names = [run_dir.name for _, run_dir, _ in members]
+    runs = []
+    for member_args, run_dir, resumed in members:
+        if member_args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
+            member_args.continual.schedule_seed = member_args.seed
+        recorded = dataclasses.asdict(member_args) | {"resume": "", "agent": agent_of(type(args))}
+        if len(members) > 1:  # a --resume of any of them resumes them all
+            recorded["group"] = names
+        member = MemberRun(
+            args=member_args,
+            dir=run_dir,
+            logger=None,
+            resumed=resumed,
+            recorded_args=recorded,
+            args_to_record=recorded if resumed else None,
+            checkpoint_step=resumed["global_step"] if resumed else None,
+            lock_fd=lock_run_dir(run_dir) if resumed else None,
+        )
+        runs.append(member)
+    seed_everything(runs[0].args.seed, args.torch_deterministic)
+    run = Run(args=args, device=device, members=runs)
+    for member in runs:
+        member.logger = Logger(
+            str(member.dir), member.args, purge_step=_purge_step(member.resumed), before_first_event=run.open
+        )
+    run.logger = GroupLogger([member.logger for member in runs])
     _open_runs.append(run)
     _install_signal_handlers(run)
     return run
+
+
+def group_seeds(args: RunArgs) -> tuple[int, ...]:
+    """The seeds a run trains: --seeds, or --seed alone."""
+    return tuple(args.seeds) or (args.seed,)
+
+
+def member_flags(args: RunArgs) -> list[RunArgs]:
+    """Each member's flags: the group's, with its own seed, as a one-seed run of that seed would have them."""
+    return [
+        dataclasses.replace(args, seed=seed, seeds=(), continual=dataclasses.replace(args.continual))
+        for seed in group_seeds(args)
+    ]
+
+
+def group_of(run_dir: Path) -> list[Path]:
+    """The run directories a --resume continues: the run's whole group (its args.json names them), or the run alone."""
+    names = read_saved_args(run_dir).get("group") or [run_dir.name]
+    return [run_dir.parent / name for name in names]
 
 
 def _purge_step(resumed: dict[str, Any] | None) -> int | None:
@@ -317,7 +394,7 @@ def cli_main(main: Callable[[ArgsT], Any], args_type: type[ArgsT]) -> None:
     except OSError as error:  # a disk that fills up or fails under the TensorBoard writer or an env
         if error.errno not in _DISK_ERRNOS:
             raise
-        path = Path(error.filename) if error.filename else (_open_runs[0].dir if _open_runs else Path.cwd())
+        path = Path(error.filename) if error.filename else (_open_runs[0].members[0].dir if _open_runs else Path.cwd())
         _close_open_runs()
         exit_with(file_system_error(path, error))
 

@@ -19,7 +19,7 @@ from cleanrl_plus.nn import (
     ACTIVATIONS,
     EnsembleLinear,
     ensemble_hidden,
-    hidden_ensemble_linear,
+    hidden_linear,
     units_for,
 )
 from cleanrl_plus.nn import (
@@ -55,7 +55,7 @@ class ResidualBlock(nn.Module):
     def __init__(self, ensemble_size: int, width: int, activation: str = "relu", norm: str = "none") -> None:
         super().__init__()
         self.norm = EnsembleLayerNorm(ensemble_size, width)
-        self.expand = he_normal_(hidden_ensemble_linear(ensemble_size, width, units_for(4 * width, activation), norm))
+        self.expand = he_normal_(hidden_linear(ensemble_size, width, units_for(4 * width, activation), norm))
         self.activation = ACTIVATIONS[activation]()
         self.contract = he_normal_(EnsembleLinear(ensemble_size, 4 * width, width))
 

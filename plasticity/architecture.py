@@ -62,9 +62,9 @@ def torso_settings(net: NetArgs, nap: NaPArgs, default_activation: str = "relu")
 
 
 def _matrix_norms(weight: torch.Tensor, ensemble: bool) -> torch.Tensor:
-    """Frobenius norm of each weight matrix: one per ensemble member (E, 1, 1), else a scalar."""
+    """Frobenius norm of each weight matrix: one per ensemble entry (E, 1, …), else a scalar."""
     if ensemble:
-        return torch.linalg.vector_norm(weight, dim=(1, 2), keepdim=True)
+        return torch.linalg.vector_norm(weight, dim=tuple(range(1, weight.dim())), keepdim=True)
     return torch.linalg.vector_norm(weight)
 
 

@@ -29,6 +29,7 @@ class Remedy:
     not_with: dict[str, str] = dataclasses.field(
         default_factory=dict
     )  # speed flag (compile, cudagraphs) → why it cannot run with it
+    not_in_groups: str = ""  # why it cannot act on each member of a group on its own (--seeds; cleanrl_plus.members)
 
     def applies_to(self, agent: str) -> bool:
         return agent not in self.not_for
@@ -172,6 +173,8 @@ REMEDIES: tuple[Remedy, ...] = (
         not_with={
             flag: "heavyball's PSGD-Kron step keeps Python-side state and compiles itself its own way" for flag in SPEED_FLAGS
         },
+        not_in_groups="heavyball's preconditioner treats each parameter tensor as one matrix, so it would mix the members "
+        "stacked in it",
     ),
     Remedy(
         "SWD", "replay/other", "Sample Weight Decay (plasticity/swd.py)", "--swd.enabled", _flag("swd.enabled"), _NO_REPLAY
@@ -259,6 +262,13 @@ def check(agent: str, args: Any, activation: str = "relu", shared_torso: bool = 
                 raise UserError(
                     f"{remedy.name} ({remedy.flags}) cannot run with --{flag}: {remedy.not_with[flag]} — drop one of them"
                 )
+    if len(_get(args, "seeds", ())) > 1:
+        for remedy in REMEDIES:
+            if remedy.is_on(args) and remedy.not_in_groups:
+                raise UserError(
+                    f"{remedy.name} ({remedy.flags}) cannot train several seeds in one process: {remedy.not_in_groups} — "
+                    "run one seed per process (--seed)"
+                )
 
 
 def matrix() -> str:
@@ -272,11 +282,15 @@ def matrix() -> str:
         lines.append(f"| {remedy.name} | {remedy.family} | `{remedy.flags}` | {marks} | {remedy.paper} |")
     notes = [f"- {remedy.name} × {agent}: {why}" for remedy in REMEDIES for agent, why in remedy.not_for.items()]
     speed = [f"- {remedy.name} × --{flag}: {why}" for remedy in REMEDIES for flag, why in remedy.not_with.items()]
+    groups = [f"- {remedy.name}: {remedy.not_in_groups}" for remedy in REMEDIES if remedy.not_in_groups]
     return (
         "\n".join(lines)
         + "\n\nNot applicable:\n"
         + "\n".join(notes)
         + "\n\nNot with the speed flags (docs/speed.md):\n"
         + "\n".join(speed)
+        + "\n\nOne seed per process only (every other remedy acts on each member of a --seeds group on its own; "
+        + "docs/experiments.md):\n"
+        + "\n".join(groups)
         + "\n"
     )

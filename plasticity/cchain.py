@@ -41,6 +41,9 @@ after the network's optimiser step (as the authors rescale after it), so the los
 when --compile recomputes part of the backward from the loss's inputs. The snapshot, the recorded values, the
 coefficient and the counters change in place and every decision is a `torch.where`, so a captured update
 (--cudagraphs) keeps C-CHAIN's schedule [ours].
+
+Members of a group (cleanrl_plus.members): the churn, the two running means and c are per member, each from that
+member's own losses and reference batch; the counters are common, since every member updates at the same steps.
 """
 
 from __future__ import annotations
@@ -72,19 +75,24 @@ class CChainArgs:
     """floor of the rescaled coefficient (default: the authors' 0, 0 or 1)"""
 
 
-def squared_error(current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-    """Mean over all entries of (f_θ − f_θₜ₋₁)²."""
-    return (current - previous).square().mean()
+def member_means(values: torch.Tensor, members: int) -> torch.Tensor:
+    """(members,) means of a tensor whose leading dimension is member-major."""
+    return values.reshape(members, -1).mean(1)
 
 
-def cross_entropy(current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-    """Mean over the batch of −Σₐ pₜ₋₁(a)·log(p_θ(a) + 1e-8), probabilities in the last dim."""
-    return -(previous * torch.log(current + 1e-8)).sum(-1).mean()
+def squared_error(current: torch.Tensor, previous: torch.Tensor, members: int = 1) -> torch.Tensor:
+    """Mean over all entries of (f_θ − f_θₜ₋₁)², per member."""
+    return member_means((current - previous).square(), members)
+
+
+def cross_entropy(current: torch.Tensor, previous: torch.Tensor, members: int = 1) -> torch.Tensor:
+    """Mean over the batch of −Σₐ pₜ₋₁(a)·log(p_θ(a) + 1e-8), probabilities in the last dim, per member."""
+    return member_means(-(previous * torch.log(current + 1e-8)).sum(-1), members)
 
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    divergence: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    divergence: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
     relative_scale: float
     initial_coef: float
     warmup: int
@@ -145,8 +153,8 @@ class ChurnReducer:
     """C-CHAIN for one network: `loss(main_loss, reference_batch, scale_against)` returns c·L_churn and snapshots θ;
     `after_step()`, after the network's optimiser step, records the update and rescales c for the next one."""
 
-    def __init__(self, args: CChainArgs, module: nn.Module, target: ChurnTarget) -> None:
-        self.module, self.outputs, self.every = module, target.outputs, target.rescale_every
+    def __init__(self, args: CChainArgs, module: nn.Module, target: ChurnTarget, members: int = 1) -> None:
+        self.module, self.outputs, self.every, self.members = module, target.outputs, target.rescale_every, members
         self.schedule = schedule(args, target.kind)
         self.wrapper = _Outputs(module, target.outputs)
         self.previous: dict[str, torch.Tensor] | None = None
@@ -155,12 +163,12 @@ class ChurnReducer:
         self.updates = torch.zeros((), dtype=torch.int64, device=device)  # since the start or the last restart
         self.points = torch.zeros((), dtype=torch.int64, device=device)  # rescaling points recorded
         self.churn_points = torch.zeros((), dtype=torch.int64, device=device)  # … of which with a churn value
-        self.scale_values = torch.zeros(window, device=device)  # |L_scale| of the last W points, a ring
-        self.churn_values = torch.zeros(window, device=device)  # L_churn of the last W points with one, a ring
-        self.coef = torch.full((), self.schedule.initial_coef, device=device)
+        self.scale_values = torch.zeros(members, window, device=device)  # |L_scale| of the last W points, a ring
+        self.churn_values = torch.zeros(members, window, device=device)  # L_churn of the last W points with one, a ring
+        self.coef = torch.full((members,), self.schedule.initial_coef, device=device)
         self.skip = torch.zeros((), dtype=torch.bool, device=device)  # no churn term at the first update after a restart
-        self.last_scale = torch.zeros((), device=device)  # this update's |L_scale| and L_churn, for after_step
-        self.last_churn = torch.zeros((), device=device)
+        self.last_scale = torch.zeros(members, device=device)  # this update's |L_scale| and L_churn, for after_step
+        self.last_churn = torch.zeros(members, device=device)
         self.has_churn = torch.zeros((), dtype=torch.bool, device=device)
 
     def _snapshot(self) -> None:
@@ -175,10 +183,10 @@ class ChurnReducer:
         if self.previous is None or list(self.previous) != current:  # first update, or the structure changed (injection)
             self._snapshot()  # new tensors: a captured step is captured again after either (graphs.py)
             self.has_churn.fill_(False)
-            return torch.zeros((), device=main_loss.device)
+            return torch.zeros(self.members, device=main_loss.device)
         with torch.no_grad():  # f_θₜ₋₁: the snapshot swapped in for one call (attributes, not in-place writes)
             previous_outputs = functional_call(self.wrapper, self.previous, (batch,))
-        churn = self.schedule.divergence(self.outputs(batch), previous_outputs)
+        churn = self.schedule.divergence(self.outputs(batch), previous_outputs, self.members)
         with torch.no_grad():
             self.last_churn.copy_(churn)
             self.has_churn.copy_(~self.skip)
@@ -196,15 +204,15 @@ class ChurnReducer:
         self._push(self.scale_values, self.points, self.last_scale, point)
         self._push(self.churn_values, self.churn_points, self.last_churn, point & self.has_churn)
         self.skip.fill_(False)
-        scale_mean = self.scale_values.sum() / self.points.clamp(1, window)  # entries not yet written are 0
-        churn_mean = self.churn_values.sum() / self.churn_points.clamp(1, window)
+        scale_mean = self.scale_values.sum(1) / self.points.clamp(1, window)  # entries not yet written are 0
+        churn_mean = self.churn_values.sum(1) / self.churn_points.clamp(1, window)
         relative = (schedule.relative_scale * scale_mean / (churn_mean + 1e-8)).clamp_min(schedule.min_coef)
         self.coef.copy_(torch.where(point & (self.points >= schedule.warmup), relative, self.coef))
 
     def _push(self, ring: torch.Tensor, count: torch.Tensor, value: torch.Tensor, record: torch.Tensor) -> None:
-        """Where `record`, write `value` over the oldest of the ring's last W entries and count it."""
+        """Where `record`, write each member's `value` over the oldest of its ring's last W entries, and count it."""
         index = (count % self.schedule.window).view(1)
-        ring.index_copy_(0, index, torch.where(record, value.view(1), ring.index_select(0, index)))
+        ring.index_copy_(1, index, torch.where(record, value.view(-1, 1), ring.index_select(1, index)))
         count.add_(record.long())
 
     @torch.no_grad()

@@ -64,21 +64,28 @@ def unit_scores(activation: torch.Tensor) -> torch.Tensor:
     return mean_abs / mean_abs.mean(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def dormant_fraction(layers: Iterable[torch.Tensor], tau: float) -> float:
-    dormant, total = 0, 0
+def member_rows(activation: torch.Tensor, members: int) -> torch.Tensor:
+    """A layer's activations (E, B, H) (or (B, H) of a single network) as (members, …) rows: each member's entries."""
+    return activation.reshape(members, -1) if activation.dim() == 3 else activation.reshape(1, -1)
+
+
+def dormant_fraction(layers: Iterable[torch.Tensor], tau: float, members: int = 1) -> list[float]:
+    """Fraction of each member's hidden units that are τ-dormant, over all its layers."""
+    dormant, total = torch.zeros(members), 0
     for activation in layers:
         score = unit_scores(activation)
-        dormant += int((score <= tau).sum())
-        total += score.numel()
-    return dormant / max(total, 1)
+        rows = (score <= tau).reshape(members, -1)
+        dormant, total = dormant + rows.sum(1).cpu(), total + rows.shape[1]
+    return (dormant / max(total, 1)).tolist()
 
 
-def active_fraction(layers: Iterable[torch.Tensor]) -> float:
-    zeros, total = 0, 0
+def active_fraction(layers: Iterable[torch.Tensor], members: int = 1) -> list[float]:
+    """1 − fraction of each member's hidden activations that are exactly zero."""
+    zeros, total = torch.zeros(members), 0
     for activation in layers:
-        zeros += int((activation == 0).sum())
-        total += activation.numel()
-    return 1.0 - zeros / max(total, 1)
+        rows = member_rows(activation, members)
+        zeros, total = zeros + (rows == 0).sum(1).cpu(), total + rows.shape[1]
+    return (1.0 - zeros / max(total, 1)).tolist()
 
 
 def singular_values(features: torch.Tensor) -> torch.Tensor:
@@ -106,19 +113,27 @@ def effective_rank(features: torch.Tensor) -> float:
     return spectrum_effective_rank(singular_values(features))
 
 
-def parameter_rms(parameters: Iterable[torch.Tensor]) -> float:
-    flat = torch.cat([p.detach().reshape(-1) for p in parameters])
-    return float(flat.norm() / flat.numel() ** 0.5)
+def member_parameters(parameters: Iterable[torch.Tensor], members: int) -> torch.Tensor:
+    """All parameters as (members, P) rows: each member's blocks (the leading, member-major dimension), flattened."""
+    return torch.cat([p.detach().reshape(members, -1) for p in parameters], dim=1)
 
 
-def distance_from(parameters: Iterable[torch.Tensor], initial: Iterable[torch.Tensor]) -> float:
-    diffs = torch.cat([(p.detach() - q).reshape(-1) for p, q in zip(parameters, initial)])
-    return float(diffs.norm() / diffs.numel() ** 0.5)
+def parameter_rms(parameters: Iterable[torch.Tensor], members: int = 1) -> list[float]:
+    """‖θ‖/√P of each member's parameters."""
+    flat = member_parameters(parameters, members)
+    return (flat.norm(dim=1) / flat.shape[1] ** 0.5).tolist()
 
 
-def gradient_norm(parameters: Iterable[torch.Tensor]) -> float:
-    grads = [p.grad.reshape(-1) for p in parameters if p.grad is not None]
-    return float(torch.cat(grads).norm()) if grads else 0.0
+def distance_from(parameters: Iterable[torch.Tensor], initial: Iterable[torch.Tensor], members: int = 1) -> list[float]:
+    """‖θ − θ₀‖/√P of each member's parameters."""
+    diffs = member_parameters([p.detach() - q for p, q in zip(parameters, initial)], members)
+    return (diffs.norm(dim=1) / diffs.shape[1] ** 0.5).tolist()
+
+
+def gradient_norm(parameters: Iterable[torch.Tensor], members: int = 1) -> list[float]:
+    """‖∇θ‖ of each member's parameters (0 before any gradient)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    return member_parameters(grads, members).norm(dim=1).tolist() if grads else [0.0] * members
 
 
 class ActivationProbe:
@@ -144,8 +159,15 @@ class ActivationProbe:
         finally:
             for handle in handles:
                 handle.remove()
-        phi = features[0]
-        return hidden, phi.reshape(-1, phi.shape[-1]) if phi.dim() == 2 else phi[0]
+        return hidden, features[0]
+
+
+def member_features(features: torch.Tensor, members: int) -> list[torch.Tensor]:
+    """Each member's (B, F) features from a head's input: (E, B, F) with E = members × copies (the first copy of each
+    member's, e.g. a twin critic's Q₁), or (B, F) of a single network."""
+    if features.dim() == 2:
+        return [features]
+    return list(features.reshape(members, -1, *features.shape[1:])[:, 0])
 
 
 def network_report(
@@ -154,26 +176,30 @@ def network_report(
     probe: ActivationProbe,
     forward: Callable[[], torch.Tensor],
     initial_parameters: list[torch.Tensor],
-) -> dict[str, float]:
-    """All `plasticity/{name}_*` scalars for one network (features of ensemble member 0)."""
+    members: int = 1,
+) -> dict[str, list[float]]:
+    """All `plasticity/{name}_*` scalars for one network, one value per member (features of each member's first ensemble
+    copy)."""
     hidden, features = probe(forward)
-    report = {f"plasticity/{name}_dormant_{tau:g}": dormant_fraction(hidden, tau) for tau in DORMANT_TAUS}
+    report = {f"plasticity/{name}_dormant_{tau:g}": dormant_fraction(hidden, tau, members) for tau in DORMANT_TAUS}
     parameters = list(network.parameters())
+    per_member = member_features(features, members)
     report |= {
-        f"plasticity/{name}_active_units": active_fraction(hidden),
-        f"plasticity/{name}_srank": float(srank(features)),
-        f"plasticity/{name}_effective_rank": effective_rank(features),
-        f"plasticity/{name}_feature_norm": float(features.norm(dim=-1).mean()),
-        f"plasticity/{name}_param_rms": parameter_rms(parameters),
-        f"plasticity/{name}_distance_from_init": distance_from(parameters, initial_parameters),
-        f"plasticity/{name}_grad_norm": gradient_norm(parameters),
+        f"plasticity/{name}_active_units": active_fraction(hidden, members),
+        f"plasticity/{name}_srank": [float(srank(phi)) for phi in per_member],
+        f"plasticity/{name}_effective_rank": [effective_rank(phi) for phi in per_member],
+        f"plasticity/{name}_feature_norm": [float(phi.norm(dim=-1).mean()) for phi in per_member],
+        f"plasticity/{name}_param_rms": parameter_rms(parameters, members),
+        f"plasticity/{name}_distance_from_init": distance_from(parameters, initial_parameters, members),
+        f"plasticity/{name}_grad_norm": gradient_norm(parameters, members),
     }
     return report
 
 
 def batch_rows(batch, rows: slice):
-    """The same replay batch (a NamedTuple of per-sample tensors; None for a field it lacks) cut to `rows`."""
-    return type(batch)(*(None if field is None else field[rows] for field in batch))
+    """The same replay batch (a NamedTuple of (members, B, ...) tensors; None for a field it lacks) cut to `rows` of
+    every member's samples."""
+    return type(batch)(*(None if field is None else field[:, rows] for field in batch))
 
 
 def last_parameters(module: nn.Module, max_params: int) -> list[torch.Tensor]:
@@ -199,32 +225,44 @@ class measuring:
         measuring.active = False
 
 
-def per_sample_gradients(forward: Callable, batch, parameters: list[torch.Tensor]) -> torch.Tensor:
-    """J ∈ ℝ^{B×P}: row b is ∇_θ of sample b's output summed over its entries."""
+def per_sample_gradients(forward: Callable, batch, parameters: list[torch.Tensor], members: int = 1) -> torch.Tensor:
+    """J ∈ ℝ^{members×B×P}: row b of member k is ∇_θ of its sample b's output summed over its entries, θ its own
+    parameters. One backward pass per b serves every member: a member's output depends on its own parameters only."""
     rows = []
     with torch.enable_grad(), measuring():
-        for b in range(len(batch[0])):
+        for b in range(batch[0].shape[1]):
             gradients = torch.autograd.grad(forward(batch_rows(batch, slice(b, b + 1))).sum(), parameters, allow_unused=True)
             rows.append(
-                torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gradients, parameters)])
+                member_parameters(
+                    [g if g is not None else torch.zeros_like(p) for g, p in zip(gradients, parameters)], members
+                )
             )
-    return torch.stack(rows)
+    return torch.stack(rows, dim=1)
 
 
-def ntk_report(name: str, module: nn.Module, forward: Callable, batch, max_params: int, tol: float = 1e-6) -> dict[str, float]:
-    """Ranks of the empirical NTK K = J·Jᵀ on `batch` and the mean off-diagonal |cos| of the per-sample gradients."""
+def ntk_report(
+    name: str, module: nn.Module, forward: Callable, batch, max_params: int, tol: float = 1e-6, members: int = 1
+) -> dict[str, list[float]]:
+    """Ranks of the empirical NTK K = J·Jᵀ on `batch` and the mean off-diagonal |cos| of the per-sample gradients, per
+    member."""
     parameters = last_parameters(module, max_params)
-    jacobian = per_sample_gradients(forward, batch, parameters).double()
+    jacobians = per_sample_gradients(forward, batch, parameters, members).double()
+    reports = [_ntk_spectrum(name, jacobian, tol) for jacobian in jacobians]
+    params = float(sum(p.numel() for p in parameters) // members)
+    keys = dict.fromkeys(key for report in reports for key in report)  # a member with no spectrum lacks the ranks
+    return {f"plasticity/{name}_ntk_params": [params] * members} | {
+        key: [report.get(key, 0.0) for report in reports] for key in keys
+    }
+
+
+def _ntk_spectrum(name: str, jacobian: torch.Tensor, tol: float) -> dict[str, float]:
     gram = jacobian @ jacobian.T
     eigenvalues = torch.linalg.eigvalsh(gram).clamp_min(0).flip(0)  # decreasing
     largest = float(eigenvalues[0])
     norms = gram.diagonal().sqrt().clamp_min(1e-300)
     cosine = (gram / norms[:, None] / norms[None, :]).abs()
     off_diagonal = ~torch.eye(len(gram), dtype=torch.bool, device=gram.device)
-    report = {
-        f"plasticity/{name}_ntk_grad_cos": float(cosine[off_diagonal].mean()),
-        f"plasticity/{name}_ntk_params": float(sum(p.numel() for p in parameters)),
-    }
+    report = {f"plasticity/{name}_ntk_grad_cos": float(cosine[off_diagonal].mean())}
     if largest == 0:  # every gradient is zero (all units dead): no spectrum to rank
         return report | {f"plasticity/{name}_ntk_rank": 0.0}
     return report | {
@@ -236,8 +274,9 @@ def ntk_report(name: str, module: nn.Module, forward: Callable, batch, max_param
 
 
 def policy_kl(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> torch.Tensor:
-    """KL(π_θ(·|s) ‖ π_θ′(·|s)) per state, from distribution parameters: {"logits": (B, K)} for categorical policies,
-    {"mean": (B, A), "log_std": (B, A) or (A,)} for diagonal Gaussians (summed over the A action dimensions)."""
+    """KL(π_θ(·|s) ‖ π_θ′(·|s)) per state, from distribution parameters: {"logits": (..., B, n)} for categorical
+    policies, {"mean": (..., B, A), "log_std": broadcastable to it} for diagonal Gaussians (summed over the A action
+    dimensions)."""
     if "logits" in before:  # Σ_k p_k·(log p_k − log q_k)
         log_p, log_q = before["logits"].log_softmax(-1), after["logits"].log_softmax(-1)
         return (log_p.exp() * (log_p - log_q)).sum(-1)
@@ -248,14 +287,18 @@ def policy_kl(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -
     return (log_std1 - log_std0 + 0.5 * (variance_ratio + mean_term - 1)).sum(-1)
 
 
-def churn_report(name: str, before: torch.Tensor, after: torch.Tensor, batch_size: int) -> dict[str, float]:
-    """Value churn for the network named "critic", policy churn for the others (module docstring)."""
+def churn_report(
+    name: str, before: torch.Tensor, after: torch.Tensor, batch_size: int, members: int = 1, actions: int = 0
+) -> dict[str, list[float]]:
+    """Value churn for the network named "critic", policy churn for the others (module docstring), per member; outputs
+    are member-major. `actions` > 1: the critic's outputs are Q(s, ·) of DQN, (members, B, actions)."""
     change = after - before
     if name != "critic":
-        return {f"plasticity/{name}_churn": float(change.reshape(batch_size, -1).norm(dim=1).mean())}
-    report = {f"plasticity/{name}_churn": float(change.abs().mean())}
-    if change.dim() == 2 and change.shape[0] == batch_size and change.shape[1] > 1:  # Q(s, ·) of DQN
-        report[f"plasticity/{name}_greedy_churn"] = float((after.argmax(dim=1) != before.argmax(dim=1)).float().mean())
+        return {f"plasticity/{name}_churn": change.reshape(members, batch_size, -1).norm(dim=2).mean(1).tolist()}
+    report = {f"plasticity/{name}_churn": change.abs().reshape(members, -1).mean(1).tolist()}
+    if actions > 1:
+        greedy_changed = after.argmax(dim=-1) != before.argmax(dim=-1)
+        report[f"plasticity/{name}_greedy_churn"] = greedy_changed.reshape(members, -1).float().mean(1).tolist()
     return report
 
 
@@ -267,8 +310,8 @@ class PlasticityMonitor:
     init) and a pending churn reference are part of the monitor's state, hence of checkpoints.
     """
 
-    def __init__(self, args: DiagnosticsArgs, networks: list) -> None:
-        self.args = args
+    def __init__(self, args: DiagnosticsArgs, networks: list, members: int = 1) -> None:
+        self.args, self.members = args, members
         self.networks = {net.tag: net for net in networks}
         self.initial = {name: [p.detach().clone() for p in net.module.parameters()] for name, net in self.networks.items()}
         # (batch, {name: output}, {name: distribution parameters}) taken right before the update that churn measures
@@ -283,12 +326,14 @@ class PlasticityMonitor:
         if args.every and num_updates % args.every == 0:
             probe_batch = replay.sample(args.probe_size)
             for name, net in self.networks.items():
-                report |= network_report(name, net.module, net.probe, lambda: net.forward(probe_batch), self.initial[name])
+                report |= network_report(
+                    name, net.module, net.probe, lambda: net.forward(probe_batch), self.initial[name], self.members
+                )
         if args.ntk_every and num_updates % args.ntk_every == 0:  # reusing the probe batch leaves the replay's RNG alone
             reuse = probe_batch is not None and args.probe_size >= args.ntk_batch
             ntk_batch = batch_rows(probe_batch, slice(0, args.ntk_batch)) if reuse else replay.sample(args.ntk_batch)
             for name, net in self.networks.items():
-                report |= ntk_report(name, net.module, net.forward, ntk_batch, args.ntk_max_params)
+                report |= ntk_report(name, net.module, net.forward, ntk_batch, args.ntk_max_params, members=self.members)
         if args.churn_every and (num_updates + 1) % args.churn_every == 0:
             reference = replay.sample(args.churn_batch)
             with torch.no_grad():
@@ -306,13 +351,14 @@ class PlasticityMonitor:
     def measure_churn(self) -> dict[str, float]:
         reference, before, before_distributions = self.churn_reference
         self.churn_reference = None
-        report: dict[str, float] = {}
+        report: dict[str, list[float]] = {}
         with torch.no_grad():
             for name, net in self.networks.items():
-                report |= churn_report(name, before[name], net.forward(reference), len(reference[0]))
+                batch_size = reference[0].shape[1]
+                report |= churn_report(name, before[name], net.forward(reference), batch_size, self.members, net.actions)
                 if name in before_distributions:
                     kl = policy_kl(before_distributions[name], net.distribution(reference))
-                    report[f"plasticity/{name}_kl_churn"] = float(kl.mean())
+                    report[f"plasticity/{name}_kl_churn"] = kl.reshape(self.members, -1).mean(1).tolist()
         return report
 
     def state_dict(self) -> dict:

@@ -57,8 +57,8 @@ class RemedyArgs:
 
 
 class _NetworkHooks:
-    def __init__(self, args: RemedyArgs, net: Network) -> None:
-        self.args, self.net = args, net
+    def __init__(self, args: RemedyArgs, net: Network, members: int) -> None:
+        self.args, self.net, self.members = args, net, members
         self.parameters = list(net.module.parameters())
         self.initial = [p.detach().clone() for p in self.parameters] if args.reg.l2_init else []
         head_ids = {id(m) for head in net.heads for m in head.modules()}
@@ -66,9 +66,11 @@ class _NetworkHooks:
         self.projector = NormProjector(net.module) if args.nap.enabled else None
         self.clipper = WeightClipper(net.module, args.clip.kappa) if args.clip.kappa > 0 else None
         self.churn = (
-            ChurnReducer(args.cchain, net.module, net.churn or ChurnTarget(net.forward)) if args.cchain.enabled else None
+            ChurnReducer(args.cchain, net.module, net.churn or ChurnTarget(net.forward), members)
+            if args.cchain.enabled
+            else None
         )
-        self.trac = TRAC(net.optimizer, args.optim.trac_s_init) if args.optim.trac else None
+        self.trac = TRAC(net.optimizer, args.optim.trac_s_init, members=members) if args.optim.trac else None
         self.logged: dict[str, torch.Tensor] = {}
         # the remedies each hook applies: fixed by the flags, so a captured step counts them right
         reg = args.reg
@@ -87,18 +89,20 @@ class _NetworkHooks:
         ]
 
     def loss(self, main_loss: torch.Tensor, reference, scale_against: torch.Tensor | None = None) -> torch.Tensor:
-        reg = self.args.reg
+        """Per member: main_loss (members,) + this network's regularisers of each member's own parameters."""
+        reg, members = self.args.reg, self.members
         total = main_loss
         if reg.l2:
-            penalty = l2_penalty(trainable(self.net.module.parameters()))
+            penalty = l2_penalty(trainable(self.net.module.parameters()), members)
             total, self.logged["l2"] = total + reg.l2 * penalty, penalty.detach()
         if reg.l2_init:
             pairs = [(p, p0) for p, p0 in zip(self.parameters, self.initial) if p.requires_grad]
-            penalty = l2_init_penalty([p for p, _ in pairs], [p0 for _, p0 in pairs])
+            penalty = l2_init_penalty([p for p, _ in pairs], [p0 for _, p0 in pairs], members)
             total, self.logged["l2_init"] = total + reg.l2_init * penalty, penalty.detach()
         if reg.parseval and self.hidden_layers:
             matrices = [rows_as_units(layer, ensemble) for layer, ensemble in self.hidden_layers]
-            penalty = parseval_penalty(matrices, reg.parseval_scale, PARSEVAL_WIDTH if reg.parseval_width_scaling else None)
+            width = PARSEVAL_WIDTH if reg.parseval_width_scaling else None
+            penalty = parseval_penalty(matrices, reg.parseval_scale, width, members)
             total, self.logged["parseval"] = total + reg.parseval * penalty, penalty.detach()
         if self.churn is not None:
             if reference is None:
@@ -137,10 +141,11 @@ class _NetworkHooks:
 
 
 class RemedyHooks:
-    """The loss/step hooks for the named networks of one agent; `acted` counts what each remedy did (device tensors)."""
+    """The loss/step hooks for the named networks of one agent (of each of its `members`); `acted` counts what each remedy
+    did (device tensors)."""
 
-    def __init__(self, args: RemedyArgs, networks: list[Network]) -> None:
-        self.networks = {net.name: _NetworkHooks(args, net) for net in networks}
+    def __init__(self, args: RemedyArgs, networks: list[Network], members: int = 1) -> None:
+        self.networks = {net.name: _NetworkHooks(args, net, members) for net in networks}
         self.acted: dict[str, torch.Tensor] = {}
         for hooks in self.networks.values():
             device = next(hooks.net.module.parameters()).device
@@ -150,8 +155,9 @@ class RemedyHooks:
     def loss(
         self, name: str, main_loss: torch.Tensor, reference: Batch | None = None, scale_against: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """main_loss + this network's regularisers; `reference` is C-CHAIN's reference batch (None when it is off) and
-        `scale_against` the loss its coefficient is scaled against (default main_loss; PPO: the policy loss)."""
+        """main_loss + this network's regularisers, one value per member; `reference` is C-CHAIN's reference batch (None
+        when it is off) and `scale_against` the loss its coefficient is scaled against (default main_loss; PPO: the policy
+        loss)."""
         hooks = self.networks[name]
         total = hooks.loss(main_loss, reference, scale_against)
         self._count(hooks.loss_remedies)

@@ -1,5 +1,9 @@
 """How an agent describes one of its networks to the plasticity code: once, in a `Network`.
 
+A network holds every member of a group (cleanrl_plus.members): its layers are ensemble layers whose leading dimension
+is member-major, it maps (members, B, ...) batches to (members, B, ...) outputs, and `rebuild` draws each member's fresh
+initialisation from that member's own generator (`Members.build`).
+
 Every remedy and diagnostic reads what it needs from it: the loss/step hooks the module, its optimiser and heads;
 the resets also the target, how to rebuild the network and which units they may recycle; the diagnostics the
 probe and the forward on a batch. `plasticity.wiring.Plasticity` takes an agent's networks and owns them all.
@@ -62,6 +66,9 @@ class Network:
     churn: ChurnTarget | None = None
     """what C-CHAIN keeps close to the previous update's values, where it is not `forward` with the value-network
     settings (PPO's policy: plasticity.cchain.policy_churn)"""
+    actions: int = 0
+    """a critic whose outputs are Q(s, ·) over this many discrete actions (DQN): the churn diagnostic also counts
+    changed greedy actions"""
     parts: tuple["Network", ...] = ()
     """networks that one loss and optimiser train together (PPO's policy and value): the diagnostics watch each part, the
     resets act on each part unless the parts share parameters (one torso), and then on the whole"""

@@ -17,7 +17,8 @@
   v_β and s_β at 0. The reference is each parameter's value at its first TRAC step (a head added by plasticity
   injection gets its own then) [code]. erfi is evaluated in float64 by its power series (a closed form that needs
   no host sync); its argument is clamped to ±10, where erfi ≈ 1.5e42 and the scale is already meaningless [ours:
-  the official float32 code overflows there].
+  the official float32 code overflows there]. In a group (cleanrl_plus.members) each member has its own S, v_β, σ_β
+  and s_β, and hₜ sums over that member's own parameters (their member-major blocks) [ours: the paper has one run].
 - Kron (PSGD with Kronecker-factored preconditioners; Li, "Preconditioned stochastic gradient descent", 2018) from
   the maintained `heavyball` package (`heavyball.PSGDKron`, its defaults; our learning rate and weight decay).
   heavyball compiles its step with torch.compile, whose CPU backend fails on torch 2.13 with heavyball 3.2.1, so we
@@ -170,22 +171,27 @@ class TRAC:
     place, so a captured step (--cudagraphs) keeps tuning; a parameter's reference is taken at its first (eager) step."""
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer, s_init: float = 1e-8, betas: tuple[float, ...] = TRAC_BETAS, eps: float = 1e-8
+        self,
+        optimizer: torch.optim.Optimizer,
+        s_init: float = 1e-8,
+        betas: tuple[float, ...] = TRAC_BETAS,
+        eps: float = 1e-8,
+        members: int = 1,
     ) -> None:
-        self.optimizer, self.s_init, self.eps = optimizer, s_init, eps
+        self.optimizer, self.s_init, self.eps, self.members = optimizer, s_init, eps, members
         device = next(p.device for group in optimizer.param_groups for p in group["params"])
         self.betas = torch.tensor(betas, dtype=torch.float64, device=device)
-        self.variance = torch.zeros(len(betas), dtype=torch.float64, device=device)
-        self.sigma = torch.full((len(betas),), 1e-8, dtype=torch.float64, device=device)
-        self.s = torch.zeros(len(betas), dtype=torch.float64, device=device)
+        self.variance = torch.zeros(members, len(betas), dtype=torch.float64, device=device)
+        self.sigma = torch.full((members, len(betas)), 1e-8, dtype=torch.float64, device=device)
+        self.s = torch.zeros(members, len(betas), dtype=torch.float64, device=device)
         self.reference: dict[torch.Tensor, torch.Tensor] = {}
         self.steps = torch.zeros((), dtype=torch.int64, device=device)
         self.normaliser = s_init / erfi(torch.tensor(1 / math.sqrt(2), dtype=torch.float64)).item()  # once, at construction
 
     @property
     def scale(self) -> torch.Tensor:
-        """Sₜ = max(Σ_β s_β, 0), the factor on the base optimiser's offset."""
-        return self.s.sum().clamp_min(0.0)
+        """Sₜ = max(Σ_β s_β, 0), the factor on the base optimiser's offset, per member (members,)."""
+        return self.s.sum(-1).clamp_min(0.0)
 
     def parameters(self) -> list[torch.Tensor]:
         return [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
@@ -196,22 +202,25 @@ class TRAC:
         for p in params:
             if p not in self.reference:
                 self.reference[p] = p.detach().clone()
+        members = self.members
         played = [p.detach().clone() for p in params]
         grads = [p.grad.detach().clone() for p in params]
-        offset_scale = self.s.sum() + self.eps  # the official divides by the unclamped Σs
+        offset_scale = (self.s.sum(-1) + self.eps).view(members, 1)  # the official divides by the unclamped Σs
         self.optimizer.step()
-        h = torch.zeros((), dtype=torch.float64, device=self.s.device)
+        h = torch.zeros(members, dtype=torch.float64, device=self.s.device)
         offsets = []
         for p, theta, grad in zip(params, played, grads):
-            offset = (theta - self.reference[p]) / offset_scale.to(theta.dtype)  # Δₜ
-            h += torch.dot(offset.flatten(), grad.flatten()).to(torch.float64)  # hₜ = ⟨gₜ, Δₜ⟩
-            offsets.append(offset.add_(p - theta))  # Δₜ₊₁ = Δₜ + base update
+            # Δₜ, as (members, entries) rows: each member's block of the parameter
+            offset = (theta - self.reference[p]).reshape(members, -1) / offset_scale.to(theta.dtype)
+            h += (offset * grad.reshape(members, -1)).sum(1).to(torch.float64)  # hₜ = ⟨gₜ, Δₜ⟩
+            offsets.append(offset.add_((p - theta).reshape(members, -1)))  # Δₜ₊₁ = Δₜ + base update
+        h = h.unsqueeze(1)
         self.variance.mul_(self.betas.square()).add_(h.square())
         self.sigma.mul_(self.betas).sub_(h)
         self.s.copy_(self.normaliser * erfi(self.sigma / (math.sqrt(2.0) * self.variance.sqrt() + self.eps)))
-        scale = self.scale
+        scale = self.scale.view(members, 1)
         for p, offset in zip(params, offsets):
-            p.copy_(self.reference[p] + scale.to(p.dtype) * offset)
+            p.copy_((self.reference[p].reshape(members, -1) + scale.to(p.dtype) * offset).view_as(p))
         self.steps += 1
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -245,6 +254,20 @@ def make_optimizer(args: Any, parameters, device: torch.device, **adam_kwargs) -
 
     heavyball.utils.compile_mode = None  # module docstring: inductor fails on CPU here
     return heavyball.PSGDKron(parameters, lr=args.learning_rate, weight_decay=adam_kwargs.get("weight_decay", 0.0))
+
+
+@torch.no_grad()
+def clip_grad_norm_per_member(parameters: list[torch.Tensor], max_norm: float, members: int) -> torch.Tensor:
+    """torch.nn.utils.clip_grad_norm_ for each member of a group on its own: g ← g·min(1, c/(‖g_k‖ + 1e-6)), ‖g_k‖ the
+    norm of member k's gradient blocks (the leading, member-major dimension of every parameter). A global norm would
+    let one member's large gradient shrink every other member's step. Returns the norms before clipping, (members,)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    squares = torch.stack([g.reshape(members, -1).square().sum(1) for g in grads]).sum(0)
+    norms = squares.sqrt()
+    coefficients = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.view(members, -1).mul_(coefficients.view(members, 1).to(g.dtype))
+    return norms
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, learning_rate: torch.Tensor, value: float) -> None:

@@ -17,7 +17,10 @@ optimiser (Adam: a *coupled* penalty, not AdamW's decoupled decay). Sums run ove
   the same for their equal-width MLPs) [code; `--reg.no-parseval-width-scaling` drops it]. λ = 1e-3 (gridworld,
   MetaWorld) or 1e-4 (LunarLander, quadruped) [code: `main.py`]; off by default. Their MetaWorld runs also add
   per-unit diagonal scale layers (`--add_diag_layer`), which we do not build. Conv kernels are flattened to
-  (out, in·k·k) and each ensemble member is its own W [ours: their networks have neither].
+  (out, in·k·k) and each ensemble entry is its own W [ours: their networks have neither].
+
+Members of a group (cleanrl_plus.members): every penalty is one value per member, the sum over that member's own
+parameters (the leading, member-major dimension of each tensor), so no member's penalty reads another's weights.
 - Weight clipping (Elsayed, Lan, Lyle, Mahmood, "Weight clipping for deep continual and reinforcement learning",
   RLC 2024; official code mohmdelsayed/weight-clipping, `rl_experiments/weight_clipping.py`): after every optimiser
   step each weight and bias of a layer is clipped to [−κ·b_l, κ·b_l], b_l = 1/√fan_in, the bound of PyTorch's default
@@ -35,7 +38,7 @@ import math
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.nn import EnsembleLinear, MemberConv2d
 from cleanrl_plus.ranges import NonNegative, Positive
 
 PARSEVAL_WIDTH = 64  # the width the authors tuned λ at: λ·(64/n)² per layer of n units [code]
@@ -64,10 +67,11 @@ class WeightClipArgs:
 
 
 def weight_layers(module: nn.Module) -> list[tuple[nn.Module, bool]]:
-    """(layer, is_ensemble) for every dense, ensemble or convolution layer, in registration order."""
+    """(layer, is_ensemble) for every dense, ensemble or convolution layer, in registration order; ensemble layers (an
+    EnsembleLinear, a MemberConv2d) hold one weight per entry along their leading dimension."""
     layers = []
     for layer in module.modules():
-        if isinstance(layer, EnsembleLinear):
+        if isinstance(layer, (EnsembleLinear, MemberConv2d)):
             layers.append((layer, True))
         elif isinstance(layer, (nn.Linear, nn.Conv1d, nn.Conv2d)):
             layers.append((layer, False))
@@ -78,37 +82,48 @@ def trainable(parameters) -> list[torch.Tensor]:
     return [p for p in parameters if p.requires_grad]
 
 
-def l2_penalty(parameters: list[torch.Tensor]) -> torch.Tensor:
-    """Σ_θ θ²."""
-    return torch.stack([p.square().sum() for p in parameters]).sum()
+def per_member(values: torch.Tensor, members: int) -> torch.Tensor:
+    """(members,) sums of a tensor whose leading dimension is member-major (each member's block summed)."""
+    return values.reshape(members, -1).sum(1)
 
 
-def l2_init_penalty(parameters: list[torch.Tensor], initial: list[torch.Tensor]) -> torch.Tensor:
-    """Σ_θ (θ − θ₀)²."""
-    return torch.stack([(p - p0).square().sum() for p, p0 in zip(parameters, initial)]).sum()
+def l2_penalty(parameters: list[torch.Tensor], members: int = 1) -> torch.Tensor:
+    """Σ_θ θ², per member: (members,)."""
+    return torch.stack([per_member(p.square(), members) for p in parameters]).sum(0)
+
+
+def l2_init_penalty(parameters: list[torch.Tensor], initial: list[torch.Tensor], members: int = 1) -> torch.Tensor:
+    """Σ_θ (θ − θ₀)², per member: (members,)."""
+    return torch.stack([per_member((p - p0).square(), members) for p, p0 in zip(parameters, initial)]).sum(0)
 
 
 def rows_as_units(layer: nn.Module, ensemble: bool) -> torch.Tensor:
-    """The weight matrix with one row per output unit: (out, in), or (E, out, in) for an ensemble layer."""
-    if ensemble:
+    """The weight matrix with one row per output unit: (out, in), or (E, out, in) for an ensemble layer (kernels
+    flattened to in·k·k)."""
+    if isinstance(layer, EnsembleLinear):
         return layer.weight.transpose(1, 2)  # stored (E, in, out)
-    return layer.weight.flatten(1)
+    return layer.weight.flatten(2) if ensemble else layer.weight.flatten(1)
 
 
-def parseval_penalty(matrices: list[torch.Tensor], scale: float, reference_width: int | None = None) -> torch.Tensor:
-    """Σ ‖W Wᵀ − s·I‖²_F over matrices W of shape (..., n, in); with `reference_width` r each term is weighted (r/n)²."""
+def parseval_penalty(
+    matrices: list[torch.Tensor], scale: float, reference_width: int | None = None, members: int = 1
+) -> torch.Tensor:
+    """Σ ‖W Wᵀ − s·I‖²_F over matrices W of shape (E, n, in) or (n, in), per member (members,); with `reference_width` r
+    each term is weighted (r/n)²."""
     total = []
     for w in matrices:
         gram = w @ w.transpose(-1, -2)
         identity = torch.eye(gram.shape[-1], device=w.device, dtype=w.dtype)
         weight = 1.0 if reference_width is None else (reference_width / gram.shape[-1]) ** 2
-        total.append(weight * (gram - scale * identity).square().sum())
-    return torch.stack(total).sum()
+        total.append(weight * per_member((gram - scale * identity).square(), members))
+    return torch.stack(total).sum(0)
 
 
 def fan_in(layer: nn.Module, ensemble: bool) -> int:
     """Inputs per unit: in (nn.Linear, ensemble layers stored (E, in, out)), in·k·k (convolutions)."""
-    return layer.weight.shape[1] if ensemble else layer.weight[0].numel()
+    if isinstance(layer, EnsembleLinear):
+        return layer.weight.shape[1]
+    return layer.weight[0, 0].numel() if ensemble else layer.weight[0].numel()
 
 
 class WeightClipper:

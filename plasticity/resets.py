@@ -219,20 +219,36 @@ def fresh_layers(net: Network) -> dict[nn.Module, nn.Module]:
     return {module: fresh[name] for name, module in net.module.named_modules()}
 
 
+class UnitCount:
+    """Recycled and total hidden units of each member, summed over a network's layers."""
+
+    def __init__(self, members: int) -> None:
+        self.members, self.recycled, self.total = members, 0.0, 0
+
+    def add(self, chosen: torch.Tensor) -> None:
+        """`chosen`: a layer's (E, H) or (H,) mask of the units recycled, member-major."""
+        rows = chosen.reshape(self.members, -1)
+        self.recycled, self.total = self.recycled + rows.sum(1), self.total + rows.shape[1]
+
+    def fraction(self) -> torch.Tensor:
+        """(members,) fractions of each member's hidden units recycled."""
+        return torch.as_tensor(self.recycled, dtype=torch.float32) / max(self.total, 1)
+
+
 @torch.no_grad()
-def recycle_dormant(net: Network, batch, tau: float, element_steps: bool = True) -> float:
-    """ReDo on every (layer_in, layer_out) pair; returns the fraction of hidden units recycled."""
+def recycle_dormant(net: Network, batch, tau: float, element_steps: bool = True, members: int = 1) -> torch.Tensor:
+    """ReDo on every (layer_in, layer_out) pair, each member's units scored on its own part of `batch`; returns the
+    fraction of each member's hidden units recycled, (members,)."""
     probe = ActivationProbe([pair[0] for pair in net.unit_pairs], net.unit_pairs[-1][1])
     hidden, _ = probe(lambda: net.forward(batch))
     fresh = fresh_layers(net)
-    recycled, total = 0, 0
+    counted = UnitCount(members)
     for (layer_in, layer_out), activation in zip(net.unit_pairs, hidden):
         dormant = unit_scores(activation) <= tau
-        count = int(dormant.sum())
-        recycled, total = recycled + count, total + dormant.numel()
-        if count:  # a layer without dormant units keeps its optimiser's fast path (no per-element steps)
+        counted.add(dormant)
+        if bool(dormant.any()):  # a layer without dormant units keeps its optimiser's fast path (no per-element steps)
             reinitialise_units(net, layer_in, layer_out, dormant, fresh[layer_in], element_steps)
-    return recycled / max(total, 1)
+    return counted.fraction()
 
 
 class PreactivationGradients:
@@ -276,23 +292,24 @@ class PreactivationGradients:
 
 
 @torch.no_grad()
-def recycle_low_gradient(net: Network, gradients: PreactivationGradients, tau: float, element_steps: bool = True) -> float:
-    """ReGraMa on every (layer_in, layer_out) pair: units with GraMa score ≤ τ are recycled as ReDo's; the sums restart.
-    Returns the fraction of hidden units recycled."""
+def recycle_low_gradient(
+    net: Network, gradients: PreactivationGradients, tau: float, element_steps: bool = True, members: int = 1
+) -> torch.Tensor:
+    """ReGraMa on every (layer_in, layer_out) pair: units with GraMa score ≤ τ (each member's layer scored on its own)
+    are recycled as ReDo's; the sums restart. Returns the fraction of each member's hidden units recycled, (members,)."""
     fresh = None
-    recycled, total = 0, 0
+    counted = UnitCount(members)
     for layer_in, layer_out in net.unit_pairs:
         if not bool(gradients.sums[layer_in].any()):  # not trained since the last recycling (a host read, every F updates)
             continue
         inactive = gradients.scores(layer_in) <= tau
-        count = int(inactive.sum())
-        recycled, total = recycled + count, total + inactive.numel()
-        if count:
+        counted.add(inactive)
+        if bool(inactive.any()):
             fresh = fresh or fresh_layers(net)
             reinitialise_units(net, layer_in, layer_out, inactive, fresh[layer_in], element_steps)
     for sums in gradients.sums.values():
         sums.zero_()
-    return recycled / max(total, 1)
+    return counted.fraction()
 
 
 class UnitStatistics:
@@ -306,6 +323,7 @@ class UnitStatistics:
         self.ensemble = isinstance(layer_in, EnsembleLinear)  # weights (E, in, H), next layer (E, H, out)
         weight = layer_in.weight
         members, self.width = (weight.shape[0], weight.shape[2]) if self.ensemble else (1, weight.shape[0])
+        self.entries_per_member = 1  # set by ContinualBackprop: ensemble entries per member of the group
         self.birth = torch.zeros(members, self.width, dtype=torch.int64, device=weight.device)
         self.mean_activation = torch.zeros(members, self.width, device=weight.device)
         self.utility = torch.zeros(members, self.width, device=weight.device)
@@ -316,7 +334,7 @@ class UnitStatistics:
         # (step, units replaced per member) of the last m steps: those units are immature. A unit is replaced only
         # when older than m, so none appears twice here, and #mature = H − their sum once steps > m.
         self.recent: collections.deque[tuple[int, int]] = collections.deque()
-        self.replaced = 0  # units replaced so far, summed over members
+        self.replaced = 0  # units replaced so far in each ensemble entry (every entry replaces as many)
 
     @property
     def age(self) -> torch.Tensor:
@@ -379,16 +397,28 @@ class ContinualBackprop:
     """CBP for one network: statistics from forward pre-hooks on the layers reading its hidden units, `step()` after
     each update."""
 
-    def __init__(self, net: Network, replacement_rate: float, maturity: int, decay: float, element_steps: bool = True) -> None:
+    def __init__(
+        self,
+        net: Network,
+        replacement_rate: float,
+        maturity: int,
+        decay: float,
+        element_steps: bool = True,
+        members: int = 1,
+    ) -> None:
         self.net, self.replacement_rate, self.maturity, self.decay = net, replacement_rate, maturity, decay
         self.element_steps = element_steps
         self.layers = [UnitStatistics(layer_in, layer_out) for layer_in, layer_out in net.unit_pairs]
-        for stats in self.layers:  # a plain function, so that copies of the network (deepcopy) do not copy `stats`
+        for stats in self.layers:
+            stats.entries_per_member = (
+                stats.birth.shape[0] // members
+            )  # a plain function, so that copies of the network (deepcopy) do not copy `stats`
             stats.layer_out.register_forward_pre_hook(lambda layer, inputs, stats=stats: stats.record(layer, inputs[0]))
 
     @property
     def replaced(self) -> int:
-        return sum(stats.replaced for stats in self.layers)
+        """Units replaced so far in one member's network (its ensemble entries, e.g. a twin critic's two, together)."""
+        return sum(stats.replaced * stats.entries_per_member for stats in self.layers)
 
     @torch.no_grad()
     def step(self) -> None:
@@ -423,7 +453,7 @@ class ContinualBackprop:
         stats.utility.masked_fill_(units, 0.0)
         stats.birth.masked_fill_(units, stats.steps)
         stats.recent.append((stats.steps, count))
-        stats.replaced += count * units.shape[0]
+        stats.replaced += count
 
     def state_dict(self) -> list[dict]:
         return [stats.state_dict() for stats in self.layers]
@@ -485,8 +515,8 @@ def rebuild_injected_heads(module: nn.Module, state: dict[str, torch.Tensor]) ->
 class Resetter:
     """Applies the configured method to the chosen networks every `every` updates; logs what it did."""
 
-    def __init__(self, args: ResetArgs, networks: list[Network]) -> None:
-        self.args = args
+    def __init__(self, args: ResetArgs, networks: list[Network], members: int = 1) -> None:
+        self.args, self.members = args, members
         self.every = args.every or DEFAULT_EVERY.get(args.method, 0)
         chosen = [net.name for net in networks] if args.networks == "both" else [args.networks]  # PPO on frames: one, "agent"
         self.networks = {net.name: net for net in networks if net.name in chosen}
@@ -522,7 +552,7 @@ class Resetter:
         self.cbp = (
             {
                 name: ContinualBackprop(
-                    net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps
+                    net, args.cbp_replacement_rate, args.cbp_maturity, args.cbp_decay, args.per_element_adam_steps, members
                 )
                 for name, net in self.networks.items()
             }
@@ -563,12 +593,12 @@ class Resetter:
                 reset_last_layers(net, self.args.layers)
             elif self.args.method == "regrama":
                 report[f"plasticity/{name}_recycled_fraction"] = recycle_low_gradient(
-                    net, self.gradients[name], self.args.regrama_tau, self.args.per_element_adam_steps
+                    net, self.gradients[name], self.args.regrama_tau, self.args.per_element_adam_steps, self.members
                 )
             else:
                 batch = replay.sample(self.args.redo_batch)
                 report[f"plasticity/{name}_recycled_fraction"] = recycle_dormant(
-                    net, batch, self.args.redo_tau, self.args.per_element_adam_steps
+                    net, batch, self.args.redo_tau, self.args.per_element_adam_steps, self.members
                 )
         logger.scalars(report, global_step)
 

@@ -12,7 +12,8 @@ variant is the mirror image, w(a) = w_min + min(a, a*)/T: a uniform floor, a ris
 uniform plateau beyond, drawn as the same kind of mixture [ours: a rejection sampler's loop would wait on the device].
 Ages count vector-env steps, as in the official code: with n envs all transitions of one step share an age,
 so a step is drawn first and then an env slot. Sampling never waits on the device (no host sync): the pieces are
-chosen on the host, and each piece's draws go to their rows with one scatter.
+chosen on the host, and each piece's draws go to their rows with one scatter. In a group (cleanrl_plus.members) each
+member's batch is drawn from its own generators.
 """
 
 from __future__ import annotations
@@ -62,14 +63,22 @@ def age_weights(ages: torch.Tensor, args: SWDArgs) -> torch.Tensor:
 class SWDSampler:
     """Replay sampler with p(age) ∝ w(age): plugs into `ReplayBuffer(sampler=...)`."""
 
-    def __init__(self, args: SWDArgs, num_envs: int = 1, generator: torch.Generator | None = None) -> None:
+    def __init__(self, args: SWDArgs, num_envs: int = 1) -> None:
         if args.decay_steps < 0 or not 0.0 < args.min_weight <= 1.0:
             raise ValueError("SWD needs decay_steps >= 0 and 0 < min_weight <= 1")
-        self.args, self.num_envs, self.generator = args, num_envs, generator
+        self.args, self.num_envs = args, num_envs
 
-    def sample_ages(self, num_steps: int, batch_size: int, device: torch.device) -> torch.Tensor:
-        """Ages in vector-env steps, 0 = newest, drawn exactly from p(a) ∝ w(a) on {0, …, num_steps − 1}."""
-        args, g = self.args, self.generator
+    def sample_ages(
+        self,
+        num_steps: int,
+        batch_size: int,
+        device: torch.device,
+        generator: torch.Generator | None = None,
+        host_generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Ages in vector-env steps, 0 = newest, drawn exactly from p(a) ∝ w(a) on {0, …, num_steps − 1}, the draws on
+        `device` from `generator` and the host's choice of pieces from `host_generator`."""
+        args, g = self.args, generator
         if args.decay_steps == 0:
             return torch.randint(0, num_steps, (batch_size,), device=device, generator=g)
         ramp_end = args.decay_steps * (1.0 - args.min_weight)  # a*: the weight stops changing here
@@ -83,7 +92,7 @@ class SWDSampler:
             plateau_len = num_steps - rise_len
             rising = (rise_len * (rise_len - 1) / 2, lambda count: rise_len - 1 - _triangle(count, rise_len, g, device))
             return self._draw_mixture(
-                [floor, rising, (ramp_end * plateau_len, uniform(plateau_len, rise_len))], batch_size, device
+                [floor, rising, (ramp_end * plateau_len, uniform(plateau_len, rise_len))], batch_size, device, host_generator
             )
         ramp_len = min(num_steps, math.ceil(ramp_end))  # ages with extra weight: 0 … ramp_len − 1
         top = ramp_end - (math.ceil(ramp_end) - 1)  # c ∈ (0, 1]: a* − a = c + (ceil(a*) − 1 − a)
@@ -98,13 +107,16 @@ class SWDSampler:
             ],
             batch_size,
             device,
+            host_generator,
         )
 
-    def _draw_mixture(self, pieces: list, batch_size: int, device: torch.device) -> torch.Tensor:
+    def _draw_mixture(
+        self, pieces: list, batch_size: int, device: torch.device, host_generator: torch.Generator | None
+    ) -> torch.Tensor:
         """Each row's piece drawn on the host with probability ∝ its mass (so counting them needs no device sync),
         then every piece's draws written to its rows at once (a boolean-mask write per piece would sync a GPU)."""
         masses = torch.tensor([mass for mass, _ in pieces], dtype=torch.float64)
-        piece = torch.multinomial(masses / masses.sum(), batch_size, replacement=True, generator=_cpu(self.generator))
+        piece = torch.multinomial(masses / masses.sum(), batch_size, replacement=True, generator=host_generator)
         counts = torch.bincount(piece, minlength=len(pieces)).tolist()
         draws = [draw(count) for (_, draw), count in zip(pieces, counts) if count]
         rows = torch.argsort(piece, stable=True)  # the rows of piece 0 in order, then those of piece 1, …
@@ -113,12 +125,16 @@ class SWDSampler:
         return ages
 
     def sample_indices(self, buffer: Any, batch_size: int) -> torch.Tensor:
+        """(members, batch_size) slots, each member's drawn with its own generators."""
         n = self.num_envs
         if buffer.capacity % n:
             raise ValueError(f"SWD needs a replay capacity divisible by num_envs={n} (got {buffer.capacity})")
-        step_ages = self.sample_ages(buffer.size // n, batch_size, buffer.device)
-        slot = torch.randint(0, n, (batch_size,), device=buffer.device, generator=self.generator) if n > 1 else 0
-        return buffer.slots_by_age(step_ages * n + slot)
+        ages = []
+        for host, generator in zip(buffer.members.host, buffer.members.generators):
+            step_ages = self.sample_ages(buffer.size // n, batch_size, buffer.device, generator, host)
+            slot = torch.randint(0, n, (batch_size,), device=buffer.device, generator=generator) if n > 1 else 0
+            ages.append(step_ages * n + slot)
+        return buffer.slots_by_age(torch.stack(ages))
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -133,10 +149,6 @@ def _to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
     if device.type != "cuda":
         return host.to(device)
     return host.pin_memory().to(device, non_blocking=True)
-
-
-def _cpu(generator: torch.Generator | None) -> torch.Generator | None:
-    return generator if generator is None or generator.device.type == "cpu" else None
 
 
 def make_sampler(args: SWDArgs, num_envs: int) -> SWDSampler | None:

@@ -1,13 +1,16 @@
 """One object per agent that owns every remedy and diagnostic of its networks: `Plasticity`.
 
-    plasticity = Plasticity(args, critic, actor, logger=run.logger)       # each a plasticity.network.Network
-    loss = plasticity.loss("critic", td_loss, reference)                  # + L2, L2-init, Parseval, C-CHAIN
+    plasticity = Plasticity(args, critic, actor, logger=run.logger, members=K)   # each a plasticity.network.Network
+    loss = plasticity.loss("critic", td_loss, reference)   # (K,) per member + L2, L2-init, Parseval, C-CHAIN
     plasticity.minimise("critic", loss)     # zero_grad, backward, (clip the gradient norm), TRAC or the step, NaP, clipping
     plasticity.after_update(num_updates, replay, global_step)             # diagnostics, then resets
     next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)   # LEAST's early stops
     plasticity.on_task_switch(args.continual, replay, normalizers)        # what a continual switch resets
 
-Adding a remedy touches plasticity/ and its catalogue entry, not the agents. Its state (resets, diagnostics, loss
+Every network holds the K members of a group (cleanrl_plus.members) along the leading, member-major dimension of each
+tensor; losses are one value per member, and every remedy acts on each member on its own (a global gradient norm or a
+statistic over all parameters would mix seeds). Adding a remedy touches plasticity/ and its catalogue entry, not the
+agents. Its state (resets, diagnostics, loss
 and step remedies, LEAST) is one entry of the agent's checkpoint; the resets load first, so that an injected head
 exists again before the networks' weights arrive: `checkpointed()` lists it first, then the networks.
 """
@@ -23,6 +26,7 @@ from plasticity.diagnostics import PlasticityMonitor
 from plasticity.hooks import RemedyHooks
 from plasticity.least import EpisodeStopper
 from plasticity.network import Network
+from plasticity.optimizers import clip_grad_norm_per_member
 from plasticity.resets import Resetter, full_reset
 
 # (obs, actions, next_obs) → (Q̂(s, a) of the actions taken, V̄(s')): how LEAST judges an agent's episodes
@@ -33,14 +37,20 @@ class Plasticity:
     """The remedy hooks, resets, diagnostics and LEAST of an agent's networks (module docstring)."""
 
     def __init__(
-        self, args: Any, *networks: Network, logger: Any, env: Any = None, episode_values: EpisodeValues | None = None
+        self,
+        args: Any,
+        *networks: Network,
+        logger: Any,
+        members: int = 1,
+        env: Any = None,
+        episode_values: EpisodeValues | None = None,
     ) -> None:
-        self.args, self.logger, self.networks = args, logger, networks
+        self.args, self.logger, self.networks, self.members = args, logger, networks, members
         self.reset_units = [unit for net in networks for unit in net.reset_units()]
         watched = [part for net in networks for part in (net.parts or (net,))]
-        self.monitor = PlasticityMonitor(args.diagnostics, watched) if hasattr(args, "diagnostics") else None
-        self.resetter = Resetter(args.reset, self.reset_units)
-        self.hooks = RemedyHooks(args, list(networks))
+        self.monitor = PlasticityMonitor(args.diagnostics, watched, members) if hasattr(args, "diagnostics") else None
+        self.resetter = Resetter(args.reset, self.reset_units, members)
+        self.hooks = RemedyHooks(args, list(networks), members)
         least = getattr(args, "least", None)
         self.stopper, self.episode_values = None, episode_values
         if least is not None and least.enabled:
@@ -49,8 +59,9 @@ class Plasticity:
     def loss(
         self, name: str, main_loss: torch.Tensor, reference: Any = None, scale_against: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """main_loss + the named network's regularisers; `reference` is C-CHAIN's batch (`reference_batch`), `scale_against`
-        the loss C-CHAIN's coefficient is scaled against (default main_loss; PPO: the policy loss)."""
+        """main_loss (one value per member) + the named network's regularisers; `reference` is C-CHAIN's batch
+        (`reference_batch`), `scale_against` the loss C-CHAIN's coefficient is scaled against (default main_loss; PPO: the
+        policy loss)."""
         return self.hooks.loss(name, main_loss, reference, scale_against)
 
     def step(self, name: str) -> None:
@@ -58,14 +69,16 @@ class Plasticity:
         self.hooks.step(name)
 
     def minimise(self, name: str, loss: torch.Tensor, max_grad_norm: float = 0.0) -> None:
-        """One gradient step of the named network on `loss` (its `loss(...)`): zero the gradients, backpropagate, clip
-        the gradient norm of the parameters its optimiser trains to `max_grad_norm` (0: no clipping; an injected
-        network's frozen old head keeps its last gradient out of the norm), and `step`."""
+        """One gradient step of the named network on `loss` (its `loss(...)`, one value per member): zero the gradients,
+        backpropagate the members' sum (each member's gradient stays its own), clip each member's gradient norm over the
+        parameters its optimiser trains to `max_grad_norm` (0: no clipping; an injected network's frozen old head keeps
+        its last gradient out of the norm), and `step`."""
         optimizer = self.hooks.networks[name].net.optimizer
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.sum().backward()
         if max_grad_norm > 0:
-            nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], max_grad_norm)
+            parameters = [p for group in optimizer.param_groups for p in group["params"]]
+            clip_grad_norm_per_member(parameters, max_grad_norm, self.members)
         self.step(name)
 
     def reference_batch(self, source: Any, batch_size: int) -> Any:

@@ -1,0 +1,234 @@
+"""Several seeds in one process (cleanrl_plus.members): a member of a group is the one-seed run of its seed, and no
+member's numbers depend on another's.
+
+The harness trains a small regression network through `Plasticity` with every remedy family, once as a group of three
+members and once per seed alone, and compares each member with its own run. A remedy that reduced over all members (a
+global gradient norm, one penalty, one C-CHAIN coefficient, one TRAC scale, one dormant mask) would make the group's
+members differ from their runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import pytest
+import torch
+import torch.nn as nn
+
+from agents import ppo
+from cleanrl_plus.members import Members, drawing_from, group_state, member_state
+from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.normalization import RunningMeanStd
+from plasticity import Network, Plasticity
+from plasticity.optimizers import adam, clip_grad_norm_per_member
+
+SEEDS = (3, 11, 5)
+
+
+def small_net(members: int) -> nn.Sequential:
+    return nn.Sequential(
+        EnsembleLinear(members, 4, 16), nn.ReLU(), EnsembleLinear(members, 16, 16), nn.ReLU(), EnsembleLinear(members, 16, 2)
+    )
+
+
+class Sample(NamedTuple):
+    obs: torch.Tensor
+    targets: torch.Tensor
+
+
+class Regression:
+    """Each member's data set (drawn from its seed alone) and batches from its own generator: the `source` remedies
+    sample probe, reference and ReDo batches from."""
+
+    def __init__(self, members: Members) -> None:
+        data = [torch.randn(64, 4, generator=torch.Generator().manual_seed(1000 + seed)) for seed in members.seeds]
+        self.x = torch.stack(data)
+        self.y = torch.stack([torch.tanh(x @ torch.ones(4, 2) * 3) + 0.1 * x[:, :2] for x in data])
+        self.members = members
+        self.rows = torch.arange(len(members)).unsqueeze(1)
+
+    def sample(self, batch_size: int) -> Sample:
+        index = self.members.randint(self.x.shape[1], batch_size)
+        return Sample(self.x[self.rows, index], self.y[self.rows, index])
+
+
+class Recorder:
+    """A logger that keeps what it was given."""
+
+    log_every = 1
+
+    def __init__(self) -> None:
+        self.logged: list[dict] = []
+
+    def scalars(self, values: dict, step: int) -> None:
+        self.logged.append(dict(values))
+
+
+def train(seeds: tuple[int, ...], flags: dict, updates: int = 60, lr: float = 3e-3, scale: dict[int, float] | None = None):
+    """Train the small network on each member's regression for `updates` updates; returns (network, logged)."""
+    args = ppo.Args()
+    for path, value in flags.items():
+        owner = args
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent)
+        setattr(owner, name, value)
+    members = Members(seeds)
+    K = len(members)
+    new_net = lambda: members.build(small_net)
+    net = new_net()
+    optimizer = adam(net.parameters(), lr, torch.device("cpu"))
+    source = Regression(members)
+    if scale:  # a member whose targets are scaled: its losses and gradients are larger, nothing else may change
+        for k, factor in scale.items():
+            source.y[k] *= factor
+    network = Network(
+        "critic", net, optimizer, lambda batch: net(batch.obs), new_net, hidden=[net[0], net[2]], heads=(net[4],)
+    )
+    logger = Recorder()
+    plasticity = Plasticity(args, network, logger=logger, members=K)
+    for update in range(1, updates + 1):
+        batch = source.sample(16)
+        loss = (net(batch.obs) - batch.targets).square().mean(dim=(1, 2))
+        loss = plasticity.loss("critic", loss, plasticity.reference_batch(source, 16))
+        plasticity.minimise("critic", loss, max_grad_norm=0.5)
+        plasticity.after_update(update, source, update)
+        logger.logged.append({key: value.clone() for key, value in plasticity.report().items()})
+    return net, logger.logged
+
+
+REMEDIES = {
+    "none": {},
+    "l2": {"reg.l2": 1e-2},
+    "l2-init": {"reg.l2_init": 1e-1},
+    "parseval": {"reg.parseval": 1e-2},
+    "weight-clipping": {"clip.kappa": 1.0},
+    "c-chain": {"cchain.enabled": True, "cchain.warmup": 5, "cchain.window": 10},
+    "trac": {"optim.trac": True},
+    "redo": {"reset.method": "redo", "reset.every": 20, "reset.redo_tau": 0.5, "reset.redo_batch": 32},
+    "regrama": {"reset.method": "regrama", "reset.every": 20, "reset.regrama_tau": 0.5},
+    "cbp": {"reset.method": "cbp", "reset.cbp_maturity": 10, "reset.cbp_replacement_rate": 0.05},
+    "full-reset": {"reset.method": "full", "reset.every": 25},
+    "shrink-perturb": {"reset.method": "shrink-perturb", "reset.every": 25},
+    "layer-reset": {"reset.method": "layers", "reset.every": 25},
+    "inject": {"reset.method": "inject", "reset.every": 25},
+    "diagnostics": {"diagnostics.every": 20, "diagnostics.ntk_every": 30, "diagnostics.ntk_batch": 4},
+}
+
+
+def member_parameters(net: nn.Module, k: int, count: int) -> dict[str, torch.Tensor]:
+    return member_state(net.state_dict(), k, count)
+
+
+@pytest.mark.parametrize("remedy", sorted(REMEDIES))
+def test_each_member_of_a_group_trains_as_its_own_one_seed_run(remedy):
+    """Member k of a group of three ends where a group of one of its seed ends, with every remedy family; the
+    diagnostics and remedy reports (per member) match too."""
+    group, group_logged = train(SEEDS, REMEDIES[remedy])
+    for k, seed in enumerate(SEEDS):
+        single, single_logged = train((seed,), REMEDIES[remedy])
+        for name, value in member_parameters(group, k, len(SEEDS)).items():
+            assert torch.allclose(value, single.state_dict()[name], atol=2e-5), f"{remedy}: member {k} {name}"
+        for step, (together, alone) in enumerate(zip(group_logged, single_logged)):
+            assert together.keys() == alone.keys(), f"{remedy}: update {step + 1} logs other tags"
+            for key, value in together.items():
+                mine = member_value(value, k, len(SEEDS))
+                assert torch.allclose(torch.as_tensor(mine), torch.as_tensor(member_value(alone[key], 0, 1)), atol=1e-4), (
+                    f"{remedy}: member {k} {key} at update {step + 1}"
+                )
+
+
+def member_value(value, k: int, count: int):
+    if isinstance(value, (list, tuple)):
+        return float(value[k])
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        return value.reshape(count, -1)[k]
+    return value
+
+
+@pytest.mark.parametrize("remedy", ["none", "c-chain", "trac", "redo", "cbp", "parseval"])
+def test_a_member_with_ten_times_larger_losses_leaves_the_others_unchanged(remedy):
+    """Member 1's targets ×10 (its losses and gradients grow): members 0 and 2 end exactly where they did."""
+    reference, _ = train(SEEDS, REMEDIES[remedy], updates=40)
+    changed, _ = train(SEEDS, REMEDIES[remedy], updates=40, scale={1: 10.0})
+    for k in (0, 2):
+        for name, value in member_parameters(changed, k, len(SEEDS)).items():
+            assert torch.equal(value, member_parameters(reference, k, len(SEEDS))[name]), f"{remedy}: member {k} {name}"
+    assert not torch.equal(member_parameters(changed, 1, 3)["0.weight"], member_parameters(reference, 1, 3)["0.weight"])
+
+
+def test_gradient_clipping_is_per_member():
+    """A huge gradient in member 1 scales member 1's gradient alone; each member's norm is clipped to the bound."""
+    layer = EnsembleLinear(3, 2, 2)
+    layer.weight.grad = torch.ones_like(layer.weight)
+    layer.bias.grad = torch.ones_like(layer.bias)
+    layer.weight.grad[1] *= 1000
+    before = layer.weight.grad.clone()
+    norms = clip_grad_norm_per_member(list(layer.parameters()), 10.0, 3)
+    assert torch.allclose(norms, torch.tensor([6**0.5, (4e6 + 2) ** 0.5, 6**0.5]))
+    assert torch.equal(layer.weight.grad[0], before[0]) and torch.equal(layer.weight.grad[2], before[2])
+    clipped = torch.cat([layer.weight.grad[1].flatten(), layer.bias.grad[1].flatten()]).norm()
+    assert torch.allclose(clipped, torch.tensor(10.0), atol=1e-4)
+
+
+def test_a_group_network_holds_each_members_one_seed_network():
+    """Members.build: member k's initialisation is the one-member network built from its seed alone, whatever K."""
+    group = Members(SEEDS).build(lambda k: ppo.make_actor_critic(k, (4,), ppo.gym.spaces.Discrete(2), (8, 8), "tanh"))
+    for k, seed in enumerate(SEEDS):
+        single = Members((seed,)).build(lambda k: ppo.make_actor_critic(k, (4,), ppo.gym.spaces.Discrete(2), (8, 8), "tanh"))
+        for name, value in member_state(group.state_dict(), k, len(SEEDS)).items():
+            assert torch.equal(value, single.state_dict()[name]), name
+
+
+def test_member_and_group_states_are_inverse():
+    state = {"a": torch.arange(6.0).reshape(3, 2), "b": [torch.arange(3)], "n": torch.tensor(4), "s": "x"}
+    parts = [member_state(state, k, 3) for k in range(3)]
+    assert torch.equal(parts[1]["a"], torch.tensor([[2.0, 3.0]])) and parts[1]["n"] == 4 and parts[1]["s"] == "x"
+    rebuilt = group_state(parts)
+    assert torch.equal(rebuilt["a"], state["a"]) and torch.equal(rebuilt["b"][0], state["b"][0])
+
+
+def test_members_draw_from_their_own_seeds_only():
+    """Row k of every draw is what a group of one of seed k draws, whatever the other members are."""
+    alone = Members((11,))
+    together = Members((3, 11, 5))
+    for draw in ("randn", "rand", "exponential"):
+        assert torch.equal(getattr(together, draw)(4, 2)[1], getattr(alone, draw)(4, 2)[0]), draw
+    assert torch.equal(together.randint(7, 5)[1], alone.randint(7, 5)[0])
+    assert torch.equal(together.randperm(9)[1], alone.randperm(9)[0])
+
+
+def test_drawing_from_leaves_the_global_stream_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    with drawing_from(torch.Generator().manual_seed(5)):
+        torch.rand(10)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_running_statistics_are_per_member():
+    """One member's observations move its own mean and variance only."""
+    stats = RunningMeanStd((2,), members=3)
+    batch = torch.randn(3, 5, 2)
+    stats.update(batch)
+    other = RunningMeanStd((2,), members=3)
+    changed = batch.clone()
+    changed[1] *= 100
+    other.update(changed)
+    for k in (0, 2):
+        assert torch.equal(stats.mean[k], other.mean[k]) and torch.equal(stats.var[k], other.var[k])
+    assert torch.allclose(stats.mean[0], batch[0].mean(0)) and torch.allclose(stats.var[0], batch[0].var(0, unbiased=False))
+
+
+def test_remedy_flags_parse_into_the_harness():
+    """The harness sets nested flags on real Args (a typo there would silently test nothing)."""
+    for flags in REMEDIES.values():
+        args = ppo.Args()
+        for path in flags:
+            owner = args
+            *parents, name = path.split(".")
+            for parent in parents:
+                owner = getattr(owner, parent)
+            assert dataclasses.is_dataclass(owner) and hasattr(owner, name), path
