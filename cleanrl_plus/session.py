@@ -151,7 +151,7 @@ class TrainingSession:
         --continual.random-steps-per-task of each task, which learn nothing; learning starts with the step that
         reaches `learning_starts`. Starts the learning clock. Steps count per member."""
         schedule_step, task_warmup = self.schedule_step(global_step), self.in_task_warmup(global_step)
-        steps = self.env.num_envs // self.count
+        steps = self.env.envs_per_member
         learn = schedule_step + steps > learning_starts and not task_warmup
         if learn:
             self.learning_started(global_step + steps, num_updates)
@@ -201,7 +201,7 @@ class TrainingSession:
             self.run.stop_if_all_diverged(global_step)
 
     def _log_episodes(self) -> None:
-        stats = split_episodes(self.env.drain_episode_stats(), self.count, self.env.num_envs // self.count)
+        stats = split_episodes(self.env.drain_episode_stats(), self.count, self.env.envs_per_member)
         self.run.logger.episodes(stats)
         for record, member_stats in zip(self.records, stats):
             for episodic_return, task in zip(member_stats.returns, member_stats.task_ids):
@@ -361,7 +361,7 @@ def split_episodes(stats: EpisodeStats, count: int, per_member: int) -> list[Epi
         member = members[env // per_member]
         member.returns.append(episodic_return)
         member.lengths.append(length)
-        member.end_steps.append(end_step // count)
+        member.end_steps.append(end_step)  # the member's own env steps
         if task is not None:
             member.task_ids.append(task)
     return members

@@ -21,6 +21,7 @@ import torch
 
 import envs
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.members import Members
 from envs.continual import ContinualArgs, is_continual
 from envs.continual import parse as parse_continual_id
 
@@ -95,20 +96,20 @@ class VideoRecorder:
             return np.asarray(sub_env.render())
         return observation_picture(obs[0].cpu().numpy())
 
-    def record(
-        self, policy: Callable[[torch.Tensor], torch.Tensor], path: Path, task: int | None = None, max_steps: int = MAX_STEPS
-    ) -> list[np.ndarray]:
-        """Play one episode (up to `max_steps` steps) with `policy`, write it to `path` (mp4), return its frames."""
+    def record(self, policy: Callable, path: Path, task: int | None = None, max_steps: int = MAX_STEPS) -> list[np.ndarray]:
+        """Play one episode (up to `max_steps` steps) with `policy` (an agent's evaluation policy of one member:
+        (observations (1, 1, ...), generators) → actions (1, 1, ...)), write it to `path` (mp4), return its frames."""
         if task is not None and hasattr(self.env, "set_task"):
             self.env.set_task(task)
         devices = [self.env.device] if self.env.device.type == "cuda" else []
         frames = []
+        generators = Members((self.seed,), self.env.device)  # an ε-greedy policy's draws, the same at every recording
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             torch.manual_seed(self.seed)
             obs = self.env.reset(seed=self.seed)
             frames.append(self.frame(obs))
             for _ in range(max_steps):
-                step = self.env.step(policy(obs))
+                step = self.env.step(policy(obs.unsqueeze(0), generators).squeeze(0))
                 obs = step.obs
                 if bool(step.terminated[0] | step.truncated[0]):  # one env, off the training loop: a sync is fine
                     break
