@@ -69,6 +69,7 @@ class TorchVecEnv:
     single_action_space: gym.Space
     can_terminate: bool = True  # False for tasks that only ever end by time limit (SimBa then uses one critic)
     max_episode_steps: int = 0  # the time limit in agent steps (0 = none known)
+    generators: list[torch.Generator] = []  # tensor backends: each member's reset-state stream, seeded by its seed
 
     def __init__(self, num_envs: int, seed: int | Sequence[int] = 0) -> None:
         """`num_envs` sub-envs per member; `seed`: one seed, or a group's member seeds (one per member)."""
@@ -108,10 +109,11 @@ class TorchVecEnv:
 
     def member_state_dict(self, k: int) -> dict[str, Any]:
         """Member k's state: what `envs.make(..., seed=seeds[k]).state_dict()` holds after the same steps. Here the step
-        counter and member k's rows of `_sub_env_arrays`; subclasses add what else they hold."""
+        counter, member k's rows of `_sub_env_arrays` and its generator; subclasses add what else they hold."""
         rows = self.member_rows(k)
         arrays = {key: _copy(value[rows]) for key, value in self._sub_env_arrays().items()}
-        return {"env_steps": self.env_steps} | arrays
+        generator = {"generator": self.generators[k].get_state()} if self.generators else {}
+        return {"env_steps": self.env_steps} | arrays | generator
 
     def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
         """Restore the group from its members' states (the inverse of `member_state_dict`)."""
@@ -125,6 +127,8 @@ class TorchVecEnv:
                 if isinstance(live, torch.Tensor)
                 else np.concatenate(parts)
             )
+        for generator, state in zip(self.generators, states):
+            generator.set_state(state["generator"].cpu())
 
     def _sub_env_arrays(self) -> dict[str, torch.Tensor | np.ndarray]:
         """The state with one row per sub-env, by checkpoint key: the live tensors or arrays (loading writes into them)."""
@@ -143,6 +147,11 @@ class TorchVecEnv:
         if len(seeds) != self.members:
             raise UserError(f"{self.env_id}: reset(seed={seed}) needs one seed per member of the group ({self.members})")
         return seeds
+
+    def _seed_generators(self, seed: int | Sequence[int] | None) -> None:
+        """Restart each member's generator from its seed (`reset(seed=...)`'s, or the env's own)."""
+        for generator, member_seed in zip(self.generators, self.reset_seeds(seed)):
+            generator.manual_seed(member_seed)
 
     def sub_env_seeds(self, seeds: tuple[int, ...] | None = None) -> list[int]:
         """Each sub-env's seed: member k's env n gets seeds[k] + n, as in a one-seed env of seed seeds[k]."""

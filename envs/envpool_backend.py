@@ -43,7 +43,7 @@ class EnvpoolAtariVecEnv(TorchVecEnv):
         super().__init__(num_envs, seed)
         check_atari_id(env_id)
         try:
-            import envpool  # noqa: F401 (a clear error now rather than at the first pool)
+            import envpool  # noqa: F401 (the one-line error here; each pool imports it again)
         except ImportError:
             raise UserError(
                 "the envpool backend needs envpool — pip install envpool==1.2.5 (or use --env-backend atari)"

@@ -18,7 +18,7 @@ from envs.base import TorchVecEnv
 
 class Shift:
     """One kind of change. `draw` fixes the per-task parameters; the tensor hooks run on the device, indexed by each
-    sub-env's task, and read only the per-task `tables` (so that a group's members can share one `stacked` shift);
+    sub-env's task, and read only the per-task `tables` (so that MemberShifts can run a group's members in one batch);
     `configure` edits a simulator at a sub-env's reset (host-side shifts only)."""
 
     name = ""

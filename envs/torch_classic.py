@@ -107,8 +107,7 @@ class TorchClassicControl(TorchVecEnv):
         return self.initial_low + uniform * (self.initial_high - self.initial_low)
 
     def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
-        for generator, member_seed in zip(self.generators, self.reset_seeds(seed)):
-            generator.manual_seed(member_seed)
+        self._seed_generators(seed)
         self.state = self.initial_states()
         self.elapsed.zero_()
         self.episode_return.zero_()
@@ -141,14 +140,6 @@ class TorchClassicControl(TorchVecEnv):
 
     def _sub_env_arrays(self) -> dict[str, torch.Tensor]:
         return {"state": self.state, "elapsed": self.elapsed, "episode_return": self.episode_return}
-
-    def member_state_dict(self, k: int) -> dict[str, Any]:
-        return super().member_state_dict(k) | {"generator": self.generators[k].get_state()}
-
-    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
-        super().load_member_state_dicts(states)
-        for generator, state in zip(self.generators, states):
-            generator.set_state(state["generator"].cpu())
 
 
 class CartPole(TorchClassicControl):

@@ -299,8 +299,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         return self.set_state(*self._initial_states(), mask=mask)
 
     def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
-        for generator, member_seed in zip(self.generators, self.reset_seeds(seed)):
-            generator.manual_seed(member_seed)
+        self._seed_generators(seed)
         self.elapsed.zero_()
         self.episode_return.zero_()
         return self._start_episodes()
@@ -349,14 +348,6 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         # iterations bit-identical.
         names = ("qpos", "qvel", "qacc_warmstart", "time", "x_before", "elapsed", "episode_return")
         return {name: getattr(self, name) for name in names}
-
-    def member_state_dict(self, k: int) -> dict[str, Any]:
-        return super().member_state_dict(k) | {"generator": self.generators[k].get_state()}
-
-    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
-        super().load_member_state_dicts(states)
-        for generator, state in zip(self.generators, states):
-            generator.set_state(state["generator"].cpu())
 
     def close(self) -> None:
         self.graphs.clear()
