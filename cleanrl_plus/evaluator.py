@@ -9,35 +9,62 @@ import numpy as np
 import torch
 
 import envs
+from cleanrl_plus.members import Members
+from cleanrl_plus.run import group_seeds
+from envs.continual import is_continual
 
 EVAL_SEED_OFFSET = 100_000  # evaluation episodes never share seeds with training episodes
 
 
 class Evaluator:
-    """Runs `num_episodes` episodes at once (one per sub-env) with the agent's evaluation policy.
+    """Runs `num_episodes` episodes at once (one per sub-env) with the agent's evaluation policy; for a group of
+    `members` seeds, `num_episodes` per member in one env, member k's seeded as a one-seed run of its seed would be.
 
-    Every evaluation resets with the same seed, so successive evaluations differ only by the policy:
+    Every evaluation resets with the same seeds, so successive evaluations differ only by the policy:
     the curve is not confounded by changing start states. A policy that draws random numbers (ε-greedy
     evaluation) draws them from torch's RNG forked and seeded the same way at every evaluation, so no
-    training RNG is consumed.
+    training RNG is consumed; a group's policy draws from `rng` instead (one generator per member, made anew at every
+    evaluation), so that each member draws what it would alone.
     """
 
     check_every = 16  # env steps between host checks that every episode has ended (a device sync each); steps past
     # the end change no return, and fewer syncs let a GPU queue the steps ahead
 
-    def __init__(self, env_id: str, num_episodes: int, seed: int, device: torch.device, **env_kwargs: Any) -> None:
-        self.seed = seed + EVAL_SEED_OFFSET
+    def __init__(
+        self,
+        env_id: str,
+        num_episodes: int,
+        seed: int,
+        device: torch.device,
+        members: tuple[int, ...] | None = None,
+        **env_kwargs: Any,
+    ) -> None:
+        """`members`: the training seeds of a group (then `seed` is ignored); each member's evaluation seed is its
+        training seed + EVAL_SEED_OFFSET."""
+        training_seeds = members if members is not None else (seed,)
+        self.seeds = tuple(member + EVAL_SEED_OFFSET for member in training_seeds)
+        self.seed = self.seeds[0]
+        if is_continual(env_id):  # the task schedules the members train on, not ones drawn from the evaluation seeds
+            env_kwargs = env_kwargs | {"schedule_seeds": tuple(training_seeds)}
         self.env_id, self.env_kwargs = env_id, env_kwargs  # what a video recorder of the same episodes needs
-        self.env = envs.make(env_id, num_envs=num_episodes, seed=self.seed, device=device, training=False, **env_kwargs)
+        self.env = envs.make(env_id, num_episodes, device=device, training=False, members=self.seeds, **env_kwargs)
+        self.rng = self.members_rng()
+
+    def members_rng(self) -> Members:
+        """Fresh per-member generators, seeded with the members' evaluation seeds, on the env's device."""
+        return Members(self.seeds, self.env.device)
 
     def __call__(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
+        """Each episode's return, shape (members, num_episodes) — (1, num_episodes) for a one-seed run. The policy
+        takes the flat (members · num_episodes, ...) observations and returns as many actions."""
         devices = [self.env.device] if self.env.device.type == "cuda" else []
+        self.rng = self.members_rng()
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             torch.manual_seed(self.seed)
-            return self._run(policy)
+            return self._run(policy).reshape(self.env.members, self.env.envs_per_member)
 
     def _run(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
-        obs = self.env.reset(seed=self.seed)
+        obs = self.env.reset(seed=self.seeds)
         n = self.env.num_envs
         returns = torch.zeros(n, device=self.env.device)
         finished = torch.zeros(n, dtype=torch.bool, device=self.env.device)
@@ -56,7 +83,8 @@ class Evaluator:
 
 
 def env_options(args: Any) -> dict[str, Any]:
-    """The env keywords an agent's flags ask for: the continual setting, --env-backend, dm-control's --action-repeat."""
+    """The env keywords an agent's flags ask for: the continual setting, --env-backend, dm-control's --action-repeat
+    (the same for every member of a group: the member seeds go to `envs.make(members=)` apart)."""
     options: dict[str, Any] = {"continual": args.continual}
     if getattr(args, "env_backend", "auto") != "auto":
         options["backend"] = args.env_backend
@@ -66,7 +94,8 @@ def env_options(args: Any) -> dict[str, Any]:
 
 
 def make_envs(args: Any, device: torch.device) -> tuple[Any, Evaluator]:
-    """An agent's training envs (--num-envs, seeded from --seed) and its evaluator (--eval-episodes, seeds of its own)."""
-    options = env_options(args)
-    env = envs.make(args.env_id, num_envs=args.num_envs, seed=args.seed, device=device, **options)
-    return env, Evaluator(args.env_id, args.eval_episodes, args.seed, device, **options)
+    """An agent's training envs (--num-envs per member, seeded from each of --seeds, or --seed) and its evaluator
+    (--eval-episodes per member, seeds of its own)."""
+    options, seeds = env_options(args), group_seeds(args)
+    env = envs.make(args.env_id, num_envs=args.num_envs, device=device, members=seeds, **options)
+    return env, Evaluator(args.env_id, args.eval_episodes, args.seed, device, members=seeds, **options)

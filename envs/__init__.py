@@ -7,6 +7,8 @@ Backends are chosen from the id (`dmc:domain-task`, `ALE/Game-v5`, `torch:CartPo
 `continual:...` ids wrap any of them with a task schedule (envs/continual.py); `continual=` carries its flags.
 `training=False` builds an evaluation env: backends that shape episodes or rewards for learning (Atari: a lost
 life ends the episode, rewards clipped to their sign) then give full games and raw rewards.
+`members=(s_1, …, s_K)` builds one env for a group of K seeds (cleanrl_plus/members.py): K·num_envs sub-envs,
+member-major, member k's exactly `make(env_id, num_envs, seed=s_k)`'s (envs/base.py).
 """
 
 from __future__ import annotations
@@ -16,45 +18,46 @@ from typing import Any, Callable
 import torch
 
 from cleanrl_plus.errors import UserError
-from envs.base import EpisodeStats, StepResult, TorchVecEnv
+from envs.base import EpisodeStats, StepResult, TorchVecEnv, member_seeds
 from envs.continual import PREFIX as CONTINUAL_PREFIX
 from envs.continual import ContinualArgs, ContinualVecEnv
 from envs.continual import validate as validate_continual_id
 
 BackendFactory = Callable[..., TorchVecEnv]
+Seeds = int | tuple[int, ...]  # one seed, or a group's member seeds
 
 
-def _gymnasium(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+def _gymnasium(env_id: str, num_envs: int, seed: Seeds, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.gymnasium_backend import GymnasiumVecEnv
 
     return GymnasiumVecEnv(env_id, num_envs, seed, device, **kwargs)
 
 
-def _dmc(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+def _dmc(env_id: str, num_envs: int, seed: Seeds, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.dmc_backend import DMCVecEnv
 
     return DMCVecEnv(env_id, num_envs, seed, device, **kwargs)
 
 
-def _torch(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+def _torch(env_id: str, num_envs: int, seed: Seeds, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.torch_classic import make_torch_classic
 
     return make_torch_classic(env_id, num_envs, seed, device, **kwargs)
 
 
-def _atari(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+def _atari(env_id: str, num_envs: int, seed: Seeds, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.atari_backend import AtariVecEnv
 
     return AtariVecEnv(env_id, num_envs, seed, device, training=training, **kwargs)
 
 
-def _envpool(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+def _envpool(env_id: str, num_envs: int, seed: Seeds, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.envpool_backend import EnvpoolAtariVecEnv
 
     return EnvpoolAtariVecEnv(env_id, num_envs, seed, device, training=training, **kwargs)
 
 
-def _warp(env_id: str, num_envs: int, seed: int, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
+def _warp(env_id: str, num_envs: int, seed: Seeds, device: torch.device, training: bool, **kwargs: Any) -> TorchVecEnv:
     from envs.warp_backend import make_warp_env
 
     return make_warp_env(env_id, num_envs, seed, device, **kwargs)
@@ -112,14 +115,18 @@ def make(
     backend: str = "auto",
     training: bool = True,
     continual: ContinualArgs | None = None,
+    members: tuple[int, ...] | None = None,
     **env_kwargs: Any,
 ) -> TorchVecEnv:
     """Build `num_envs` copies of `env_id`, seeded `seed, seed+1, ...`, returning torch tensors on `device`.
 
     `training=False` asks for an evaluation env (full episodes, raw rewards; see the module docstring).
-    `continual` holds the `--continual.*` flags; ids without the `continual:` prefix ignore it."""
+    `continual` holds the `--continual.*` flags; ids without the `continual:` prefix ignore it.
+    `members`: the seeds of a group (then `seed` is ignored): `num_envs` sub-envs per member, member k's seeded from
+    `members[k]` as a one-seed env of that seed; `members=(s,)` is `seed=s`."""
     if num_envs < 1:
         raise UserError(f"num_envs must be at least 1, got {num_envs}")
+    seed = member_seeds(members) if members is not None else seed
     if env_id.startswith(CONTINUAL_PREFIX):
         return ContinualVecEnv(env_id, num_envs, seed, torch.device(device), training, continual, backend, **env_kwargs)
     name = backend_for(env_id) if backend == "auto" else backend

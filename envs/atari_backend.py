@@ -75,7 +75,7 @@ class AtariVecEnv(GymnasiumVecEnv):
         self,
         env_id: str,
         num_envs: int,
-        seed: int,
+        seed: int | tuple[int, ...],
         device: torch.device,
         training: bool = True,
         make_env: Callable[[], gym.Env] | None = None,
@@ -89,7 +89,7 @@ class AtariVecEnv(GymnasiumVecEnv):
         )
 
     @property
-    def frames(self) -> int:
+    def frames(self) -> int:  # a member's, as env_steps
         return self.env_steps * FRAME_SKIP
 
     def _learning_reward(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:

@@ -19,6 +19,8 @@ How a switch happens (as in Dohare et al.'s slippery Ant):
 - Schedules are drawn once from `(preset, schedule seed)` with their own numpy generator (never the global RNG);
   the schedule seed defaults to the run's seed. Observation and action spaces never change at a switch
   (MinAtar games are padded to 10 channels and use the full 6-action set).
+- A group of members (envs/base.py) draws one schedule per member, from the member's own schedule seed (its seed by
+  default), as a one-seed run of it would; the switch times are common, as the members step together.
 """
 
 from __future__ import annotations
@@ -34,7 +36,16 @@ import torch
 from cleanrl_plus.errors import UserError, did_you_mean
 from cleanrl_plus.ranges import SEED_MAX, Count, Range
 from envs.base import EpisodeStats, StepResult, TorchVecEnv, generator_seed
-from envs.shifts import SHIFTS, ActionPermutation, ObservationOffset, ObservationPermutation, PhysicsShift, Sequence, Shift
+from envs.shifts import (
+    SHIFTS,
+    ActionPermutation,
+    MemberShifts,
+    ObservationOffset,
+    ObservationPermutation,
+    PhysicsShift,
+    Sequence,
+    Shift,
+)
 
 PREFIX = "continual:"
 
@@ -46,7 +57,7 @@ class ContinualArgs:
     num_tasks: Count = 0
     """continual ids only: number of tasks in the sequence (0 = the preset's); the last task stays after its turn"""
     schedule_seed: Annotated[int, Range(ge=-1, le=SEED_MAX)] = -1
-    """seed of the task schedule (offsets, frictions, permutations); -1 = the run's --seed"""
+    """seed of the task schedule (offsets, frictions, permutations); -1 = the run's --seed (each member's, with --seeds)"""
     reset_obs_norm: bool = False
     """at each switch, reset observation/reward normalisation statistics (C-CHAIN/Plasticine rebuild the env: True)"""
     reset_replay: bool = False
@@ -331,36 +342,48 @@ class ContinualVecEnv(TorchVecEnv):
     """Wraps any backend's batched env with a task schedule (see the module docstring).
 
     Training envs follow the schedule; evaluation envs (`training=False`) stay on the task they are given with
-    `set_task` (the session evaluates on the training env's current task)."""
+    `set_task` (the session evaluates on the training env's current task). A group's member k has its own drawn shift
+    (`shifts[k]`); the tensor hooks run once for all sub-envs (`shift`: MemberShifts)."""
 
     def __init__(
         self,
         env_id: str,
         num_envs: int,
-        seed: int,
+        seed: int | tuple[int, ...],
         device: torch.device,
         training: bool = True,
         continual: ContinualArgs | None = None,
         backend: str = "auto",
+        schedule_seeds: tuple[int, ...] | None = None,
         **env_kwargs: Any,
     ) -> None:
-        super().__init__(num_envs)
+        """`schedule_seeds`: the members' schedule seeds where `--continual.schedule-seed` is -1, if not their env seeds
+        (an evaluation env draws the schedules its training env draws)."""
+        super().__init__(num_envs, seed)
         settings = continual or ContinualArgs()
-        self.setting = parse(env_id, settings)
+        self.setting = parse(env_id, settings)  # member 0's shift; the others' are parsed alike
+        self.shifts = [self.setting.shift] + [parse(env_id, settings).shift for _ in self.seeds[1:]]
         self.env_id, self.device, self.follow_schedule = env_id, device, training
         self.world_physics = None  # warp: per-world copies of what a physics shift scales (envs/warp_backend.py)
-        self.inner = self._build_inner(num_envs, seed, device, training, backend, env_kwargs)
+        self.inner = self._build_inner(num_envs, self.seeds, device, training, backend, env_kwargs)
         for attribute in ("single_observation_space", "single_action_space", "can_terminate", "max_episode_steps"):
             setattr(self, attribute, getattr(self.inner, attribute))
-        schedule_seed = settings.schedule_seed if settings.schedule_seed >= 0 else seed
-        # the schedule depends on (benchmark, schedule seed) only: zlib.crc32 is stable across processes, hash() is not
-        self.setting.shift.draw(
-            np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self
+        schedule_seeds = self.seeds if schedule_seeds is None else schedule_seeds
+        if len(schedule_seeds) != self.members:
+            raise UserError(f"{env_id}: {len(schedule_seeds)} schedule seeds for a group of {self.members}")
+        for shift, member_seed in zip(self.shifts, schedule_seeds):
+            schedule_seed = settings.schedule_seed if settings.schedule_seed >= 0 else member_seed
+            # the schedule depends on (benchmark, schedule seed) only: zlib.crc32 is stable across processes, hash() is not
+            shift.draw(np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self)
+        self.shift = (
+            self.shifts[0] if self.members == 1 else MemberShifts(self.shifts, num_envs, self.setting.num_tasks, device)
         )
-        if self.world_physics is not None:
-            self.world_factors = torch.as_tensor(self.setting.shift.factors, dtype=torch.float32, device=device)
+        self._bind_sub_envs()
+        if self.world_physics is not None:  # (tasks, worlds): a world's factor per task, from its member's draws
+            factors = np.stack([shift.factors for shift in self.shifts]).repeat(num_envs, axis=0).T
+            self.world_factors = torch.as_tensor(factors, dtype=torch.float32, device=device)
             self.inner.on_episode_start = self._start_world_physics
-        self.switch_index = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.switch_index = torch.zeros(self.num_envs, dtype=torch.long, device=device)
         self.pending = 0  # the task sub-envs take at their next reset
         self._unsettled = False  # host-side shifts: some sub-env still runs an older task than `pending`
         self.fixed_task = 0  # evaluation envs: the task set by set_task
@@ -371,7 +394,7 @@ class ContinualVecEnv(TorchVecEnv):
 
         shift, base = self.setting.shift, self.setting.env_id
         if not shift.host_side:
-            return envs.make(base, num_envs, seed, device, backend=backend, training=training, **env_kwargs)
+            return envs.make(base, num_envs, device=device, backend=backend, training=training, members=seed, **env_kwargs)
         if isinstance(shift, Sequence) and shift.name == "dmc":
             from envs.dmc_backend import DMCTaskChainVecEnv
 
@@ -380,7 +403,7 @@ class ContinualVecEnv(TorchVecEnv):
         if isinstance(shift, PhysicsShift) and (envs.backend_for(base) if backend == "auto" else backend) == "warp":
             from envs.warp_backend import WorldPhysics
 
-            inner = envs.make(base, num_envs, seed, device, backend="warp", training=training, **env_kwargs)
+            inner = envs.make(base, num_envs, device=device, backend="warp", training=training, members=seed, **env_kwargs)
             self.world_physics = WorldPhysics(inner, shift.name)  # before any step: graphs capture the per-world arrays
             return inner
         if (envs.backend_for(base) != "gymnasium" and not game_sequence) or backend not in ("auto", "gymnasium", "atari"):
@@ -388,6 +411,7 @@ class ContinualVecEnv(TorchVecEnv):
                 f"the '{shift.name}' shift edits the simulator; it runs on gymnasium and warp: envs, not '{base}' — pick one "
                 "of those ids"
             )
+        # the sub-envs' configure hooks are their members' shifts' (_bind_sub_envs, once they are drawn)
         if isinstance(shift, Sequence):
             makers = _game_makers(shift.members, training)
             make_env = lambda: TaskSwitchingEnv(GameSequenceEnv(makers, shift.members), shift.configure)
@@ -419,7 +443,7 @@ class ContinualVecEnv(TorchVecEnv):
 
     @property
     def scheduled_task(self) -> int:
-        """The task new episodes start in now (host int, no device sync)."""
+        """The task new episodes start in now (host int, no device sync; every member's)."""
         return self.setting.task_at(self.env_steps) if self.follow_schedule else self.fixed_task
 
     @property
@@ -433,12 +457,17 @@ class ContinualVecEnv(TorchVecEnv):
         """Evaluation envs: play `task` from the next reset on."""
         self.fixed_task = min(max(task, 0), self.setting.num_tasks - 1)
 
-    def describe(self) -> list[dict[str, Any]]:
-        """The whole schedule, for the run log."""
+    def describe(self, member: int = 0) -> list[dict[str, Any]]:
+        """The whole schedule of member `member`, for its run log (what a one-seed run of its seed describes)."""
         return [
-            {"task": k, "start_step": k * self.setting.steps_per_task} | self.setting.shift.describe(k)
+            {"task": k, "start_step": k * self.setting.steps_per_task} | self.shifts[member].describe(k)
             for k in range(self.setting.num_tasks)
         ]
+
+    def _bind_sub_envs(self) -> None:
+        """Host-side shifts: every sub-env configures its simulator with its own member's shift."""
+        for i, sub_env in enumerate(self._switching_sub_envs()):
+            sub_env.configure = self.shifts[i // self.envs_per_member].configure
 
     @property
     def _switches_on_host(self) -> bool:
@@ -476,18 +505,18 @@ class ContinualVecEnv(TorchVecEnv):
         return list(self.inner.vec.envs)
 
     # --- TorchVecEnv interface ----------------------------------------------------------------------------
-    def reset(self, seed: int | None = None) -> torch.Tensor:
+    def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
         self.pending = -1
         self._push_pending()
         self.switch_index.fill_(self.pending)
         obs = self.inner.reset(seed=seed)
         self._unsettled = False  # every sub-env has just taken the pending task
-        return self.setting.shift.observation(obs, self.switch_index)
+        return self.shift.observation(obs, self.switch_index)
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._check_action(action)
         self._push_pending()  # episodes that end in this step restart in the scheduled task
-        shift, task = self.setting.shift, self.switch_index
+        shift, task = self.shift, self.switch_index
         step = self.inner.step(shift.action(action, task))
         reward, next_obs = shift.reward(step.reward, task), shift.observation(step.next_obs, task)
         if self._switches_on_host:  # the simulators know when they switched (an Atari game, not a lost life)
@@ -506,47 +535,47 @@ class ContinualVecEnv(TorchVecEnv):
             self._read_host_tasks()
         else:
             self.switch_index = torch.where(mask, self.pending, self.switch_index)
-        return torch.where(
-            mask.view(-1, *[1] * (obs.dim() - 1)), self.setting.shift.observation(fresh, self.switch_index), obs
-        )
+        return torch.where(mask.view(-1, *[1] * (obs.dim() - 1)), self.shift.observation(fresh, self.switch_index), obs)
 
     def drain_episode_stats(self) -> EpisodeStats:
         """The inner env's episodes, each labelled with its task: the task scheduled when it started, i.e. at the
         step before its first (a sub-env takes the pending task at the reset that starts the episode)."""
         stats = self.inner.drain_episode_stats()
-        n, shift = self.num_envs, self.setting.shift
-        for episodic_return, length, end_step in zip(list(stats.returns), stats.lengths, stats.end_steps):
+        n = self.envs_per_member  # end steps count a member's env steps
+        for length, end_step in zip(stats.lengths, stats.end_steps):
             task = self.setting.task_at(end_step - (length + 1) * n) if self.follow_schedule else self.fixed_task
             stats.task_ids.append(task)
-        stats.returns = [shift.episode_return(r, k) for r, k in zip(stats.returns, stats.task_ids)]
+        members = [self.shifts[env // n] for env in stats.envs]
+        stats.returns = [shift.episode_return(r, k) for shift, r, k in zip(members, stats.returns, stats.task_ids)]
         return stats
 
-    def state_dict(self) -> dict[str, Any]:
-        sub_tasks = [sub_env.task for sub_env in self._switching_sub_envs()]
+    def member_state_dict(self, k: int) -> dict[str, Any]:
+        rows = self.member_rows(k)
         return {
-            "inner": self.inner.state_dict(),
-            "switch_index": self.switch_index.clone(),
+            "inner": self.inner.member_state_dict(k),
+            "switch_index": self.switch_index[rows].clone(),
             "pending": self.pending,
             "fixed_task": self.fixed_task,
-            "sub_env_tasks": sub_tasks,
+            "sub_env_tasks": [sub_env.task for sub_env in self._switching_sub_envs()[rows]],
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.inner.load_state_dict(state["inner"])
-        self.switch_index = state["switch_index"].to(self.device)
-        self.pending, self.fixed_task = state["pending"], state["fixed_task"]
+    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
+        self.inner.load_member_state_dicts([state["inner"] for state in states])
+        self.switch_index = torch.cat([state["switch_index"] for state in states]).to(self.device)
+        self.pending, self.fixed_task = states[0]["pending"], states[0]["fixed_task"]
         self._unsettled = bool((self.switch_index != self.pending).any())
         # re-apply each sub-env's task to its restored simulator (MuJoCo restores the state, not the model edits)
-        for sub_env, task in zip(self._switching_sub_envs(), state["sub_env_tasks"]):
-            sub_env.configure, sub_env.pending_task, sub_env.task = self.setting.shift.configure, self.pending, task
+        self._bind_sub_envs()
+        sub_env_tasks = [task for state in states for task in state["sub_env_tasks"]]
+        for sub_env, task in zip(self._switching_sub_envs(), sub_env_tasks):
+            sub_env.pending_task, sub_env.task = self.pending, task
             if task >= 0:
-                self.setting.shift.configure(sub_env.env, task)
+                sub_env.configure(sub_env.env, task)
         if hasattr(self.inner, "pending_task"):
             self.inner.pending_task = self.pending
         if self.world_physics is not None:  # the warp state holds no model fields: each world's task gives its physics
-            self.world_physics.scale(
-                self.world_factors[self.switch_index], torch.ones_like(self.switch_index, dtype=torch.bool)
-            )
+            factors = self.world_factors.gather(0, self.switch_index[None])[0]
+            self.world_physics.scale(factors, torch.ones_like(self.switch_index, dtype=torch.bool))
 
     def close(self) -> None:
         self.inner.close()

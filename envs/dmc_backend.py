@@ -3,10 +3,11 @@
 - Observations: the task's observation dict flattened in its own key order, float32.
 - Actions: the agent acts in [-1, 1]^|A|; they are mapped affinely onto the task's action bounds.
 - Action repeat (`action_repeat=k`): each agent step applies the action for k physics control steps and sums
-  the rewards. `frames` counts control steps, `env_steps` counts agent steps.
+  the rewards. `frames` counts control steps, `env_steps` counts agent steps (a group: a member's, as every counter).
 - Episodes: suite tasks end at their time limit (1000 control steps) with discount 1: that is a *truncation*
   and the target bootstraps. An end with discount 0 (no suite task does this today) is a termination.
-- Seeding: sub-env i uses `task_kwargs={"random": seed + i}`; later episodes continue that RandomState.
+- Seeding: sub-env i uses `task_kwargs={"random": seed + i}` (a group: member k's env n, seeds[k] + n); later
+  episodes continue that RandomState.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ def _flatten(observation: dict[str, np.ndarray]) -> np.ndarray:
 
 
 class DMCVecEnv(TorchVecEnv):
-    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device, action_repeat: int = 1) -> None:
-        super().__init__(num_envs)
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int | tuple[int, ...], device: torch.device, action_repeat: int = 1
+    ) -> None:
+        """`num_envs` sub-envs per member of the group `seed` (one seed, or one per member)."""
+        super().__init__(num_envs, seed)
         from absl import logging as absl_logging
         from dm_control import suite
 
@@ -57,25 +61,29 @@ class DMCVecEnv(TorchVecEnv):
         domain, task = parse_dmc_id(env_id)
         if action_repeat < 1:
             raise UserError(f"action_repeat must be >= 1, got {action_repeat}")
-        self.env_id, self.device, self.seed = env_id, device, seed
+        self.env_id, self.device = env_id, device
         self.domain, self.task, self.action_repeat = domain, task, action_repeat
-        self.envs = [suite.load(domain, task, task_kwargs={"random": generator_seed(seed + i)}) for i in range(num_envs)]
+        self.envs = [suite.load(domain, task, task_kwargs={"random": generator_seed(s)}) for s in self.sub_env_seeds()]
         spec = self.envs[0].action_spec()
         self._action_low, self._action_high = spec.minimum.astype(np.float64), spec.maximum.astype(np.float64)
         obs_dim = sum(int(np.prod(s.shape)) for s in self.envs[0].observation_spec().values())
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, spec.shape, np.float32)
         self.can_terminate = False  # suite tasks only end at their time limit
-        self.frames = 0
+        self.member_frames = np.zeros(self.members, dtype=np.int64)  # control steps of each member's sub-envs
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        if seed is not None and seed != self.seed:
+    @property
+    def frames(self) -> int:  # a member's (the members' mean where episodes of different lengths made them differ)
+        return int(self.member_frames.sum()) // self.members
+
+    def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
+        seeds = self.reset_seeds(seed)
+        if seeds != self.seeds:
             from dm_control import suite
 
-            self.seed = seed
+            self.seeds = seeds
             self.envs = [
-                suite.load(self.domain, self.task, task_kwargs={"random": generator_seed(seed + i)})
-                for i in range(self.num_envs)
+                suite.load(self.domain, self.task, task_kwargs={"random": generator_seed(s)}) for s in self.sub_env_seeds()
             ]
         self._reset_episode_tracking()
         return self._to_torch(np.stack([_flatten(env.reset().observation) for env in self.envs]))
@@ -92,7 +100,7 @@ class DMCVecEnv(TorchVecEnv):
             for _ in range(self.action_repeat):
                 time_step = env.step(scaled[i])
                 reward[i] += time_step.reward or 0.0
-                self.frames += 1
+                self.member_frames[i // self.envs_per_member] += 1
                 if time_step.last():
                     break
             final = _flatten(time_step.observation)
@@ -119,23 +127,33 @@ class DMCVecEnv(TorchVecEnv):
         """RGB frame of sub-env 0 (needs a MuJoCo GL backend, e.g. MUJOCO_GL=egl on a headless GPU box)."""
         return self.envs[0].physics.render(height=height, width=width, camera_id=camera_id)
 
-    def state_dict(self) -> dict[str, Any]:
+    def member_state_dict(self, k: int) -> dict[str, Any]:
         # dm-control environments pickle whole (physics, task RNG, step counter): ~12 MB each.
-        return self._tracking_state() | {"frames": self.frames, "pickled_envs": [pickle.dumps(env) for env in self.envs]}
+        envs = self.envs[self.member_rows(k)]
+        return super().member_state_dict(k) | {
+            "frames": int(self.member_frames[k]),
+            "pickled_envs": [pickle.dumps(env) for env in envs],
+        }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._load_tracking_state(state)
-        self.frames = state["frames"]
-        self.envs = [pickle.loads(blob) for blob in state["pickled_envs"]]
+    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
+        super().load_member_state_dicts(states)
+        self.member_frames[:] = [state["frames"] for state in states]
+        self.envs = [pickle.loads(blob) for state in states for blob in state["pickled_envs"]]
 
 
 class DMCTaskChainVecEnv(DMCVecEnv):
     """Tasks of one body in sequence (continual DMC: walker stand→walk→run). A sub-env moves to `pending_task`
     (set by envs/continual.py) when its episode ends: its simulator is rebuilt for the new task, seeded from
-    (seed, sub-env, task). Observation and action spaces are the body's, so they never change."""
+    (its seed, task). Observation and action spaces are the body's, so they never change."""
 
     def __init__(
-        self, env_id: str, num_envs: int, seed: int, device: torch.device, tasks: tuple[str, ...], action_repeat: int = 1
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int | tuple[int, ...],
+        device: torch.device,
+        tasks: tuple[str, ...],
+        action_repeat: int = 1,
     ) -> None:
         super().__init__(env_id, num_envs, seed, device, action_repeat)
         from dm_control import suite
@@ -144,29 +162,30 @@ class DMCTaskChainVecEnv(DMCVecEnv):
             if (self.domain, task) not in suite.ALL_TASKS:
                 raise UserError(f"dm-control has no task '{self.domain}-{task}' for the chain {tasks}")
         self.tasks, self.pending_task = tasks, 0
-        self.sub_env_tasks = [0] * num_envs  # each sub-env's position in the chain (switch index)
+        self.sub_env_tasks = [0] * self.num_envs  # each sub-env's position in the chain (switch index)
 
     def _load(self, i: int, switch: int):
         from dm_control import suite
 
         self.sub_env_tasks[i] = switch
         task = self.tasks[switch % len(self.tasks)]
-        return suite.load(self.domain, task, task_kwargs={"random": generator_seed(self.seed + i + 100_003 * switch)})
+        sub_env_seed = self.sub_env_seeds()[i]
+        return suite.load(self.domain, task, task_kwargs={"random": generator_seed(sub_env_seed + 100_003 * switch)})
 
     def _reset_sub_env(self, i: int):
         if self.sub_env_tasks[i] != self.pending_task:
             self.envs[i] = self._load(i, self.pending_task)
         return self.envs[i].reset()
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        self.seed = self.seed if seed is None else seed
+    def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
+        self.seeds = self.reset_seeds(seed)
         self.envs = [self._load(i, self.pending_task) for i in range(self.num_envs)]
         self._reset_episode_tracking()
         return self._to_torch(np.stack([_flatten(env.reset().observation) for env in self.envs]))
 
-    def state_dict(self) -> dict[str, Any]:
-        return super().state_dict() | {"sub_env_tasks": list(self.sub_env_tasks)}
+    def member_state_dict(self, k: int) -> dict[str, Any]:
+        return super().member_state_dict(k) | {"sub_env_tasks": self.sub_env_tasks[self.member_rows(k)]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.sub_env_tasks = list(state["sub_env_tasks"])
+    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
+        super().load_member_state_dicts(states)
+        self.sub_env_tasks = [task for state in states for task in state["sub_env_tasks"]]

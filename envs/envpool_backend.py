@@ -9,6 +9,8 @@ before a lost life): 4 frames, and every reset observation repeats its frame, as
 envpool resets a finished env on the *next* step; this backend does that reset step at once for the finished
 envs only, so `obs` is the reset observation and `next_obs` the final one, as in every backend.
 Checkpoints keep the counters only: a resumed run starts fresh games (envpool cannot snapshot emulators).
+A pool takes one seed (its env i gets seed + i), so a group of members runs one pool per member, each seeded as a
+one-seed run's, stepped one after the other.
 """
 
 from __future__ import annotations
@@ -29,17 +31,24 @@ class EnvpoolAtariVecEnv(TorchVecEnv):
     frame_stack = FRAME_STACK
 
     def __init__(
-        self, env_id: str, num_envs: int, seed: int, device: torch.device, training: bool = True, **envpool_kwargs: Any
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int | tuple[int, ...],
+        device: torch.device,
+        training: bool = True,
+        **envpool_kwargs: Any,
     ) -> None:
-        super().__init__(num_envs)
+        """`num_envs` sub-envs per member of the group `seed` (one seed, or one per member)."""
+        super().__init__(num_envs, seed)
         check_atari_id(env_id)
         try:
-            import envpool
+            import envpool  # noqa: F401 (the one-line error here; each pool imports it again)
         except ImportError:
             raise UserError(
                 "the envpool backend needs envpool — pip install envpool==1.2.5 (or use --env-backend atari)"
             ) from None
-        self.env_id, self.device, self.seed, self.training = env_id, device, seed, training
+        self.env_id, self.device, self.training = env_id, device, training
         self.task = env_id.removeprefix("ALE/")
         settings = dict(
             episodic_life=training,
@@ -54,42 +63,53 @@ class EnvpoolAtariVecEnv(TorchVecEnv):
             stack_num=1,
         )
         self._settings = settings | envpool_kwargs
-        self.pool = envpool.make(
-            self.task, env_type="gymnasium", num_envs=num_envs, seed=generator_seed(seed, 2**31), **self._settings
-        )
+        self.pools = [self._make_pool(member_seed) for member_seed in self.seeds]
         self.single_observation_space = gym.spaces.Box(0, 255, (FRAME_STACK, SCREEN_SIZE, SCREEN_SIZE), np.uint8)
-        self.single_action_space = gym.spaces.Discrete(int(self.pool.action_space.n))
-        self._stack = np.zeros((num_envs, FRAME_STACK, SCREEN_SIZE, SCREEN_SIZE), dtype=np.uint8)
+        self.single_action_space = gym.spaces.Discrete(int(self.pools[0].action_space.n))
+        self._stack = np.zeros((self.num_envs, FRAME_STACK, SCREEN_SIZE, SCREEN_SIZE), dtype=np.uint8)
+
+    def _make_pool(self, seed: int) -> Any:
+        """One member's pool (envpool seeds its env i with seed + i)."""
+        import envpool
+
+        return envpool.make(
+            self.task,
+            env_type="gymnasium",
+            num_envs=self.envs_per_member,
+            seed=generator_seed(seed, 2**31),
+            **self._settings,
+        )
 
     @property
     def frames(self) -> int:
         return self.env_steps * FRAME_SKIP
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        if seed is not None and seed != self.seed:  # envpool seeds at construction only
-            import envpool
-
-            self.pool.close()
-            self.seed = seed
-            self.pool = envpool.make(
-                self.task, env_type="gymnasium", num_envs=self.num_envs, seed=generator_seed(seed, 2**31), **self._settings
-            )
-        frames, _ = self.pool.reset()
+    def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
+        seeds = self.reset_seeds(seed)
+        if seeds != self.seeds:  # envpool seeds at construction only
+            self.close()
+            self.seeds = seeds
+            self.pools = [self._make_pool(member_seed) for member_seed in seeds]
+        frames = np.concatenate([pool.reset()[0] for pool in self.pools])
         self._stack[:] = frames  # (N, 1, H, W) broadcast: the reset frame repeated
         self._reset_episode_tracking()
         return self._to_torch(self._stack.copy(), torch.uint8)
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._check_action(action)
-        frames, reward, terminated, truncated, info = self.pool.step(action.detach().cpu().numpy())
+        actions = action.detach().cpu().numpy()
+        steps = [pool.step(actions[self.member_rows(k)]) for k, pool in enumerate(self.pools)]
+        frames, reward, terminated, truncated = (np.concatenate(part) for part in list(zip(*steps))[:4])
+        info = {key: np.concatenate([member_info[key] for *_, member_info in steps]) for key in ("reward", "terminated")}
         self._stack[:, :-1] = self._stack[:, 1:]
         self._stack[:, -1] = frames[:, -1]
         final_obs = self._stack.copy()
         done = terminated | truncated
-        if done.any():
-            finished = np.flatnonzero(done)
-            reset_frames, *_, reset_info = self.pool.step(np.zeros(len(finished), dtype=np.int64), env_id=finished)
-            self._stack[reset_info["env_id"]] = reset_frames
+        for k, pool in enumerate(self.pools):
+            finished = np.flatnonzero(done[self.member_rows(k)])
+            if len(finished):
+                reset_frames, *_, reset_info = pool.step(np.zeros(len(finished), dtype=np.int64), env_id=finished)
+                self._stack[k * self.envs_per_member + reset_info["env_id"]] = reset_frames
         ended_game = truncated | info["terminated"].astype(bool) if self.training else done
         self._track_episodes(info["reward"], ended_game)  # full games, raw score
         return StepResult(
@@ -100,13 +120,12 @@ class EnvpoolAtariVecEnv(TorchVecEnv):
             next_obs=self._to_torch(final_obs, torch.uint8),
         )
 
-    def state_dict(self) -> dict[str, Any]:
-        return self._tracking_state()  # counters only: envpool cannot snapshot its emulators
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    # checkpoints: the base class's counters only, as envpool cannot snapshot its emulators
+    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
         warnings.warn("envpool cannot restore emulator states: the resumed run starts fresh games")
-        self._load_tracking_state(state)
+        super().load_member_state_dicts(states)
         self._reset_episode_tracking()
 
     def close(self) -> None:
-        self.pool.close()
+        for pool in self.pools:
+            pool.close()

@@ -52,16 +52,17 @@ class GymnasiumVecEnv(TorchVecEnv):
         self,
         env_id: str,
         num_envs: int,
-        seed: int,
+        seed: int | tuple[int, ...],
         device: torch.device,
         make_env: Callable[[], gym.Env] | None = None,
         **env_kwargs: Any,
     ) -> None:
-        super().__init__(num_envs)
+        """`num_envs` sub-envs per member of the group `seed` (one seed, or one per member)."""
+        super().__init__(num_envs, seed)
         check_env_id(env_id)
-        self.env_id, self.device, self.seed = env_id, device, seed
+        self.env_id, self.device = env_id, device
         make_env = make_env or (lambda: make_single_env(env_id, **env_kwargs))
-        self.vec = SyncVectorEnv([make_env for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
+        self.vec = SyncVectorEnv([make_env for _ in range(self.num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
         self.single_observation_space = self.vec.single_observation_space
         self.single_action_space = self.vec.single_action_space
         self.can_terminate = env_id not in NEVER_TERMINATE
@@ -76,9 +77,8 @@ class GymnasiumVecEnv(TorchVecEnv):
         else:
             self._np_action_dtype = np.int64
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        first = self.seed if seed is None else seed  # sub-env i starts from seed + i
-        obs, _ = self.vec.reset(seed=[generator_seed(first + i) for i in range(self.num_envs)])
+    def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
+        obs, _ = self.vec.reset(seed=[generator_seed(s) for s in self.sub_env_seeds(self.reset_seeds(seed))])
         self._reset_episode_tracking()
         return self._to_torch(obs, self.obs_dtype)
 
@@ -115,12 +115,12 @@ class GymnasiumVecEnv(TorchVecEnv):
         return reward
 
     # --- checkpointing: the exact mid-episode state of every sub-env ---------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return self._tracking_state() | {"sub_envs": [_sub_env_state(env) for env in self.vec.envs]}
+    def member_state_dict(self, k: int) -> dict[str, Any]:
+        return super().member_state_dict(k) | {"sub_envs": [_sub_env_state(env) for env in self.vec.envs[self.member_rows(k)]]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._load_tracking_state(state)
-        for i, sub_state in enumerate(state["sub_envs"]):
+    def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
+        super().load_member_state_dicts(states)
+        for i, sub_state in enumerate(sub_state for state in states for sub_state in state["sub_envs"]):
             self.vec.envs[i] = _restore_sub_env(self.vec.envs[i], sub_state)
 
     def close(self) -> None:
@@ -173,9 +173,12 @@ def _sub_env_state(env: gym.Env) -> dict[str, Any]:
 
     base = env.unwrapped
     time_limit = _find_wrapper(env, gym.wrappers.TimeLimit)
+    # None where the env never seeded its own generator (MinAtar draws from another): reading `np_random` would seed
+    # one at random, in the checkpoint and in the live env
+    generator = base._np_random
     state: dict[str, Any] = {
         "elapsed_steps": getattr(time_limit, "_elapsed_steps", None),
-        "np_random": base.np_random.bit_generator.state,
+        "np_random": None if generator is None else generator.bit_generator.state,
     }
     if isinstance(base, MujocoEnv):
         import mujoco

@@ -5,6 +5,7 @@ a sub-env's reset, or per MuJoCo Warp world) and sequences of tasks or games. `S
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -17,11 +18,13 @@ from envs.base import TorchVecEnv
 
 class Shift:
     """One kind of change. `draw` fixes the per-task parameters; the tensor hooks run on the device, indexed by each
-    sub-env's task; `configure` edits a simulator at a sub-env's reset (host-side shifts only)."""
+    sub-env's task, and read only the per-task `tables` (so that MemberShifts can run a group's members in one batch);
+    `configure` edits a simulator at a sub-env's reset (host-side shifts only)."""
 
     name = ""
     host_side = False  # True: the simulator changes (configure); False: only tensors change
     default_steps, default_tasks = 100_000, 10  # [our default] for `continual:<shift>:<env id>` ids
+    tables: tuple[str, ...] = ()  # the tensors the hooks index by task (one row per task)
 
     def draw(self, rng: np.random.Generator, num_tasks: int, env: TorchVecEnv) -> None:
         pass
@@ -50,6 +53,7 @@ class ObservationOffset(Shift):
     """o + ε_k with ε_k ~ N(0, σ²I), σ = 2, level 0 unperturbed (TRAC / C-CHAIN continual Gym control)."""
 
     name = "obs-offset"
+    tables = ("offsets",)
 
     def __init__(self, sigma: float = 2.0) -> None:
         self.sigma = sigma
@@ -71,6 +75,7 @@ class ObservationPermutation(Shift):
     """o[π_k]: a new random permutation of the flattened observation per task, identity first (Juliani & Ash 2024)."""
 
     name = "obs-permute"
+    tables = ("perms",)
 
     def draw(self, rng, num_tasks, env):
         size = int(np.prod(env.single_observation_space.shape))
@@ -89,6 +94,7 @@ class ActionPermutation(Shift):
     Task 0 is the identity."""
 
     name = "action-permute"
+    tables = ("perms", "signs")
 
     def draw(self, rng, num_tasks, env):
         space = env.single_action_space
@@ -116,9 +122,13 @@ class RewardSignFlip(Shift):
     """r ↦ (−1)^k·r: odd tasks reward the opposite behaviour."""
 
     name = "reward-flip"
+    tables = ("signs",)
+
+    def draw(self, rng, num_tasks, env):
+        self.signs = torch.tensor([1.0 - 2 * (k % 2) for k in range(num_tasks)], device=env.device)
 
     def reward(self, reward, task):
-        return reward * (1 - 2 * (task % 2)).to(reward.dtype)
+        return reward * self.signs[task]
 
     def episode_return(self, episodic_return, task):
         return -episodic_return if task % 2 else episodic_return
@@ -225,6 +235,27 @@ class Sequence(Shift):
 
     def describe(self, task):
         return {"task": self.member(task)}
+
+
+class MemberShifts(Shift):
+    """The tensor hooks of a group's shifts (one drawn per member, T tasks each) for its K·N sub-envs, member-major, in
+    one batch: the members' tables stacked, member k's task t at row k·T + t."""
+
+    def __init__(self, shifts: list[Shift], envs_per_member: int, num_tasks: int, device: torch.device) -> None:
+        self.stacked = copy.copy(shifts[0])
+        for name in self.stacked.tables:
+            setattr(self.stacked, name, torch.cat([getattr(shift, name) for shift in shifts]))
+        member = torch.arange(len(shifts) * envs_per_member, device=device) // envs_per_member
+        self.first_row = member * num_tasks  # each sub-env's member's task 0
+
+    def observation(self, obs, task):
+        return self.stacked.observation(obs, self.first_row + task)
+
+    def action(self, action, task):
+        return self.stacked.action(action, self.first_row + task)
+
+    def reward(self, reward, task):
+        return self.stacked.reward(reward, self.first_row + task)
 
 
 def _require_float_vector(env: TorchVecEnv, shift: str) -> None:

@@ -4,7 +4,8 @@ CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCar-v0 and MountainCarContinuous-v
 dynamics, rewards, termination rules, reset distributions and time limits (read from gymnasium's source; the
 parity tests step both side by side). Differences, by design: single precision (gymnasium integrates in
 float64; per-step agreement is ≈1e-6), and our own random stream for reset states (one torch generator per
-batch, seeded by `seed`), so the same seed gives the same episodes here, not gymnasium's episodes.
+member, seeded by its seed; every step draws a fresh initial state for each of the member's sub-envs, used where
+one finished), so the same seed gives the same episodes here, not gymnasium's episodes.
 
 Every finished sub-env is reset inside `step`: `obs` is the new episode's first observation and `next_obs`
 the true final one. Episode statistics are kept on the device in a ring (see `DeviceEpisodeLog`); the only
@@ -25,20 +26,25 @@ from envs.base import EpisodeStats, StepResult, TorchVecEnv
 
 
 class DeviceEpisodeLog:
-    """A ring of the last `capacity` finished episodes (return, length, end step), written without syncs."""
+    """A ring of the last `capacity` finished episodes (return, length, end step, sub-env), written without syncs."""
 
     def __init__(self, capacity: int, device: torch.device) -> None:
         self.capacity = capacity
         self.returns = torch.zeros(capacity + 1, device=device)  # the extra slot absorbs writes of unfinished envs
         self.lengths = torch.zeros(capacity + 1, dtype=torch.long, device=device)
         self.end_steps = torch.zeros(capacity + 1, dtype=torch.long, device=device)
+        self.envs = torch.zeros(capacity + 1, dtype=torch.long, device=device)
         self.count = torch.zeros((), dtype=torch.long, device=device)
+        self.sub_envs = torch.zeros(0, dtype=torch.long, device=device)  # 0 … num_envs − 1, made at the first record
 
     def record(self, returns: torch.Tensor, lengths: torch.Tensor, done: torch.Tensor, end_step: int) -> None:
+        if len(self.sub_envs) != len(done):
+            self.sub_envs = torch.arange(len(done), device=done.device)
         slots = ring_slots(done, self.count, self.capacity)
         self.returns.index_copy_(0, slots, returns.float())
         self.lengths.index_copy_(0, slots, lengths)
         self.end_steps.index_fill_(0, slots, end_step)
+        self.envs.index_copy_(0, slots, self.sub_envs)
         self.count += done.sum()
 
     def drain(self) -> EpisodeStats:
@@ -46,7 +52,12 @@ class DeviceEpisodeLog:
         kept = min(count, self.capacity)  # beyond `capacity` episodes per drain, the oldest are dropped
         slots = torch.arange(count - kept, count, device=self.count.device) % self.capacity
         self.count.zero_()
-        return EpisodeStats(self.returns[slots].tolist(), self.lengths[slots].tolist(), self.end_steps[slots].tolist())
+        return EpisodeStats(
+            returns=self.returns[slots].tolist(),
+            lengths=self.lengths[slots].tolist(),
+            end_steps=self.end_steps[slots].tolist(),
+            envs=self.envs[slots].tolist(),
+        )
 
 
 class TorchClassicControl(TorchVecEnv):
@@ -57,21 +68,27 @@ class TorchClassicControl(TorchVecEnv):
     reset_high: tuple[float, ...]
 
     def __init__(
-        self, env_id: str, num_envs: int, seed: int, device: torch.device, episode_log_capacity: int = 65_536
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int | tuple[int, ...],
+        device: torch.device,
+        episode_log_capacity: int = 65_536,
     ) -> None:
-        super().__init__(num_envs)
+        """`num_envs` sub-envs per member of the group `seed` (one seed, or one per member)."""
+        super().__init__(num_envs, seed)
         reference = gym.make(env_id)  # spaces and time limit exactly as gymnasium registers them
-        self.env_id, self.device, self.seed = env_id, device, seed
+        self.env_id, self.device = env_id, device
         self.single_observation_space, self.single_action_space = reference.observation_space, reference.action_space
         self.max_episode_steps = int(reference.spec.max_episode_steps)
         reference.close()
-        self.generator = torch.Generator(device=device)
+        self.generators = [torch.Generator(device=device) for _ in self.seeds]
         self.initial_low = torch.tensor(self.reset_low, device=device)
         self.initial_high = torch.tensor(self.reset_high, device=device)
         self.episode_log = DeviceEpisodeLog(episode_log_capacity, device)
-        self.state = torch.zeros(num_envs, self.state_size, device=device)
-        self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=device)
-        self.episode_return = torch.zeros(num_envs, device=device)
+        self.state = torch.zeros(self.num_envs, self.state_size, device=device)
+        self.elapsed = torch.zeros(self.num_envs, dtype=torch.long, device=device)
+        self.episode_return = torch.zeros(self.num_envs, device=device)
 
     # --- what a task defines ---------------------------------------------------------------------------
     def dynamics(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -82,13 +99,16 @@ class TorchClassicControl(TorchVecEnv):
         return state.clone()
 
     # --- the batch --------------------------------------------------------------------------------------
-    def initial_states(self, n: int) -> torch.Tensor:
-        uniform = torch.rand(n, self.state_size, device=self.device, generator=self.generator)
+    def initial_states(self) -> torch.Tensor:
+        """A fresh initial state for every sub-env, member k's from member k's generator (one call per member)."""
+        shape = (self.envs_per_member, self.state_size)
+        uniform = [torch.rand(shape, device=self.device, generator=generator) for generator in self.generators]
+        uniform = uniform[0] if self.members == 1 else torch.cat(uniform)
         return self.initial_low + uniform * (self.initial_high - self.initial_low)
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        self.generator.manual_seed(self.seed if seed is None else seed)
-        self.state = self.initial_states(self.num_envs)
+    def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
+        self._seed_generators(seed)
+        self.state = self.initial_states()
         self.elapsed.zero_()
         self.episode_return.zero_()
         return self.observe(self.state)
@@ -100,8 +120,8 @@ class TorchClassicControl(TorchVecEnv):
         truncated = self.elapsed >= self.max_episode_steps  # as gymnasium's TimeLimit (may coincide with terminated)
         done = terminated | truncated
         next_obs = self.observe(next_state)
-        self.state = torch.where(done[:, None], self.initial_states(self.num_envs), next_state)
-        self.env_steps += self.num_envs
+        self.state = torch.where(done[:, None], self.initial_states(), next_state)
+        self.env_steps += self.envs_per_member
         self.episode_return += reward
         self.episode_log.record(self.episode_return, self.elapsed, done, self.env_steps)
         self.episode_return.masked_fill_(done, 0.0)
@@ -110,7 +130,7 @@ class TorchClassicControl(TorchVecEnv):
 
     def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         self.episode_log.record(self.episode_return, self.elapsed, mask, self.env_steps)
-        self.state = torch.where(mask[:, None], self.initial_states(self.num_envs), self.state)
+        self.state = torch.where(mask[:, None], self.initial_states(), self.state)
         self.episode_return.masked_fill_(mask, 0.0)
         self.elapsed.masked_fill_(mask, 0)
         return self.observe(self.state)
@@ -118,20 +138,8 @@ class TorchClassicControl(TorchVecEnv):
     def drain_episode_stats(self) -> EpisodeStats:
         return self.episode_log.drain()
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "elapsed": self.elapsed,
-            "episode_return": self.episode_return,
-            "generator": self.generator.get_state(),
-            "env_steps": self.env_steps,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.state, self.elapsed = state["state"].to(self.device), state["elapsed"].to(self.device)
-        self.episode_return = state["episode_return"].to(self.device)
-        self.generator.set_state(state["generator"].cpu())
-        self.env_steps = state["env_steps"]
+    def _sub_env_arrays(self) -> dict[str, torch.Tensor]:
+        return {"state": self.state, "elapsed": self.elapsed, "episode_return": self.episode_return}
 
 
 class CartPole(TorchClassicControl):
@@ -300,5 +308,7 @@ def task_for(env_id: str) -> type[TorchClassicControl]:
     return TASKS[name]
 
 
-def make_torch_classic(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> TorchClassicControl:
+def make_torch_classic(
+    env_id: str, num_envs: int, seed: int | tuple[int, ...], device: torch.device, **kwargs: Any
+) -> TorchClassicControl:
     return task_for(env_id)(env_id.removeprefix("torch:"), num_envs, seed, device, **kwargs)

@@ -25,7 +25,7 @@ gymnasium). Observations, rewards and terminations are torch code on zero-copy v
 
 Differences, by design: single precision (MuJoCo Warp computes in float32; gymnasium in float64), so
 trajectories from the same state drift apart slowly (tests/test_warp.py measures how far); and our own random
-stream for reset noise (one torch generator per batch seeded by `seed`), so the same seed gives the same
+stream for reset noise (one torch generator per member seeded by its seed), so the same seed gives the same
 episodes here, not gymnasium's episodes. By MuJoCo Warp: humanoid.xml asks for the PGS solver, which MuJoCo Warp
 lacks; Newton solves the same convex problem (tests/test_warp.py: agreement with gymnasium's PGS as close as on the
 other tasks). Every finished world is reset inside `step`; `obs` is its new first observation and `next_obs` the
@@ -119,7 +119,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
     def __init__(
         self,
         num_envs: int,
-        seed: int,
+        seed: int | tuple[int, ...],
         device: torch.device,
         max_episode_steps: int | None = None,
         use_graph: bool = True,
@@ -128,14 +128,16 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         episode_log_capacity: int = 65_536,
         deterministic: bool = False,
     ) -> None:
-        """`max_episode_steps`: time limit (default gymnasium's 1000); `use_graph`: replay the captured physics
-        (False: eager launches); `nconmax` / `njmax`: MuJoCo Warp's per-world contact / constraint-row capacity
-        (default its heuristic, 48 / 64 here, far above the ≤ 6 contacts / 22 rows gymnasium reaches on these models);
-        `deterministic`: MuJoCo Warp's run-to-run determinism on GPUs (module docstring)."""
-        super().__init__(num_envs)
+        """`num_envs` worlds per member of the group `seed` (one seed, or one per member); `max_episode_steps`: time
+        limit (default gymnasium's 1000); `use_graph`: replay the captured physics (False: eager launches); `nconmax` /
+        `njmax`: MuJoCo Warp's per-world contact / constraint-row capacity (default its heuristic, 48 / 64 here, far
+        above the ≤ 6 contacts / 22 rows gymnasium reaches on these models); `deterministic`: MuJoCo Warp's run-to-run
+        determinism on GPUs (module docstring)."""
+        super().__init__(num_envs, seed)
+        num_envs = self.num_envs  # the worlds of all members
         warp, mujoco_warp = import_warp()
         self.warp, self.mjw = warp, mujoco_warp
-        self.env_id, self.device, self.seed = PREFIX + self.gymnasium_id, torch.device(device), seed
+        self.env_id, self.device = PREFIX + self.gymnasium_id, torch.device(device)
         reference = gym.make(
             self.gymnasium_id, **self.gymnasium_kwargs()
         )  # spaces, XML file, frame skip and time limit as registered
@@ -168,7 +170,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         # called with the mask of worlds about to start an episode, before their state is set (continual physics)
         self.on_episode_start: Callable[[torch.Tensor], None] | None = None
         self.warp_streams: dict[int, Any] = {}  # torch stream handle → its Warp wrapper (created once per stream)
-        self.generator = torch.Generator(device=self.device)
+        self.generators = [torch.Generator(device=self.device) for _ in self.seeds]
         self.episode_log = DeviceEpisodeLog(episode_log_capacity, self.device)
         self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.episode_return = torch.zeros(num_envs, device=self.device)
@@ -258,16 +260,19 @@ class WarpLocomotionVecEnv(TorchVecEnv):
 
     # --- the batch --------------------------------------------------------------------------------------
     def _initial_states(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fresh qpos, qvel for every world (drawn for all, used where a world starts an episode: no host sync)."""
-        scale, n = self.reset_noise_scale, self.num_envs
-        qpos = self.init_qpos + scale * (
-            2 * torch.rand(n, self.qpos.shape[1], device=self.device, generator=self.generator) - 1
-        )
+        """Fresh qpos, qvel for every world (drawn for all, used where a world starts an episode: no host sync), member
+        k's from member k's generator."""
+        qpos, qvel = zip(*(self._member_noise(generator) for generator in self.generators))
+        qpos, qvel = (parts[0] if self.members == 1 else torch.cat(parts) for parts in (qpos, qvel))
+        return self.init_qpos + self.reset_noise_scale * qpos, self.reset_noise_scale * qvel
+
+    def _member_noise(self, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """One member's unscaled reset noise on qpos and qvel, qpos's drawn first."""
+        n = self.envs_per_member
+        qpos = 2 * torch.rand(n, self.qpos.shape[1], device=self.device, generator=generator) - 1
         if self.qvel_noise == "normal":
-            qvel = scale * torch.randn(n, self.qvel.shape[1], device=self.device, generator=self.generator)
-        else:
-            qvel = scale * (2 * torch.rand(n, self.qvel.shape[1], device=self.device, generator=self.generator) - 1)
-        return qpos, qvel
+            return qpos, torch.randn(n, self.qvel.shape[1], device=self.device, generator=generator)
+        return qpos, 2 * torch.rand(n, self.qvel.shape[1], device=self.device, generator=generator) - 1
 
     def set_state(self, qpos: torch.Tensor, qvel: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Start the worlds in `mask` (all by default) from (qpos, qvel) as `mj_resetData` + gymnasium's `set_state`
@@ -293,8 +298,8 @@ class WarpLocomotionVecEnv(TorchVecEnv):
             self.on_episode_start(torch.ones(self.num_envs, dtype=torch.bool, device=self.device) if mask is None else mask)
         return self.set_state(*self._initial_states(), mask=mask)
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        self.generator.manual_seed(self.seed if seed is None else seed)
+    def reset(self, seed: int | tuple[int, ...] | None = None) -> torch.Tensor:
+        self._seed_generators(seed)
         self.elapsed.zero_()
         self.episode_return.zero_()
         return self._start_episodes()
@@ -320,7 +325,7 @@ class WarpLocomotionVecEnv(TorchVecEnv):
         self.elapsed += 1
         truncated = self.elapsed >= self.max_episode_steps  # as gymnasium's TimeLimit (may coincide with terminated)
         done = terminated | truncated
-        self.env_steps += self.num_envs
+        self.env_steps += self.envs_per_member
         self.episode_return += reward
         self.episode_log.record(self.episode_return, self.elapsed, done, self.env_steps)
         self.episode_return.masked_fill_(done, 0.0)
@@ -338,26 +343,11 @@ class WarpLocomotionVecEnv(TorchVecEnv):
     def drain_episode_stats(self) -> EpisodeStats:
         return self.episode_log.drain()
 
-    def state_dict(self) -> dict[str, Any]:
-        # Clones: the views change under the next step. The warm start makes resumed solver iterations bit-identical.
-        return {
-            "qpos": self.qpos.clone(),
-            "qvel": self.qvel.clone(),
-            "qacc_warmstart": self.qacc_warmstart.clone(),
-            "time": self.time.clone(),
-            "x_before": self.x_before.clone(),
-            "elapsed": self.elapsed.clone(),
-            "episode_return": self.episode_return.clone(),
-            "generator": self.generator.get_state(),
-            "env_steps": self.env_steps,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name in ("qpos", "qvel", "qacc_warmstart", "time", "elapsed", "episode_return"):
-            getattr(self, name).copy_(state[name])  # in place: the simulator (and its captured graph) owns this memory
-        self.x_before = state["x_before"].to(self.device)
-        self.generator.set_state(state["generator"].cpu())
-        self.env_steps = state["env_steps"]
+    def _sub_env_arrays(self) -> dict[str, torch.Tensor]:
+        # loaded in place: the simulator (and its captured graph) owns this memory. The warm start makes resumed solver
+        # iterations bit-identical.
+        names = ("qpos", "qvel", "qacc_warmstart", "time", "x_before", "elapsed", "episode_return")
+        return {name: getattr(self, name) for name in names}
 
     def close(self) -> None:
         self.graphs.clear()
@@ -539,5 +529,7 @@ def task_for(env_id: str) -> type[WarpLocomotionVecEnv]:
     return TASKS[name]
 
 
-def make_warp_env(env_id: str, num_envs: int, seed: int, device: torch.device, **kwargs: Any) -> WarpLocomotionVecEnv:
+def make_warp_env(
+    env_id: str, num_envs: int, seed: int | tuple[int, ...], device: torch.device, **kwargs: Any
+) -> WarpLocomotionVecEnv:
     return task_for(env_id)(num_envs, seed, device, **kwargs)

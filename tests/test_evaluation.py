@@ -44,7 +44,7 @@ def test_each_return_counts_rewards_only_until_its_episode_ends(check_every):
     returns = evaluator(balance)
     expected = gymnasium_returns(3 + EVAL_SEED_OFFSET, 4)
     assert len(set(expected)) > 1  # episodes end at different steps, so rewards after an end would show
-    np.testing.assert_array_equal(returns, expected)
+    np.testing.assert_array_equal(returns, [expected])  # (members, episodes): a one-seed run is a group of one
 
 
 def test_every_evaluation_starts_alike_and_leaves_the_training_rng_alone():
@@ -77,9 +77,9 @@ def test_a_continual_evaluator_plays_the_task_it_is_set_to():
     evaluator = Evaluator("continual:reward-flip:CartPole-v1", 4, seed=3, device=torch.device("cpu"), continual=continual)
     expected = np.array(gymnasium_returns(3 + EVAL_SEED_OFFSET, 4))
     evaluator.env.set_task(1)
-    np.testing.assert_array_equal(evaluator(balance), -expected)
+    np.testing.assert_array_equal(evaluator(balance), [-expected])
     evaluator.env.set_task(0)
-    np.testing.assert_array_equal(evaluator(balance), expected)
+    np.testing.assert_array_equal(evaluator(balance), [expected])
 
 
 def test_a_continual_run_evaluates_on_the_task_the_agent_is_in(runs_dir):

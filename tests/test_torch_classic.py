@@ -112,6 +112,7 @@ def test_device_episode_log_keeps_order_and_the_newest_when_full():
     log.record(torch.tensor([4.0, 5.0, 6.0]), torch.tensor([4, 5, 6]), torch.tensor([False, True, True]), end_step=20)
     stats = log.drain()
     assert stats.returns == [3.0, 5.0, 6.0] and stats.lengths == [3, 5, 6] and stats.end_steps == [10, 20, 20]
+    assert stats.envs == [2, 1, 2]  # the sub-env each ended in
     assert len(log.drain()) == 0
 
 
