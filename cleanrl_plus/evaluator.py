@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 import envs
-from cleanrl_plus.members import Members
+from cleanrl_plus.members import MemberEnvs, Members
 from cleanrl_plus.run import group_seeds
 from envs.continual import is_continual
 
@@ -47,30 +47,32 @@ class Evaluator:
         if is_continual(env_id):  # the task schedules the members train on, not ones drawn from the evaluation seeds
             env_kwargs = env_kwargs | {"schedule_seeds": tuple(training_seeds)}
         self.env_id, self.env_kwargs = env_id, env_kwargs  # what a video recorder of the same episodes needs
-        self.env = envs.make(env_id, num_episodes, device=device, training=False, members=self.seeds, **env_kwargs)
+        env = envs.make(env_id, num_episodes, device=device, training=False, members=self.seeds, **env_kwargs)
+        self.env = MemberEnvs(env, len(self.seeds))
         self.rng = self.members_rng()
 
     def members_rng(self) -> Members:
         """Fresh per-member generators, seeded with the members' evaluation seeds, on the env's device."""
         return Members(self.seeds, self.env.device)
 
-    def __call__(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
+    def __call__(self, policy: Callable[[torch.Tensor, Members], torch.Tensor]) -> np.ndarray:
         """Each episode's return, shape (members, num_episodes) — (1, num_episodes) for a one-seed run. The policy
-        takes the flat (members · num_episodes, ...) observations and returns as many actions."""
+        takes (members, num_episodes, ...) observations and the members' generators (`rng`), and returns
+        (members, num_episodes, ...) actions."""
         devices = [self.env.device] if self.env.device.type == "cuda" else []
         self.rng = self.members_rng()
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             torch.manual_seed(self.seed)
-            return self._run(policy).reshape(self.env.members, self.env.envs_per_member)
+            return self._run(policy)
 
-    def _run(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
+    def _run(self, policy: Callable[[torch.Tensor, Members], torch.Tensor]) -> np.ndarray:
         obs = self.env.reset(seed=self.seeds)
-        n = self.env.num_envs
-        returns = torch.zeros(n, device=self.env.device)
-        finished = torch.zeros(n, dtype=torch.bool, device=self.env.device)
+        shape = (self.env.members, self.env.envs_per_member)
+        returns = torch.zeros(shape, device=self.env.device)
+        finished = torch.zeros(shape, dtype=torch.bool, device=self.env.device)
         steps = 0
         while steps % self.check_every or not bool(finished.all()):
-            step = self.env.step(policy(obs))
+            step = self.env.step(policy(obs, self.rng))
             returns += step.reward * ~finished
             finished |= step.terminated | step.truncated
             obs = step.obs
@@ -94,8 +96,9 @@ def env_options(args: Any) -> dict[str, Any]:
 
 
 def make_envs(args: Any, device: torch.device) -> tuple[Any, Evaluator]:
-    """An agent's training envs (--num-envs per member, seeded from each of --seeds, or --seed) and its evaluator
-    (--eval-episodes per member, seeds of its own)."""
+    """An agent's training envs (--num-envs per member, seeded from each of --seeds, or --seed), seen as members
+    (observations (members, num_envs, ...); cleanrl_plus.members.MemberEnvs), and its evaluator (--eval-episodes per
+    member, seeds of its own)."""
     options, seeds = env_options(args), group_seeds(args)
     env = envs.make(args.env_id, num_envs=args.num_envs, device=device, members=seeds, **options)
-    return env, Evaluator(args.env_id, args.eval_episodes, args.seed, device, members=seeds, **options)
+    return MemberEnvs(env, len(seeds)), Evaluator(args.env_id, args.eval_episodes, args.seed, device, members=seeds, **options)

@@ -180,6 +180,7 @@ class Run:
     members: list[MemberRun]
     stop_requested: bool = False  # set by SIGTERM/SIGINT: the loop checkpoints and exits at the next step
     logger: GroupLogger | None = None  # each member's values to its own run
+    opened: bool = False
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -195,6 +196,10 @@ class Run:
         return self.members[0].resumed["global_step"] if self.resumed else 0
 
     def open(self) -> None:
+        """Start every member's run (once: each member's first TensorBoard event asks too)."""
+        if self.opened:
+            return
+        self.opened = True
         for member in self.members:
             member.open()
         action = f"resuming from step {self.start_step} in" if self.resumed else "logging to"

@@ -244,7 +244,7 @@ class TrainingSession:
                 self._stop_diverged(logger.scalars(losses, global_step), global_step)
             logger.scalar("charts/SPS", self.sps(time.perf_counter(), global_step), global_step)
             if getattr(self.env, "frames", None) is not None:
-                logger.scalar("charts/frames", self.env.frames // self.count, global_step)
+                logger.scalar("charts/frames", self.env.frames, global_step)
             returns = [
                 r for k, r in enumerate(logger.last_episodic_return) if r is not None and not self.run.members[k].diverged
             ]
@@ -290,7 +290,7 @@ class TrainingSession:
         if self.task is not None:
             result["tasks"] = [self._task_summary(task_record, global_step) for _, task_record in sorted(record.tasks.items())]
         if getattr(self.env, "frames", None) is not None:
-            result["frames"] = self.env.frames // self.count
+            result["frames"] = self.env.frames
         if self.learning_clock is not None:
             started, step, updates = self.learning_clock
             elapsed = max(now - started, 1e-9)

@@ -72,7 +72,7 @@ def evaluate_run(options: EvalArgs) -> dict:
         policy = module.load_policy(args, evaluator.env, state, device)
     except (RuntimeError, KeyError, ValueError) as error:
         raise UserError(f"{run_dir}: the checkpoint does not fit {agent}'s networks ({load_error_detail(error)})") from None
-    returns = evaluator(policy)
+    returns = evaluator(policy)[0]  # the run's one member
     evaluator.close()
     result = {
         "agent": agent,
