@@ -235,6 +235,7 @@ def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:
     saved = read_saved_args(run_dir)
     check_agent(run_dir, saved, agent_of(args_type))
     saved.pop("agent", None)
+    saved.pop("group", None)  # the member directories of a group run (cleanrl_plus.run.group_of), not a flag
     fields = {field.name for field in dataclasses.fields(args_type)}
     unknown = sorted(set(saved) - fields)
     if unknown:

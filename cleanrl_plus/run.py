@@ -288,7 +288,15 @@ def start_run(args: RunArgs) -> Run:
         run_dirs = group_of(Path(args.resume))
         members = []
         for run_dir in run_dirs:
-            member_args = dataclasses.replace(args, seed=read_saved_args(run_dir)["seed"], seeds=(), resume=str(run_dir))
+            saved = read_saved_args(run_dir)  # members differ only in their seed and the schedule seed it defaulted
+            schedule_seed = saved.get("continual", {}).get("schedule_seed", args.continual.schedule_seed)
+            member_args = dataclasses.replace(
+                args,
+                seed=saved["seed"],
+                seeds=(),
+                resume=str(run_dir),
+                continual=dataclasses.replace(args.continual, schedule_seed=schedule_seed),
+            )
             check_resume(member_args, run_dir)
             members.append((member_args, run_dir, load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)))
         for abandoned in [run for run in _open_runs if {m.dir for m in run.members} & set(run_dirs)]:

@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from agents import ppo, td3
-from cleanrl_plus.nn import EnsembleLinear, NormedConv2d, NormedEnsembleLinear, NormedLinear, frozen
+from cleanrl_plus.nn import EnsembleLinear, NormedEnsembleLinear, NormedLinear, NormedMemberConv2d, frozen
 from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
@@ -316,7 +316,7 @@ def test_nap_puts_a_norm_before_every_nonlinearity_of_every_torso():
         (mlp, list(mlp.layers[:-1]), lambda: mlp(obs, action)),
     ]
     for module, normalised, forward in cases:
-        assert all(isinstance(layer, (NormedConv2d, NormedLinear, NormedEnsembleLinear)) for layer in normalised)
+        assert all(isinstance(layer, (NormedMemberConv2d, NormedLinear, NormedEnsembleLinear)) for layer in normalised)
         for layer in normalised:
             assert _scale_invariant(module, layer, forward), f"{type(module).__name__}: {layer} is not followed by a norm"
     assert not _scale_invariant(frames, frames.head, lambda: frames(images))  # heads carry none
@@ -328,7 +328,7 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
 
     torch.manual_seed(0)
     critic = sac_simba.make_critic(sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=1), 3, 1, 2)
-    frames = nn.Sequential(NormedConv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    frames = nn.Sequential(NormedMemberConv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
     for net, forward in (
         (critic, lambda: critic(torch.randn(16, 3), torch.randn(16, 1)).square().mean()),
         (frames, lambda: frames(torch.randn(8, 2, 6, 6)).square().mean()),

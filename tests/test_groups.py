@@ -1,0 +1,244 @@
+"""A group of seeds in one process (`--seeds`, cleanrl_plus/members.py), end to end with PPO and GTR: each member is
+the one-seed run of its seed, an ordinary run in its own directory; members never couple; a killed group resumes as a
+group; a member that diverges stops alone."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from cleanrl_plus.checkpoint import load_checkpoint
+from cleanrl_plus.config import parse_args
+from cleanrl_plus.errors import UserError
+from cleanrl_plus.members import MemberEnvs
+from tests.conftest import REPO, cli_in_process, run_script
+from tests.test_reliability import _scalars
+
+# rl-zoo's CartPole recipe, shortened: 2 iterations of 8 envs × 32 steps, 4 epochs × 4 minibatches (32 updates)
+FLAGS = [
+    "--threads",  # the subprocesses too: a batched matmul splits its sums differently over 2 threads
+    "1",
+    "--env-id",
+    "torch:CartPole-v1",
+    "--total-timesteps",
+    "512",
+    "--num-envs",
+    "8",
+    "--num-steps",
+    "32",
+    "--num-minibatches",
+    "4",
+    "--update-epochs",
+    "4",
+    "--learning-rate",
+    "1e-3",
+    "--eval-every",
+    "256",
+    "--eval-episodes",
+    "3",
+    "--log-every",
+    "256",
+    "--no-normalize-obs",
+]
+SEEDS = (3, 7, 5)
+TOLERANCE = 1e-4  # batched (bmm) and single kernels round differently; measured max |Δθ| ≈ 3e-5 after 640 updates
+
+REMEDIES = {
+    "baseline": [],
+    "normalisers": ["--normalize-obs", "--normalize-reward"],
+    "continual": ["--env-id", "continual:obs-offset:torch:CartPole-v1", "--continual.steps-per-task", "256"],
+    "redo": ["--net.activation", "relu", "--reset.method", "redo", "--reset.every", "8"],
+    "cbp": ["--net.activation", "relu", "--reset.method", "cbp", "--reset.cbp-maturity", "4"],
+    "shrink-perturb": ["--reset.method", "shrink-perturb", "--reset.every", "16"],
+    "inject": ["--reset.method", "inject", "--reset.every", "16"],
+    "l2-init": ["--reg.l2-init", "1e-2"],
+    "parseval": ["--reg.parseval", "1e-3"],
+    "nap": ["--nap.enabled"],
+    "c-chain": ["--cchain.enabled"],
+    "trac": ["--optim.trac"],
+    "diagnostics": ["--diagnostics.every", "8", "--diagnostics.ntk-every", "16", "--diagnostics.ntk-batch", "4"],
+}
+
+
+def train(agent: str, flags: list[str], runs_dir: Path, run_name: str) -> dict:
+    from cleanrl_plus.registry import agent_module
+
+    module = agent_module(agent)
+    return module.main(parse_args(module.Args, [*flags, "--runs-dir", str(runs_dir), "--run-name", run_name]))
+
+
+def member_dir(runs_dir: Path, name: str, seed: int, grouped: bool) -> Path:
+    return runs_dir / (f"{name}__{seed}" if grouped else name)
+
+
+def assert_close_states(group: dict, single: dict, where: str, tolerance: float = TOLERANCE) -> None:
+    if isinstance(group, torch.Tensor):
+        assert group.shape == single.shape, where
+        if group.is_floating_point():
+            assert torch.allclose(group, single, atol=tolerance, rtol=1e-3), f"{where}: {(group - single).abs().max()}"
+        else:
+            assert torch.equal(group, single), where
+    elif isinstance(group, dict):
+        assert group.keys() == single.keys(), where
+        for key in group:
+            assert_close_states(group[key], single[key], f"{where}.{key}", tolerance)
+    elif isinstance(group, (list, tuple)):
+        assert len(group) == len(single), where
+        for i, (a, b) in enumerate(zip(group, single)):
+            assert_close_states(a, b, f"{where}[{i}]", tolerance)
+
+
+@pytest.mark.parametrize("remedy", sorted(REMEDIES))
+def test_each_member_of_a_ppo_group_is_the_one_seed_run_of_its_seed(remedy, tmp_path):
+    """Member k of `--seeds 3 7 5` ends with the checkpoint (networks, Adam moments, normalisers, remedy state, RNG of its
+    own) of `--seed s_k`, within float tolerance, and logs the same tags at the same steps."""
+    flags = [*FLAGS, *REMEDIES[remedy]]
+    summary = train("ppo", [*flags, "--seeds", *map(str, SEEDS)], tmp_path, "group")
+    assert [member["seed"] for member in summary["members"]] == list(SEEDS)
+    for seed in SEEDS[:2]:
+        train("ppo", [*flags, "--seed", str(seed)], tmp_path, f"single{seed}")
+        together, alone = member_dir(tmp_path, "group", seed, True), member_dir(tmp_path, f"single{seed}", seed, False)
+        group_state = load_checkpoint(together / "checkpoint.pt")
+        single_state = load_checkpoint(alone / "checkpoint.pt")
+        for key in ("rng",):  # the global RNG is the process's: a group's is seeded from its first member
+            group_state.pop(key), single_state.pop(key)
+        assert_close_states(group_state, single_state, f"{remedy} seed {seed}")
+        group_tags, single_tags = _scalars(together), _scalars(alone)
+        assert sorted(group_tags) == sorted(single_tags), remedy
+        for tag, points in single_tags.items():
+            assert [step for step, _ in group_tags[tag]] == [step for step, _ in points], tag
+        returns = json.loads((together / "summary.json").read_text())["eval"]["returns"]
+        assert returns == json.loads((alone / "summary.json").read_text())["eval"]["returns"], "evaluation"
+
+
+def test_each_member_of_a_gtr_group_is_the_one_seed_run_of_its_seed(tmp_path):
+    train("gtr", [*FLAGS, "--seeds", "3", "7"], tmp_path, "group")
+    train("gtr", [*FLAGS, "--seed", "7"], tmp_path, "single")
+    group_state = load_checkpoint(member_dir(tmp_path, "group", 7, True) / "checkpoint.pt")
+    single_state = load_checkpoint(member_dir(tmp_path, "single", 7, False) / "checkpoint.pt")
+    for state in (group_state, single_state):
+        state.pop("rng")
+    assert_close_states(group_state, single_state, "gtr")
+
+
+def test_changing_one_members_seed_leaves_the_other_members_unchanged(tmp_path):
+    """Members never couple: (3, 7, 5) and (3, 8, 5) log bit-identical series and checkpoints for seeds 3 and 5."""
+    flags = [*FLAGS, "--reg.l2-init", "1e-2", "--cchain.enabled", "--normalize-obs"]
+    train("ppo", [*flags, "--seeds", "3", "7", "5"], tmp_path, "a")
+    train("ppo", [*flags, "--seeds", "3", "8", "5"], tmp_path, "b")
+    for seed in (3, 5):
+        first, second = member_dir(tmp_path, "a", seed, True), member_dir(tmp_path, "b", seed, True)
+        expected, got = _scalars(first), _scalars(second)
+        assert sorted(got) == sorted(expected)
+        for tag in expected:
+            if tag != "charts/SPS":
+                assert got[tag] == expected[tag], (seed, tag)
+        a, b = (load_checkpoint(d / "checkpoint.pt") for d in (first, second))
+        for state in (a, b):
+            state.pop("rng")
+        assert_close_states(a, b, f"seed {seed}", tolerance=0.0)
+
+
+def test_a_member_that_diverges_stops_alone_and_the_others_are_unchanged(tmp_path, monkeypatch):
+    """NaN rewards for member 1 from its 100th step: its summary says it diverged, it logs no more; members 0 and 2 log
+    the series of an undisturbed group and finish."""
+    flags = [*FLAGS, "--total-timesteps", "768", "--log-every", "128"]
+    train("ppo", [*flags, "--seeds", *map(str, SEEDS)], tmp_path, "calm")
+    step = MemberEnvs.step
+
+    def poisoned(self, actions):
+        result = step(self, actions)
+        self.steps_taken = getattr(self, "steps_taken", 0) + 1
+        if self.steps_taken >= 100 and self.members == 3:
+            result.reward[1] = float("nan")
+        return result
+
+    monkeypatch.setattr(MemberEnvs, "step", poisoned)
+    summary = train("ppo", [*flags, "--seeds", *map(str, SEEDS)], tmp_path, "stormy")
+    diverged = summary["members"][1]
+    assert "diverged" in diverged and diverged["diverged"]["step"] < 768
+    last_logged = max(step for points in _scalars(member_dir(tmp_path, "stormy", 7, True)).values() for step, _ in points)
+    assert last_logged <= diverged["diverged"]["step"]
+    for k in (0, 2):
+        assert summary["members"][k]["finished"] and "diverged" not in summary["members"][k]
+        expected = _scalars(member_dir(tmp_path, "calm", SEEDS[k], True))
+        got = _scalars(member_dir(tmp_path, "stormy", SEEDS[k], True))
+        for tag in expected:
+            if tag != "charts/SPS":
+                assert got[tag] == expected[tag], (k, tag)
+
+
+def _kill_group_after_a_checkpoint(command: list[str], run_dir: Path, after_step: int, delay: float) -> int:
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, checkpoint_step = time.time() + 120, 0
+    while checkpoint_step <= after_step and time.time() < deadline and process.poll() is None:
+        time.sleep(0.02)
+        try:
+            checkpoint_step = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
+        except UserError:
+            pass
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, "the group finished before it could be killed; lengthen it"
+    return load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
+
+
+def test_a_killed_group_resumes_as_a_group_and_logs_what_a_straight_group_logs(tmp_path):
+    """kill -9 after a checkpoint, then `--resume` of one member's directory: the whole group continues, and every member
+    logs the straight group's series, tag by tag, and ends with its checkpoint, bit for bit (CPU)."""
+    flags = [
+        *FLAGS,
+        "--total-timesteps",
+        "3072",
+        "--checkpoint-every",
+        "512",
+        "--eval-every",
+        "512",
+        "--log-every",
+        "256",
+        "--reg.l2-init",
+        "1e-2",
+        "--runs-dir",
+        str(tmp_path),
+    ]
+    seeds = ["--seeds", "3", "7"]
+    first = tmp_path / "killed__3"
+    checkpoint_step = _kill_group_after_a_checkpoint(
+        [sys.executable, "agents/ppo.py", *flags, *seeds, "--run-name", "killed"], first, 512, 0.2
+    )
+    assert 512 <= checkpoint_step < 3072
+    result = run_script("agents/ppo.py", "--resume", str(tmp_path / "killed__7"))  # any member resumes them all
+    assert result.returncode == 0, result.stderr
+    from agents import ppo
+
+    ppo.main(parse_args(ppo.Args, [*flags, *seeds, "--run-name", "straight"]))
+    for seed in (3, 7):
+        expected, got = _scalars(tmp_path / f"straight__{seed}"), _scalars(tmp_path / f"killed__{seed}")
+        assert sorted(got) == sorted(expected)
+        for tag in expected:
+            assert [s for s, _ in got[tag]] == [s for s, _ in expected[tag]], tag
+            if tag != "charts/SPS":
+                assert got[tag] == expected[tag], (seed, tag)
+        a = load_checkpoint(tmp_path / f"straight__{seed}" / "checkpoint.pt")
+        b = load_checkpoint(tmp_path / f"killed__{seed}" / "checkpoint.pt")
+        assert_close_states(a, b, f"seed {seed}", tolerance=0.0)
+
+
+def test_group_flags_that_cannot_be_per_member_are_refused_in_one_line(runs_dir, monkeypatch, capsys):
+    for flags, says in (
+        (["--optim.name", "kron"], "Kron"),
+        (["--target-kl", "0.02"], "--target-kl"),
+        (["--capture-video"], "--capture-video"),
+        (["--seeds", "3", "3"], "repeats a seed"),
+    ):
+        result = cli_in_process("ppo", [*FLAGS, "--runs-dir", runs_dir, "--seeds", "3", "4", *flags], monkeypatch, capsys)
+        assert result.returncode == 2 and says in result.stderr and len(result.stderr.strip().splitlines()) == 1, flags
+        assert not Path(runs_dir).exists() or not any(Path(runs_dir).iterdir())
