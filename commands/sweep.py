@@ -9,6 +9,10 @@
 - Idempotent: a rerun skips finished runs, resumes interrupted ones from their checkpoint (`--resume`), and moves
   a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted). A run that
   diverged is kept as it stopped and not rerun (it would diverge again from the same checkpoint and flags).
+- Groups: the seeds of one configuration train together, `--members-per-process` at a time, as one process whose
+  members are ordinary runs (`--seeds`, cleanrl_plus.members): each member keeps the directory, name and files of the
+  one-seed run of its seed. A configuration whose remedies cannot train several seeds at once (`cleanrl-plus
+  remedies`) runs one seed per process. A killed group resumes as the group it was.
 - Executors: `local` (default; a pool of subprocesses, one torch thread each on CPU, `--workers` at a time, GPUs
   shared round-robin), `submitit` (Slurm job arrays, requeued on preemption or timeout; `--slurm.cluster local`
   runs the same path on this machine) and `ray` (an existing cluster, `--address`). The cluster executors are
@@ -49,6 +53,8 @@ from cleanrl_plus.runlock import run_dir_holder
 
 BASELINE = "baseline"
 REPO = Path(__file__).resolve().parents[1]
+AUTO_MEMBERS = 10  # CPU: chosen by measurement (docs/benchmarks.md, "Many seeds in one process")
+AUTO_MEMBERS_GPU = 32
 
 
 @dataclasses.dataclass
@@ -87,7 +93,10 @@ class SweepArgs:
     executor: Literal["local", "submitit", "ray"] = "local"
     """where runs execute: a local process pool, Slurm through submitit, or a Ray cluster"""
     workers: Count = 0
-    """local executor: runs at a time (0 = one per CPU core)"""
+    """local executor: processes at a time (0 = one per CPU core)"""
+    members_per_process: Count = 0
+    """seeds of a configuration trained together in one process (1 = one seed per process; 0 = automatic: up to
+    AUTO_MEMBERS on CPU, up to AUTO_MEMBERS_GPU on a GPU, 1 for Atari, whose replay memory grows with every member)"""
     address: str = ""
     """ray executor: the cluster address (empty: start a local Ray instance)"""
     slurm: SlurmArgs = dataclasses.field(default_factory=SlurmArgs)
@@ -123,6 +132,30 @@ class RunSpec:
     @property
     def log(self) -> Path:
         return Path(self.runs_dir) / "logs" / f"{self.name}.log"
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One process of the sweep: the runs of one configuration that train together (one run, or a group of seeds).
+    `resume` is the member whose directory a killed group is resumed from (its args.json names the whole group)."""
+
+    runs: tuple[RunSpec, ...]
+    resume: bool = False
+
+    @property
+    def first(self) -> RunSpec:
+        return self.runs[0]
+
+    @property
+    def name(self) -> str:
+        if len(self.runs) == 1:
+            return self.first.name
+        env = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.first.env_id)
+        return f"{env}__{self.first.exp_name}__seeds-{'-'.join(str(run.seed) for run in self.runs)}"
+
+    @property
+    def log(self) -> Path:
+        return Path(self.first.runs_dir) / "logs" / f"{self.name}.log"
 
 
 def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -194,6 +227,83 @@ def check_agent_flags(spec: RunSpec) -> None:
         ) from None
     except UserError as error:
         raise UserError(f"configuration '{spec.config}' of {spec.agent}: {error}") from None
+
+
+def trains_in_groups(spec: RunSpec) -> bool:
+    """Whether the configuration's flags may train several seeds in one process (its agent's start-up checks with
+    --seeds pass); the single-seed checks have passed already (check_agent_flags)."""
+    import contextlib
+    import io
+
+    from cleanrl_plus.config import parse_args
+    from cleanrl_plus.run import check_start_up
+
+    agent = agent_module(spec.agent)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            args = parse_args(
+                agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seeds", str(spec.seed), str(spec.seed + 1)]
+            )
+            check_start_up(agent.main, args)
+    except (UserError, SystemExit):
+        return False
+    return True
+
+
+def members_per_process(args: SweepArgs, spec: RunSpec) -> int:
+    """How many seeds of a configuration one process trains: --members-per-process, or the automatic choice."""
+    if args.members_per_process:
+        return args.members_per_process
+    from envs import backend_for
+    from envs.continual import base_env_id
+
+    if backend_for(base_env_id(spec.env_id)) == "atari":
+        return 1
+    flags = " ".join(spec.flags)
+    on_gpu = "--device cuda" in flags or ("--device cpu" not in flags and _cuda_available())
+    return AUTO_MEMBERS_GPU if on_gpu else AUTO_MEMBERS
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def plan_jobs(specs: list[RunSpec], states: dict[str, str], args: SweepArgs) -> list[Job]:
+    """The processes that run what is left: a killed group resumes as the group it was; fresh seeds of a configuration
+    are packed into groups of members_per_process in seed order; a held run is its own job (reported, never run)."""
+    jobs: list[Job] = []
+    by_config: dict[tuple, list[RunSpec]] = {}
+    for spec in specs:
+        if states[spec.name] not in ("finished", "diverged"):
+            by_config.setdefault((spec.agent, spec.env_id, spec.config), []).append(spec)
+    for todo in by_config.values():
+        placed: set[str] = set()
+        for spec in todo:
+            if states[spec.name] == "resume" and spec.name not in placed:
+                group = set(saved_group(spec))
+                members = tuple(run for run in todo if run.name in group and states[run.name] == "resume")
+                jobs.append(Job(members, resume=True))
+                placed |= {run.name for run in members}
+        held = [spec for spec in todo if spec.name not in placed and states[spec.name] == "held"]
+        jobs += [Job((spec,)) for spec in held]
+        fresh = [spec for spec in todo if spec.name not in placed and states[spec.name] == "fresh"]
+        size = members_per_process(args, fresh[0]) if fresh else 1
+        if size > 1 and len(fresh) > 1 and not trains_in_groups(fresh[0]):
+            size = 1
+        jobs += [Job(tuple(fresh[i : i + size])) for i in range(0, len(fresh), size)]
+    return jobs
+
+
+def saved_group(spec: RunSpec) -> list[str]:
+    """The run names a killed run trained with (its args.json's group), or its own name alone."""
+    try:
+        saved = json.loads((spec.dir / "args.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return [spec.name]
+    group = saved.get("group") if isinstance(saved, dict) else None
+    return list(group) if isinstance(group, list) and spec.name in group else [spec.name]
 
 
 def load_plan(path: str, given: list[str]) -> SweepArgs:
@@ -276,28 +386,22 @@ def status_of(spec: RunSpec) -> Literal["finished", "diverged", "resume", "fresh
     return "resume" if (spec.dir / "checkpoint.pt").is_file() else "fresh"
 
 
-def command_for(spec: RunSpec, threads: bool = True) -> list[str]:
-    """The agent command line of a run: resume from its checkpoint if it has one, else start it fresh. The agent runs
-    as a script, from this package (never a folder called agents/ where the sweep started)."""
+def command_for(job: Job | RunSpec, threads: bool = True) -> list[str]:
+    """The agent command line of a job: resume from its checkpoint if it has one (a group from any member's: the
+    agent resumes every member), else start it fresh, one seed (--seed) or a group (--seeds; each member's directory
+    is the run name plus __seed, the name its one-seed run would have). The agent runs as a script, from this package
+    (never a folder called agents/ where the sweep started)."""
+    job = job if isinstance(job, Job) else Job((job,), resume=status_of(job) == "resume")
+    spec = job.first
     command = [sys.executable, str(REPO / "agents" / f"{spec.agent}.py"), *spec.flags]
     if threads and not any(flag.startswith("--threads") for flag in spec.flags):
-        command += ["--threads", "1"]  # packed runs: one core each
-    command += [
-        "--no-progress",
-        "--seed",
-        str(spec.seed),
-        "--env-id",
-        spec.env_id,
-        "--exp-name",
-        spec.exp_name,
-        "--runs-dir",
-        spec.runs_dir,
-        "--run-name",
-        spec.name,
-    ]
-    if status_of(spec) == "resume":
-        command += ["--resume", str(spec.dir)]
-    return command
+        command += ["--threads", "1"]  # packed processes: one core each
+    command += ["--no-progress", "--env-id", spec.env_id, "--exp-name", spec.exp_name, "--runs-dir", spec.runs_dir]
+    if job.resume or status_of(spec) == "resume":
+        return command + ["--resume", str(spec.dir)]
+    if len(job.runs) == 1:
+        return command + ["--seed", str(spec.seed), "--run-name", spec.name]
+    return command + ["--seeds", *(str(run.seed) for run in job.runs), "--run-name", spec.name.rsplit("__", 1)[0]]
 
 
 def prepare(spec: RunSpec) -> None:
@@ -351,28 +455,47 @@ def _stop_with_parent(parent: int) -> Callable[[], None] | None:
     return ask
 
 
+def execute_job(job: Job) -> list[dict[str, Any]]:
+    """Run (or finish) one job to completion, blocking; used by the cluster executors. Returns its runs' outcomes."""
+    if all(status_of(spec) in ("finished", "diverged") for spec in job.runs):
+        return [outcome(spec, 0, job) for spec in job.runs]
+    if any(status_of(spec) == "held" for spec in job.runs):
+        return [held_outcome(spec) for spec in job.runs]
+    for spec in job.runs:
+        prepare(spec)
+    with open(job.log, "a") as log:
+        code = subprocess.run(command_for(job), **agent_process(job.first, log)).returncode
+    return [outcome(spec, code, job) for spec in job.runs]
+
+
 def execute(spec: RunSpec) -> dict[str, Any]:
-    """Run (or finish) one run to completion, blocking; used by the cluster executors. Returns its outcome."""
-    if status_of(spec) in ("finished", "diverged"):
-        return outcome(spec, 0)
-    if status_of(spec) == "held":
-        return held_outcome(spec)
-    prepare(spec)
-    with open(spec.log, "a") as log:
-        code = subprocess.run(command_for(spec), **agent_process(spec, log)).returncode
-    return outcome(spec, code)
+    """One run on its own (a job of one)."""
+    return execute_job(Job((spec,), resume=status_of(spec) == "resume"))[0]
 
 
-def outcome(spec: RunSpec, returncode: int) -> dict[str, Any]:
+def outcome(spec: RunSpec, returncode: int, job: Job | None = None) -> dict[str, Any]:
     summary = read_summary(spec.dir) or {}
     state = "finished" if summary.get("finished") else ("failed" if returncode else "stopped")
     if not summary.get("finished") and summary.get("diverged"):
         state = "diverged at step {step} ({quantity} not finite)".format(**summary["diverged"])
-    return {"run": spec.name, "state": state, "returncode": returncode, "eval": summary.get("eval", {}).get("mean")}
+    log = str((job or Job((spec,))).log)
+    return {
+        "run": spec.name,
+        "state": state,
+        "returncode": returncode,
+        "eval": summary.get("eval", {}).get("mean"),
+        "log": log,
+    }
 
 
 def held_outcome(spec: RunSpec) -> dict[str, Any]:
-    return {"run": spec.name, "state": f"held by process {run_dir_holder(spec.dir)}", "returncode": None, "eval": None}
+    return {
+        "run": spec.name,
+        "state": f"held by process {run_dir_holder(spec.dir)}",
+        "returncode": None,
+        "eval": None,
+        "log": str(spec.log),
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -415,12 +538,12 @@ class Board:
 # ----------------------------------------------------------------------------------------------------------------
 # Executors
 # ----------------------------------------------------------------------------------------------------------------
-def run_local(specs: list[RunSpec], workers: int, board: Board) -> list[dict[str, Any]]:
+def run_local(jobs: list[Job], workers: int, board: Board) -> list[dict[str, Any]]:
     """A pool of agent subprocesses. SIGINT/SIGTERM reach every run (each checkpoints and exits); rerun to resume."""
     import torch
 
     gpus = torch.cuda.device_count()
-    pending, running, results = list(specs), {}, []
+    pending, running, results = list(jobs), {}, []
     stop = {"requested": False}
 
     def request_stop(signum: int, frame: Any) -> None:
@@ -433,31 +556,34 @@ def run_local(specs: list[RunSpec], workers: int, board: Board) -> list[dict[str
         slot_ids = itertools.count()
         while pending or running:
             while pending and len(running) < workers and not stop["requested"]:
-                spec = pending.pop(0)
-                if status_of(spec) == "held":  # taken by another process since the sweep started
-                    results.append(held_outcome(spec))
-                    board.finished(results[-1])
+                job = pending.pop(0)
+                if any(status_of(spec) == "held" for spec in job.runs):  # taken by another process since the start
+                    for spec in job.runs:
+                        results.append(held_outcome(spec))
+                        board.finished(results[-1])
                     continue
-                prepare(spec)
+                for spec in job.runs:
+                    prepare(spec)
                 env = dict(os.environ)
                 slot = next(slot_ids)
-                if gpus:  # several runs per GPU, GPUs round-robin
+                if gpus:  # several processes per GPU, GPUs round-robin
                     env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
-                log = open(spec.log, "a")
+                log = open(job.log, "a")
                 process = subprocess.Popen(
-                    command_for(spec), **agent_process(spec, log, env), start_new_session=True
+                    command_for(job), **agent_process(job.first, log, env), start_new_session=True
                 )  # Ctrl-C reaches runs through us, once
-                running[spec.name] = (process, spec, log)
-            board.running = len(running)
+                running[job.name] = (process, job, log)
+                board.running += len(job.runs)
             board.show()
             time.sleep(0.2)
-            for name, (process, spec, log) in list(running.items()):
+            for name, (process, job, log) in list(running.items()):
                 if process.poll() is not None:
                     log.close()
                     del running[name]
-                    board.running = len(running)
-                    results.append(outcome(spec, process.returncode))
-                    board.finished(results[-1])
+                    board.running -= len(job.runs)
+                    for spec in job.runs:
+                        results.append(outcome(spec, process.returncode, job))
+                        board.finished(results[-1])
             if stop["requested"] and not running:
                 break
     finally:
@@ -472,16 +598,16 @@ def run_local(specs: list[RunSpec], workers: int, board: Board) -> list[dict[str
 class SubmititRun:
     """A submitit job that requeues itself on preemption or timeout; the rerun resumes from the checkpoint."""
 
-    def __call__(self, spec: RunSpec) -> dict[str, Any]:
-        return execute(spec)
+    def __call__(self, job: Job) -> list[dict[str, Any]]:
+        return execute_job(job)
 
-    def checkpoint(self, spec: RunSpec) -> Any:
+    def checkpoint(self, job: Job) -> Any:
         import submitit
 
-        return submitit.helpers.DelayedSubmission(SubmititRun(), spec)
+        return submitit.helpers.DelayedSubmission(SubmititRun(), job)
 
 
-def run_submitit(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[dict[str, Any]]:
+def run_submitit(jobs: list[Job], args: SweepArgs, board: Board) -> list[dict[str, Any]]:
     try:
         import submitit
     except ImportError:
@@ -494,12 +620,12 @@ def run_submitit(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[di
         if args.slurm.partition:
             parameters["slurm_partition"] = args.slurm.partition
     executor.update_parameters(**parameters)
-    jobs = executor.map_array(SubmititRun(), specs)
-    print(f"submitted {len(jobs)} runs (first job {jobs[0].job_id}); logs in {folder}", file=sys.stderr)
-    return _wait_all(jobs, lambda job: job.done(), lambda job: job.result(), board)
+    submitted = executor.map_array(SubmititRun(), jobs)
+    print(f"submitted {len(submitted)} jobs (first {submitted[0].job_id}); logs in {folder}", file=sys.stderr)
+    return _wait_all(list(zip(submitted, jobs)), lambda h: h[0].done(), lambda h: h[0].result(), board)
 
 
-def run_ray(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[dict[str, Any]]:
+def run_ray(jobs: list[Job], args: SweepArgs, board: Board) -> list[dict[str, Any]]:
     try:
         import ray
     except ImportError:
@@ -511,27 +637,40 @@ def run_ray(specs: list[RunSpec], args: SweepArgs, board: Board) -> list[dict[st
         runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
     )
     try:
-        remote = ray.remote(num_cpus=args.slurm.cpus_per_task, num_gpus=args.slurm.gpus_per_node, max_retries=3)(execute)
-        futures = [remote.remote(spec) for spec in specs]
-        return _wait_all(futures, lambda f: bool(ray.wait([f], timeout=0)[0]), ray.get, board)
+        remote = ray.remote(num_cpus=args.slurm.cpus_per_task, num_gpus=args.slurm.gpus_per_node, max_retries=3)(execute_job)
+        handles = [(remote.remote(job), job) for job in jobs]
+        return _wait_all(handles, lambda h: bool(ray.wait([h[0]], timeout=0)[0]), lambda h: ray.get(h[0]), board)
     finally:
         ray.shutdown()
 
 
 def _wait_all(
-    handles: list, is_done: Callable[[Any], bool], result: Callable[[Any], dict], board: Board
+    handles: list[tuple[Any, Job]], is_done: Callable[[Any], bool], result: Callable[[Any], list[dict]], board: Board
 ) -> list[dict[str, Any]]:
     results, waiting = [], list(handles)
-    board.running = len(waiting)
+    board.running = sum(len(job.runs) for _, job in waiting)
     while waiting:
         for handle in [h for h in waiting if is_done(h)]:
             waiting.remove(handle)
-            board.running = len(waiting)
+            job = handle[1]
+            board.running -= len(job.runs)
             try:
-                results.append(result(handle))
+                outcomes = result(handle)
             except Exception as error:  # a job that crashed outside the agent (node failure, ...)
-                results.append({"run": str(handle), "state": "failed", "returncode": -1, "eval": None, "error": str(error)})
-            board.finished(results[-1])
+                outcomes = [
+                    {
+                        "run": spec.name,
+                        "state": "failed",
+                        "returncode": -1,
+                        "eval": None,
+                        "log": str(job.log),
+                        "error": str(error),
+                    }
+                    for spec in job.runs
+                ]
+            for one in outcomes:
+                results.append(one)
+                board.finished(one)
         board.show()
         time.sleep(0.5)
     return results
@@ -543,9 +682,13 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     specs = manifest(args)
     check_runs_dir(args.runs_dir)
     states = {spec.name: status_of(spec) for spec in specs}
+    jobs = plan_jobs(specs, states, args)
     if args.dry_run:
         for spec in specs:
-            print(f"{states[spec.name]:>8}  {shlex.join(command_for(spec)) if states[spec.name] != 'finished' else spec.name}")
+            if states[spec.name] in ("finished", "diverged"):
+                print(f"{states[spec.name]:>8}  {spec.name}")
+        for job in jobs:
+            print(f"{states[job.first.name]:>8}  {shlex.join(command_for(job))}")
         return []
     done = ("finished", "diverged")
     todo = [spec for spec in specs if states[spec.name] not in done]
@@ -557,24 +700,21 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
         f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start"
         + (f", {diverged} diverged and not rerun" if diverged else "")
         + (f", {held} held by other live processes and left alone" if held else "")
-        + ")",
+        + f"; {len(jobs)} processes)",
         file=sys.stderr,
     )
     board = Board(len(specs), skipped - diverged, failed=diverged)
     if args.executor == "local":
-        results = run_local(todo, args.workers or os.cpu_count() or 1, board)
+        results = run_local(jobs, args.workers or os.cpu_count() or 1, board)
     elif args.executor == "submitit":
-        results = run_submitit(todo, args, board)
+        results = run_submitit(jobs, args, board) if jobs else []
     else:
-        results = run_ray(todo, args, board)
+        results = run_ray(jobs, args, board) if jobs else []
     board.close()
     results += [outcome(spec, 0) for spec in specs if states[spec.name] in done]
     failed = [r for r in results if r["state"] != "finished"]
     for result in failed:
-        print(
-            f"  {result['run']}: {result['state']} — see {Path(args.runs_dir) / 'logs' / (result['run'] + '.log')}",
-            file=sys.stderr,
-        )
+        print(f"  {result['run']}: {result['state']} — see {result.get('log', '')}", file=sys.stderr)
     return results
 
 

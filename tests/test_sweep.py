@@ -138,7 +138,8 @@ def test_a_rerun_skips_finished_runs_and_a_killed_sweep_resumes_its_runs(tmp_pat
     for seed in (1, 2):
         summary = json.loads((runs_dir / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text())
         assert summary["finished"] and summary["global_step"] >= max(1024, stopped[seed]["global_step"])
-        assert "resuming from step" in (runs_dir / "logs" / f"CartPole-v1__ppo__{seed}.log").read_text()
+    # the two seeds trained as one group (cleanrl-plus sweep packs a configuration's seeds), which resumed as a group
+    assert "resuming from step" in (runs_dir / "logs" / "CartPole-v1__ppo__seeds-1-2.log").read_text()
     assert sorted(p.name for p in runs_dir.iterdir()) == ["CartPole-v1__ppo__1", "CartPole-v1__ppo__2", "logs"]
 
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -179,17 +180,51 @@ def test_submitit_executor_runs_the_sweep_in_its_local_mode(tmp_path, monkeypatc
     assert json.loads((tmp_path / "rel" / "CartPole-v1__ppo__1" / "summary.json").read_text())["finished"]
 
 
-@pytest.mark.slow
-def test_ray_executor_runs_the_sweep_on_a_local_ray_instance(tmp_path, monkeypatch):
+def test_ray_executor_runs_a_group_of_seeds_on_a_local_ray_instance(tmp_path, monkeypatch):
     pytest.importorskip("ray")
     monkeypatch.chdir(tmp_path)
     args = sweep.parse(["--seeds", "1", "2", "--flags", TINY_PPO, "--runs-dir", "rel", "--executor", "ray"])
+    assert [len(job.runs) for job in _jobs(args)] == [2]
     results = sweep.run_sweep(args)
     assert sorted(r["state"] for r in results) == ["finished", "finished"]
-    assert all(
-        json.loads((tmp_path / "rel" / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text())["finished"]
-        for seed in (1, 2)
-    )
+    for seed in (1, 2):
+        run_dir = tmp_path / "rel" / f"CartPole-v1__ppo__{seed}"
+        assert json.loads((run_dir / "summary.json").read_text())["finished"]
+        assert json.loads((run_dir / "args.json").read_text())["seed"] == seed
+
+
+def _jobs(args: sweep.SweepArgs) -> list[sweep.Job]:
+    specs = sweep.manifest(args)
+    return sweep.plan_jobs(specs, {spec.name: sweep.status_of(spec) for spec in specs}, args)
+
+
+def test_a_configurations_seeds_are_packed_into_groups_and_kron_and_atari_run_one_seed_per_process(tmp_path):
+    base = ["--seeds", "1", "2", "3", "4", "5", "--runs-dir", str(tmp_path), "--flags", "--device cpu"]
+    args = sweep.parse([*base, "--members-per-process", "2", "--config", "baseline=", "kron=--optim.name kron"])
+    jobs = _jobs(args)
+    assert [[run.seed for run in job.runs] for job in jobs] == [[1, 2], [3, 4], [5], [1], [2], [3], [4], [5]]
+    command = sweep.command_for(jobs[0])
+    assert command[command.index("--seeds") :][:3] == ["--seeds", "1", "2"] and "--seed" not in command
+    # each member's directory is run name + __seed: the name the one-seed run of that seed has
+    assert command[command.index("--run-name") + 1] + "__1" == jobs[0].runs[0].name == "CartPole-v1__ppo__1"
+    assert sweep.command_for(jobs[2])[-4:] == ["--seed", "5", "--run-name", "CartPole-v1__ppo__5"]
+    assert [len(job.runs) for job in _jobs(sweep.parse([*base, "--members-per-process", "1"]))] == [1] * 5
+    assert [len(job.runs) for job in _jobs(sweep.parse(base))] == [5]  # automatic: up to AUTO_MEMBERS on CPU
+    atari = sweep.parse([*base, "--agent", "ddqn", "--env-id", "ALE/Pong-v5"])
+    assert [len(job.runs) for job in _jobs(atari)] == [1] * 5
+
+
+def test_a_killed_group_resumes_as_the_group_it_was_and_new_seeds_form_new_groups(tmp_path):
+    args = sweep.parse(["--seeds", "1", "2", "3", "--runs-dir", str(tmp_path), "--members-per-process", "3"])
+    specs = sweep.manifest(args)
+    for spec in specs[:2]:  # seeds 1 and 2 trained as a group of two and were killed after a checkpoint
+        spec.dir.mkdir(parents=True)
+        (spec.dir / "args.json").write_text(json.dumps({"seed": spec.seed, "group": [s.name for s in specs[:2]]}))
+        (spec.dir / "checkpoint.pt").write_bytes(b"")
+    jobs = _jobs(args)
+    assert [([run.seed for run in job.runs], job.resume) for job in jobs] == [([1, 2], True), ([3], False)]
+    command = sweep.command_for(jobs[0])
+    assert command[-2:] == ["--resume", str(specs[0].dir)] and "--seeds" not in command and "--seed" not in command
 
 
 def _project_files() -> set[str]:
