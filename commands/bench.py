@@ -1,7 +1,11 @@
 """`cleanrl-plus bench <agent>`: speed of the real training loop after warm-up (env steps/s, updates/s).
 
 `cleanrl-plus bench env --env-id ... --num-envs N` times the environment alone with random actions drawn on
-the env's device (the throughput ceiling an agent on that backend can reach)."""
+the env's device (the throughput ceiling an agent on that backend can reach).
+
+`cleanrl-plus bench groups --agent ppo --seeds 20` times many seeds two ways side by side, as whole sweeps (evaluation,
+logging and checkpoints included): one process per seed, then the seeds packed into groups of --members-per-process
+(cleanrl_plus.members), the same seeds, flags and --workers; it prints runs per hour and their ratio."""
 
 from __future__ import annotations
 
@@ -50,6 +54,71 @@ class BenchArgs:
     """extra flags for the agent, e.g. --agent-flags='--network mlp --updates-per-step 1'"""
     json_out: bool = False
     """print the result as one JSON line"""
+
+
+@dataclasses.dataclass
+class GroupBenchArgs:
+    agent: str = "ppo"
+    """the agent (td3, sac_simba, ddqn, ppo, gtr)"""
+    env_id: str = "continual:cartpole-offset-small"
+    """the task"""
+    flags: str = ""
+    """flags for every run (empty: `cleanrl-plus compare`'s PPO recipe for ppo/gtr, the agent's defaults otherwise)"""
+    seeds: int = 20
+    """seeds, 1 … N, trained both ways"""
+    members_per_process: tuple[int, ...] = (20,)
+    """group sizes to time against one seed per process"""
+    workers: int = 2
+    """processes at a time, both ways (the cores they share)"""
+    runs_dir: str = ""
+    """keep the runs here (empty: a temporary folder, removed afterwards)"""
+    json_out: bool = False
+    """print the result as one JSON line"""
+
+
+def bench_groups(args: GroupBenchArgs) -> dict:
+    """Wall time of the same seeds as one process per seed and as groups, run one after the other in this call."""
+    import resource
+    from pathlib import Path
+
+    from commands import sweep
+    from commands.compare import CONTINUAL_CARTPOLE_FLAGS
+
+    flags = args.flags or (CONTINUAL_CARTPOLE_FLAGS if args.agent in ("ppo", "gtr") else "")
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(args.runs_dir or scratch)
+        for size in (1, *args.members_per_process):
+            plan = sweep.SweepArgs(
+                agent=(args.agent,),
+                env_id=(args.env_id,),
+                seeds=tuple(range(1, args.seeds + 1)),
+                flags=flags,
+                runs_dir=str(folder / f"members-{size}"),
+                workers=args.workers,
+                members_per_process=size,
+            )
+            cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            results = sweep.run_sweep(plan)
+            wall = time.perf_counter() - start
+            cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if any(result["state"] != "finished" for result in results):
+                raise UserError(f"bench groups: runs with --members-per-process {size} did not finish (listed above)")
+            cpu = cpu_after.ru_utime + cpu_after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime
+            rows.append({"members_per_process": size, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)})
+    for row in rows:
+        row["runs_per_hour"] = round(args.seeds * 3600 / row["wall_s"], 1)
+        row["ratio"] = round(rows[0]["wall_s"] / row["wall_s"], 2)
+    return {
+        "agent": args.agent,
+        "env_id": args.env_id,
+        "seeds": args.seeds,
+        "workers": args.workers,
+        "flags": flags,
+        "threads": torch.get_num_threads(),
+        "rows": rows,
+    }
 
 
 def bench_env(args: BenchArgs) -> dict:
@@ -165,6 +234,21 @@ def parse(argv: list[str] | None = None) -> BenchArgs:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    if argv and argv[0] == "groups":
+        from commands.sweep import glue_flag_values
+
+        group_args = tyro.cli(GroupBenchArgs, args=glue_flag_values(argv[1:], ("--flags",)), prog="cleanrl-plus bench groups")
+        result = bench_groups(group_args)
+        if group_args.json_out:
+            print(json.dumps(result))
+            return result
+        print(f"{result['agent']} on {result['env_id']}, {result['seeds']} seeds, {result['workers']} processes at a time:")
+        for row in result["rows"]:
+            print(
+                f"  {row['members_per_process']:>3} per process: {row['wall_s']:8.1f} s wall, {row['cpu_s']:8.1f} s CPU, "
+                f"{row['runs_per_hour']:8.1f} runs/h, {row['ratio']:.2f}× one seed per process"
+            )
+        return result
     args = parse(argv)
     result = bench(args)
     if args.json_out:

@@ -244,6 +244,25 @@ def test_bench_env_times_the_environment_alone():
     assert report["agent"] == "env" and report["timed_steps"] == 6400 and report["env_steps_per_second"] > 0
 
 
+def test_bench_groups_times_the_same_seeds_one_per_process_and_as_a_group(tmp_path):
+    flags = "--total-timesteps 1024 --num-envs 4 --num-steps 32 --num-minibatches 2 --update-epochs 1 --eval-every 512"
+    result = run_script(
+        "-m", "commands.cli", "bench", "groups", "--env-id", "torch:CartPole-v1", "--seeds", "2",
+        "--members-per-process", "2", "--flags", flags, "--runs-dir", str(tmp_path), "--json-out",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [row["members_per_process"] for row in report["rows"]] == [1, 2] and report["rows"][0]["ratio"] == 1.0
+    assert all(row["wall_s"] > 0 and row["runs_per_hour"] > 0 for row in report["rows"])
+    for size in (1, 2):  # both ways trained every seed to the end, with these flags
+        for seed in (1, 2):
+            summary = json.loads(
+                (tmp_path / f"members-{size}" / f"torch-CartPole-v1__ppo__{seed}" / "summary.json").read_text()
+            )
+            assert summary["finished"] and summary["global_step"] == 1024 and summary["seed"] == seed
+    assert (tmp_path / "members-2" / "logs" / "torch-CartPole-v1__ppo__seeds-1-2.log").is_file()  # one process
+
+
 def test_output_cut_short_by_the_reader_is_not_a_traceback(tmp_path):
     """`cleanrl-plus sweep … --dry-run | head -1`: the reader closes the pipe early; the command stops quietly (141)."""
     import subprocess
