@@ -229,15 +229,18 @@ def _burnin(steps: int):
         TrainingSession.burnin_steps = 0
 
 
-def parse(argv: list[str] | None = None) -> BenchArgs:
+def parse(argv: list[str] | None = None) -> BenchArgs | GroupBenchArgs:
+    if argv and argv[0] == "groups":
+        from commands.sweep import glue_flag_values
+
+        return tyro.cli(GroupBenchArgs, args=glue_flag_values(argv[1:], ("--flags",)), prog="cleanrl-plus bench groups")
     return tyro.cli(BenchArgs, args=argv)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    if argv and argv[0] == "groups":
-        from commands.sweep import glue_flag_values
-
-        group_args = tyro.cli(GroupBenchArgs, args=glue_flag_values(argv[1:], ("--flags",)), prog="cleanrl-plus bench groups")
+    args = parse(argv)
+    if isinstance(args, GroupBenchArgs):
+        group_args = args
         result = bench_groups(group_args)
         if group_args.json_out:
             print(json.dumps(result))
@@ -249,7 +252,6 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{row['runs_per_hour']:8.1f} runs/h, {row['ratio']:.2f}× one seed per process"
             )
         return result
-    args = parse(argv)
     result = bench(args)
     if args.json_out:
         print(json.dumps(result))
