@@ -112,7 +112,7 @@ class Args(RemedyArgs, RunArgs):
     loss: Literal["huber", "mse"] = "huber"
     """TD loss: Huber (smooth L1, δ = 1; Mnih et al.'s error clipping, SB3, Dopamine) or MSE (CleanRL)"""
     max_grad_norm: NonNegative = 0.0
-    """clip the gradient's global L2 norm to this (0 = no clipping)"""
+    """clip the gradient's global L2 norm to this (0 = no clipping; in a group, each member's own)"""
     eval_epsilon: Fraction = 0.05
     """ε of the evaluation policy (0 = greedy; Atari uses 0.05 so that a policy that never presses FIRE still ends)"""
     swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)

@@ -79,6 +79,41 @@ def test_each_member_of_a_ddqn_group_is_the_one_seed_run_of_its_seed(tmp_path):
         assert returns == json.loads((alone / "summary.json").read_text())["eval"]["returns"], "evaluation"
 
 
+CONTINUAL = ["--env-id", "continual:obs-offset:torch:CartPole-v1", "--continual.steps-per-task", "256"]
+FAMILIES = {  # every remedy family, a few at once where they combine, on 512 steps (128 updates)
+    "cbp": ["--reset.method", "cbp", "--reset.cbp-maturity", "4"],
+    "inject": ["--reset.method", "inject", "--reset.every", "64"],
+    "shrink-perturb+parseval+c-chain": ["--reset.method", "shrink-perturb", "--reset.every", "32"]
+    + ["--reg.parseval", "1e-3", "--cchain.enabled"],
+    "regrama+trac": ["--reset.method", "regrama", "--reset.every", "16", "--optim.trac"],
+    "nap+swd+diagnostics": ["--nap.enabled", "--swd.enabled", "--swd.decay-steps", "200", "--diagnostics.every", "8"]
+    + ["--diagnostics.ntk-every", "16", "--diagnostics.ntk-batch", "4"],
+    "layer-norm+crelu+weight-clip": ["--net.norm", "layer", "--net.activation", "crelu", "--clip.kappa", "2.0"],
+    "continual-oracle": [*CONTINUAL, "--continual.oracle"],
+    "continual-reset-replay": [*CONTINUAL, "--continual.reset-replay", "--continual.reset-exploration"],
+    "minatar-cnn+redo": ["--env-id", "MinAtar/Breakout-v1", "--total-timesteps", "384", "--eval-epsilon", "0.2"]
+    + ["--reset.method", "redo", "--reset.every", "16"],
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_remedy_family_acts_on_each_ddqn_member_as_on_its_one_seed_run(family, tmp_path):
+    """Member 7 of `--seeds 3 7` ends with the checkpoint of `--seed 7` (remedy state included) and logs the same tags at
+    the same steps, for every remedy family, the continual settings and MinAtar's grouped CNN."""
+    flags = [*FLAGS, "--total-timesteps", "512", *FAMILIES[family]]
+    train("ddqn", [*flags, "--seeds", "3", "7"], tmp_path, "group")
+    train("ddqn", [*flags, "--seed", "7"], tmp_path, "single")
+    together, alone = member_dir(tmp_path, "group", 7, True), member_dir(tmp_path, "single", 7, False)
+    group_state, single_state = load_checkpoint(together / "checkpoint.pt"), load_checkpoint(alone / "checkpoint.pt")
+    for state in (group_state, single_state):
+        state.pop("rng")
+    assert_close_states(group_state, single_state, family)
+    group_tags, single_tags = _scalars(together), _scalars(alone)
+    assert sorted(group_tags) == sorted(single_tags)
+    for tag, points in single_tags.items():
+        assert [step for step, _ in group_tags[tag]] == [step for step, _ in points], tag
+
+
 def test_changing_one_ddqn_members_seed_leaves_the_other_members_unchanged(tmp_path):
     """Members never couple: (3, 7, 5) and (3, 8, 5) log bit-identical series and checkpoints for seeds 3 and 5, with
     SWD sampling, C-CHAIN and gradient clipping on."""
