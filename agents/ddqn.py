@@ -22,6 +22,10 @@ Defaults depend on the env family (`Args.defaults_for`, applied from `--env-id`;
   steps every 256 env steps, target copy every 10 env steps, ε → 0.04 over 16%, batch 64, buffer 100k, 1k warm-up,
   [256, 256] MLP, gradient norm clipped at 10 as in SB3).
 
+Every quantity holds the members of a group first (`--seeds 1 2 3`: one process trains each seed as its own run;
+cleanrl_plus/members.py): Q-networks (members, ...), replay (members, capacity, ...), ε-greedy draws from each member's
+generator, one TD loss per member.
+
 Run: python agents/ddqn.py --env-id ALE/Breakout-v5 --seed 1     (python agents/ddqn.py --help lists every flag)
 On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
@@ -44,7 +48,8 @@ from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import polyak_update, target_copy
+from cleanrl_plus.members import Members
+from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import cli_main, start_run
@@ -107,7 +112,7 @@ class Args(RemedyArgs, RunArgs):
     loss: Literal["huber", "mse"] = "huber"
     """TD loss: Huber (smooth L1, δ = 1; Mnih et al.'s error clipping, SB3, Dopamine) or MSE (CleanRL)"""
     max_grad_norm: NonNegative = 0.0
-    """clip the gradient's global L2 norm to this (0 = no clipping)"""
+    """clip the gradient's global L2 norm to this (0 = no clipping; in a group, each member's own)"""
     eval_epsilon: Fraction = 0.05
     """ε of the evaluation policy (0 = greedy; Atari uses 0.05 so that a policy that never presses FIRE still ends)"""
     swd: SWDArgs = dataclasses.field(default_factory=SWDArgs)
@@ -164,10 +169,11 @@ def env_family(env_id: str) -> str:
 
 
 class QNetwork(nn.Module):
-    """Q(s, ·) = head(torso(s)): one value per action."""
+    """Q(s, ·) = head(torso(s)): one value per action, for each of `members`: (members, B, ...) → (members, B, actions)."""
 
     def __init__(
         self,
+        members: int,
         kind: NetworkKind,
         obs_shape: tuple[int, ...],
         num_actions: int,
@@ -178,19 +184,19 @@ class QNetwork(nn.Module):
         super().__init__()
         kind = network_for(obs_shape) if kind == "auto" else kind
         if kind == "nature-cnn":
-            self.torso: nn.Module = NatureCNN(obs_shape, norm, activation)
+            self.torso: nn.Module = NatureCNN(members, obs_shape, norm, activation)
         elif kind == "minatar-cnn":
-            self.torso = MinAtarCNN(obs_shape, norm, activation)
+            self.torso = MinAtarCNN(members, obs_shape, norm, activation)
         else:
-            self.torso = MLPTorso(obs_shape, hidden, norm, activation)
-        self.head = nn.Linear(self.torso.features, num_actions)
+            self.torso = MLPTorso(members, obs_shape, hidden, norm, activation)
+        self.head = EnsembleLinear(members, self.torso.features, num_actions)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.torso(obs))
 
-    def linear_layers(self) -> list[nn.Linear]:
+    def linear_layers(self) -> list[EnsembleLinear]:
         """The fully connected layers, each feeding a ReLU, then the head: what diagnostics and ReDo act on."""
-        return [m for m in self.torso.modules() if isinstance(m, nn.Linear)] + [self.head]
+        return [m for m in self.torso.modules() if isinstance(m, EnsembleLinear)] + [self.head]
 
     def layout(self) -> Layout:
         return Layout(hidden=self.linear_layers()[:-1], heads=(self.head,))
@@ -214,50 +220,52 @@ def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
 def double_dqn_target(
     rewards: torch.Tensor, terminated: torch.Tensor, next_q_online: torch.Tensor, next_q_target: torch.Tensor, gamma: float
 ) -> torch.Tensor:
-    """y = r + γ(1 − terminated)·Q̄(s', argmax_a' Q(s', a')): the online values select, the target values evaluate."""
-    next_action = next_q_online.argmax(dim=1, keepdim=True)
-    return rewards + gamma * (1.0 - terminated) * next_q_target.gather(1, next_action).squeeze(1)
+    """y = r + γ(1 − terminated)·Q̄(s', argmax_a' Q(s', a')): the online values select, the target values evaluate;
+    values (..., actions), rewards and flags (...)."""
+    next_action = next_q_online.argmax(dim=-1, keepdim=True)
+    return rewards + gamma * (1.0 - terminated) * next_q_target.gather(-1, next_action).squeeze(-1)
 
 
 def main(args: Args) -> dict:
     catalogue.check("ddqn", args)
     run = start_run(args)
     device = run.device
+    members = Members(run.seeds, device)  # each member's random streams, from its own seed
     env, evaluator = make_envs(args, device)
     envs.check_actions(env, args.env_id, gym.spaces.Discrete, "Double DQN", "agents/td3.py or agents/sac_simba.py")
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
 
-    def new_q_network() -> QNetwork:
-        return QNetwork(args.network, obs_shape, num_actions, args.hidden_sizes, *torso_settings(args.net, args.nap)).to(
-            device
-        )
+    def new_q_network() -> QNetwork:  # member k drawn from member k's generator
+        settings = (args.network, obs_shape, num_actions, args.hidden_sizes, *torso_settings(args.net, args.nap))
+        return members.build(lambda k: QNetwork(k, *settings)).to(device)
 
     q_network = new_q_network()
     q_target = target_copy(q_network)
     optimizer = make_optimizer(args, q_network.parameters(), device)
-    obs = env.reset(seed=args.seed)
-    sampler = make_sampler(args.swd, env.num_envs)
+    obs = env.reset(seed=run.seeds)  # (members, envs, ...)
+    sampler = make_sampler(args.swd, env.envs_per_member)
     if getattr(env, "frame_stack", 0) > 1:
-        replay: ReplayBuffer = FrameStackReplay(args.buffer_size, obs_shape, (), device, env.num_envs, sampler=sampler)
+        replay: ReplayBuffer = FrameStackReplay(args.buffer_size, obs_shape, (), members, env.envs_per_member, sampler=sampler)
     else:
-        replay = ReplayBuffer(args.buffer_size, obs_shape, (), device, obs.dtype, torch.int64, sampler=sampler)
-    plasticity = Plasticity(
-        args, Network("critic", q_network, optimizer, lambda b: q_network(b.obs), new_q_network, q_target), logger=run.logger
-    )
+        replay = ReplayBuffer(args.buffer_size, obs_shape, (), members, obs.dtype, torch.int64, sampler=sampler)
+    q_values = lambda b: q_network(b.obs)
+    network = Network("critic", q_network, optimizer, q_values, new_q_network, q_target)
+    plasticity = Plasticity(args, network, logger=run.logger, members=len(members))
     td_loss = F.smooth_l1_loss if args.loss == "huber" else F.mse_loss
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the loss and the acting step,
     # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
     def td_objective(batch: Batch, reference: Batch | None):
+        # every quantity is (members, B): each member's mean over its own batch, one loss per member
         with torch.no_grad():  # y = r + γ(1 − terminated)·Q̄(s', argmax_a' Q(s', a'))
             target = double_dqn_target(
                 batch.rewards, batch.terminated, q_network(batch.next_obs), q_target(batch.next_obs), args.gamma
             )
-        q_taken = q_network(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
-        loss = td_loss(q_taken, target)
+        q_taken = q_network(batch.obs).gather(-1, batch.actions[..., None]).squeeze(-1)
+        loss = td_loss(q_taken, target, reduction="none").mean(-1)
         return plasticity.loss("critic", loss, reference), {
             "losses/td_loss": loss.detach(),
-            "losses/q_values": q_taken.detach().mean(),
+            "losses/q_values": q_taken.detach().mean(-1),
         }
 
     def act(obs: torch.Tensor, epsilon: torch.Tensor, draws: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -268,15 +276,15 @@ def main(args: Args) -> dict:
 
     def update(batch: Batch, reference: Batch | None) -> dict[str, torch.Tensor]:
         loss, logged = td_objective(batch, reference)
-        plasticity.minimise("critic", loss, args.max_grad_norm)
+        plasticity.minimise("critic", loss, args.max_grad_norm)  # clip each member's ‖∇‖ ≤ max_grad_norm, then step
         return logged
 
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
     update = GraphStep(update, args.cudagraphs, watch=(q_network, q_target, optimizer))
     act = GraphStep(act, args.cudagraphs, watch=(q_network,))
-    eval_policy = lambda observation: epsilon_greedy(q_network(observation), args.eval_epsilon)
+    eval_policy = evaluation_policy(q_network, num_actions, args.eval_epsilon)
 
-    session = TrainingSession(run, "ddqn", env, evaluator, **plasticity.checkpointed(), replay=replay)
+    session = TrainingSession(run, "ddqn", env, evaluator, members=members, **plasticity.checkpointed(), replay=replay)
     obs, global_step, num_updates = session.start(obs)
     losses: dict[str, Any] = {}
     exploration_steps = args.exploration_fraction * args.total_timesteps
@@ -292,12 +300,13 @@ def main(args: Args) -> dict:
             if session.in_task_warmup(global_step)
             else linear_schedule(args.start_e, args.end_e, exploration_steps, session.schedule_step(global_step))
         )
-        # ε as a device tensor filled from the host (a kernel argument, no copy to wait for), so one graph serves every ε
-        draws = exploration_draws(env.num_envs, num_actions, device)
+        # ε as a device tensor filled from the host (a kernel argument, no copy to wait for), so one graph serves every ε;
+        # each member's draws from its own generator
+        draws = exploration_draws(members, env.envs_per_member, num_actions)
         actions = act(obs, torch.full((), epsilon, device=device), draws)
         # ---- step and store (terminated only: truncated episodes still bootstrap from next_obs) -----------------
         _, obs, _ = step_and_store(env, replay, obs, actions, plasticity, global_step)
-        previous_step, global_step = global_step, global_step + env.num_envs
+        previous_step, global_step = global_step, global_step + env.envs_per_member  # env steps of each member
 
         # ---- learn -------------------------------------------------------------------------------------------
         if learn:
@@ -309,7 +318,7 @@ def main(args: Args) -> dict:
                     plasticity.after_update(num_updates, replay, global_step)
                 losses = (
                     losses
-                    | {"replay/sample_age": replay.age(batch).float().mean(), "charts/epsilon": epsilon}
+                    | {"replay/sample_age": replay.age(batch).float().mean(-1), "charts/epsilon": epsilon}
                     | plasticity.report()
                 )
             if crossed(previous_step, global_step, args.target_network_frequency):
@@ -324,9 +333,19 @@ def main(args: Args) -> dict:
     return session.finish(global_step, num_updates, eval_policy, obs)
 
 
+def evaluation_policy(q_network: QNetwork, num_actions: int, epsilon: float):
+    """(observations (members, E, ...), the evaluation's generators) → ε-greedy actions in Q, ε = --eval-epsilon."""
+
+    def policy(obs: torch.Tensor, members: Members) -> torch.Tensor:
+        return epsilon_greedy(q_network(obs), epsilon, exploration_draws(members, obs.shape[1], num_actions))
+
+    return policy
+
+
 def load_policy(args: Args, env, state: dict, device: torch.device):
-    """The evaluation policy of a checkpoint (`cleanrl-plus eval`): ε-greedy in Q with ε = --eval-epsilon."""
+    """The evaluation policy of a checkpoint (`cleanrl-plus eval`): one member, the run's own."""
     q_network = QNetwork(
+        1,
         args.network,
         tuple(env.single_observation_space.shape),
         int(env.single_action_space.n),
@@ -334,7 +353,7 @@ def load_policy(args: Args, env, state: dict, device: torch.device):
         *torso_settings(args.net, args.nap),
     )
     rebuild_injected_heads(q_network.to(device), state["critic"]).load_state_dict(state["critic"])
-    return lambda obs: epsilon_greedy(q_network(obs), args.eval_epsilon)
+    return evaluation_policy(q_network, int(env.single_action_space.n), args.eval_epsilon)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import torch
 import envs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.frame_replay import FrameStackReplay
+from cleanrl_plus.members import Members
 from plasticity.swd import SWDArgs, SWDSampler
 
 BACKENDS = [
@@ -24,9 +25,9 @@ BACKENDS = [
 class FakeFrameStream:
     """num_envs streams of K-frame stacks; each frame is unique; episodes end on a fixed schedule; resets repeat."""
 
-    def __init__(self, num_envs: int, stack: int, episode_lengths: list[list[int]]) -> None:
+    def __init__(self, num_envs: int, stack: int, episode_lengths: list[list[int]], first_frame: int = 0) -> None:
         self.num_envs, self.stack, self.lengths = num_envs, stack, [list(lengths) for lengths in episode_lengths]
-        self.counter, self.t = 0, [0] * num_envs
+        self.counter, self.t = first_frame, [0] * num_envs
         self.obs = torch.stack([self._reset_stack() for _ in range(num_envs)])
 
     def _frame(self) -> torch.Tensor:
@@ -53,95 +54,104 @@ class FakeFrameStream:
         return next_obs, terminated, truncated, obs
 
 
-def _fill_and_check(replay: FrameStackReplay, stream: FakeFrameStream, steps: int, stored: dict | None = None) -> dict:
+def _fill_and_check(replay: FrameStackReplay, streams: list[FakeFrameStream], steps: int, stored: dict | None = None) -> dict:
+    """Each member's stream into the replay (members, num_envs, ...), then every member's stored transitions read back."""
     stored = {} if stored is None else stored
     for _ in range(steps):
-        obs = stream.obs
-        next_obs, terminated, truncated, stream.obs = stream.step()
-        stamp = replay.num_inserted
-        actions = torch.arange(stamp, stamp + stream.num_envs)
+        obs = torch.stack([stream.obs for stream in streams])
+        next_obs, terminated, truncated, new_obs = (torch.stack(x) for x in zip(*(stream.step() for stream in streams)))
+        for stream, member_obs in zip(streams, new_obs):
+            stream.obs = member_obs
+        stamp, n = replay.num_inserted, streams[0].num_envs
+        actions = torch.arange(stamp, stamp + n).expand(len(streams), n)
         replay.add(obs, actions, actions.float(), next_obs, terminated, truncated)
-        for i in range(stream.num_envs):
-            stored[stamp + i] = (obs[i].clone(), next_obs[i].clone(), bool(terminated[i]))
-    slots = torch.arange(replay.size)
+        for k in range(len(streams)):
+            for i in range(n):
+                stored[k, stamp + i] = (obs[k, i].clone(), next_obs[k, i].clone(), bool(terminated[k, i]))
+    slots = torch.arange(replay.size).expand(len(streams), replay.size)
     obs, next_obs = replay._read_observations(slots)
-    for slot in range(replay.size):
-        stamp = int(replay.insertion_step[slot])
-        expected_obs, expected_next, expected_terminal = stored[stamp]
-        assert torch.equal(obs[slot], expected_obs), f"obs of transition {stamp} (slot {slot})"
-        assert torch.equal(next_obs[slot], expected_next), f"next_obs of transition {stamp} (slot {slot})"
-        assert bool(replay.terminated[slot]) == expected_terminal and int(replay.actions[slot]) == stamp
+    for k in range(len(streams)):
+        for slot in range(replay.size):
+            stamp = int(replay.insertion_step[k, slot])
+            expected_obs, expected_next, expected_terminal = stored[k, stamp]
+            assert torch.equal(obs[k, slot], expected_obs), f"obs of member {k}'s transition {stamp} (slot {slot})"
+            assert torch.equal(next_obs[k, slot], expected_next), f"next_obs of member {k}'s transition {stamp} (slot {slot})"
+            assert bool(replay.terminated[k, slot]) == expected_terminal and int(replay.actions[k, slot]) == stamp
     return stored
 
 
-@pytest.mark.parametrize("num_envs", [1, 3])
-def test_frame_stack_round_trip_across_episodes_and_wrap_around(num_envs):
+@pytest.mark.parametrize("num_envs,members", [(1, 1), (3, 1), (3, 2)])
+def test_frame_stack_round_trip_across_episodes_and_wrap_around(num_envs, members):
     # episodes of 1, 2, 3, 5, … steps (shorter and longer than the stack), ending by termination and truncation,
-    # in a buffer of 12 transitions per stream filled 4 times over
+    # in a buffer of 12 transitions per stream filled 4 times over; a second member's episodes end elsewhere
     lengths = [[1, 2, 3, 5, 1, 1, 7, 2, 4, 9, 3, 1, 6] * 2 for _ in range(num_envs)]
     lengths[-1] = lengths[-1][3:]
-    replay = FrameStackReplay(12 * num_envs, (4, 3, 2), (), num_envs=num_envs)
-    stream = FakeFrameStream(num_envs, 4, lengths)
+    replay = FrameStackReplay(12 * num_envs, (4, 3, 2), (), Members(tuple(range(members))), num_envs=num_envs)
+    streams = [FakeFrameStream(num_envs, 4, [row[k:] for row in lengths], first_frame=100 * k) for k in range(members)]
     stored = {}
     for steps in (10, 30, 1, 1, 1, 1, 1, 1, 4):  # checked after each chunk: every oldest-transition phase of the ring
-        _fill_and_check(replay, stream, steps, stored)
+        _fill_and_check(replay, streams, steps, stored)
     assert replay.size == replay.capacity and replay.num_inserted == 50 * num_envs
     batch = replay.sample(64)  # the sampled batch goes through the same reconstruction
-    assert batch.obs.shape == (64, 4, 3, 2) and batch.next_obs.shape == (64, 4, 3, 2)
+    assert batch.obs.shape == (members, 64, 4, 3, 2) and batch.next_obs.shape == (members, 64, 4, 3, 2)
 
 
 def test_frame_stack_replay_state_dict_round_trip_and_swd_sampling():
-    replay = FrameStackReplay(10, (4, 3, 2), (), num_envs=2, sampler=SWDSampler(SWDArgs(enabled=True, decay_steps=4), 2))
+    swd = SWDSampler(SWDArgs(enabled=True, decay_steps=4), 2)
+    replay = FrameStackReplay(10, (4, 3, 2), (), Members((0,)), num_envs=2, sampler=swd)
     stream = FakeFrameStream(2, 4, [[3, 1, 4, 2, 6], [2, 5, 1, 3]])
-    _fill_and_check(replay, stream, 13)
-    copy = FrameStackReplay(10, (4, 3, 2), (), num_envs=2)
+    _fill_and_check(replay, [stream], 13)
+    copy = FrameStackReplay(10, (4, 3, 2), (), Members((0,)), num_envs=2)
     copy.load_state_dict(replay.state_dict())
-    slots = torch.arange(10)
+    slots = torch.arange(10)[None]
     for a, b in zip(replay._read_observations(slots), copy._read_observations(slots)):
         assert torch.equal(a, b)
-    torch.manual_seed(0)
     ages = replay.age(replay.sample(4000)).float()
     assert ages.max() < 10 and ages.mean() < 4.5  # SWD favours young transitions (uniform would give 4.5)
     # the copy continues identically
     for target in (replay, copy):
         target.add(
-            stream.obs,
-            torch.zeros(2, dtype=torch.int64),
-            torch.zeros(2),
-            stream.obs,
-            torch.zeros(2, dtype=torch.bool),
-            torch.zeros(2, dtype=torch.bool),
+            stream.obs[None],
+            torch.zeros(1, 2, dtype=torch.int64),
+            torch.zeros(1, 2),
+            stream.obs[None],
+            torch.zeros(1, 2, dtype=torch.bool),
+            torch.zeros(1, 2, dtype=torch.bool),
         )
     for a, b in zip(replay._read_observations(slots), copy._read_observations(slots)):
         assert torch.equal(a, b)
 
 
 def test_frame_stack_replay_needs_episode_ends():
-    replay = FrameStackReplay(8, (4, 3, 2), (), num_envs=1)
-    stack = torch.zeros(1, 4, 3, 2, dtype=torch.uint8)
+    replay = FrameStackReplay(8, (4, 3, 2), (), Members((0,)), num_envs=1)
+    stack = torch.zeros(1, 1, 4, 3, 2, dtype=torch.uint8)
     with pytest.raises(ValueError, match="needs `truncated`"):
-        replay.add(stack, torch.zeros(1, dtype=torch.int64), torch.zeros(1), stack, torch.zeros(1, dtype=torch.bool))
+        replay.add(stack, torch.zeros(1, 1, dtype=torch.int64), torch.zeros(1, 1), stack, torch.zeros(1, 1, dtype=torch.bool))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_real_atari_frames_round_trip_through_the_replay(backend):
     """Random play in Breakout loses lives (training episodes end) and wraps a 64-transition-per-env buffer."""
     env = envs.make("ALE/Breakout-v5", num_envs=2, seed=3, backend=backend)
-    replay = FrameStackReplay(128, (4, 84, 84), (), num_envs=2)
+    replay = FrameStackReplay(128, (4, 84, 84), (), Members((0,)), num_envs=2)
     generator = torch.Generator().manual_seed(0)
     obs, stored, ends = env.reset(), {}, 0
     for _ in range(300):
         step = env.step(torch.randint(0, 4, (2,), generator=generator))
         stamp = replay.num_inserted
-        replay.add(obs, torch.zeros(2, dtype=torch.int64), step.reward, step.next_obs, step.terminated, step.truncated)
+        one = lambda x: x[None]  # one member
+        replay.add(
+            *map(one, (obs, torch.zeros(2, dtype=torch.int64), step.reward, step.next_obs, step.terminated)),
+            one(step.truncated),
+        )
         stored.update({stamp + i: (obs[i], step.next_obs[i]) for i in range(2)})
         ends += int((step.terminated | step.truncated).sum())
         obs = step.obs
     assert ends >= 2 and replay.num_inserted > replay.capacity
-    rebuilt_obs, rebuilt_next = replay._read_observations(torch.arange(128))
+    rebuilt_obs, rebuilt_next = replay._read_observations(torch.arange(128)[None])
     for slot in range(128):
-        expected_obs, expected_next = stored[int(replay.insertion_step[slot])]
-        assert torch.equal(rebuilt_obs[slot], expected_obs) and torch.equal(rebuilt_next[slot], expected_next)
+        expected_obs, expected_next = stored[int(replay.insertion_step[0, slot])]
+        assert torch.equal(rebuilt_obs[0, slot], expected_obs) and torch.equal(rebuilt_next[0, slot], expected_next)
 
 
 def test_a_restored_atari_env_continues_exactly_as_the_one_it_was_saved_from(tmp_path):

@@ -9,6 +9,8 @@ from agents.ddqn import Args, QNetwork, double_dqn_target, epsilon_greedy, linea
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.exploration import exploration_draws
+from cleanrl_plus.members import Members
 
 TINY = dict(batch_size=16, hidden_sizes=(32, 32), eval_episodes=2, progress=False, buffer_size=1_000, eval_every=0)
 
@@ -32,11 +34,12 @@ def test_epsilon_schedule_and_epsilon_greedy():
     values = [linear_schedule(1.0, 0.04, 8_000, t) for t in (0, 2_000, 4_000, 8_000, 30_000)]
     assert values == pytest.approx([1.0, 0.76, 0.52, 0.04, 0.04])
     assert linear_schedule(1.0, 0.1, 0, 5) == 0.1
-    q_values = torch.tensor([[0.0, 2.0, 1.0]]).expand(20_000, 3)
-    torch.manual_seed(0)
-    assert torch.equal(epsilon_greedy(q_values, 0.0), torch.ones(20_000, dtype=torch.int64))
-    actions = epsilon_greedy(q_values, 0.3)
-    counts = torch.bincount(actions, minlength=3).float() / 20_000
+    q_values = torch.tensor([[0.0, 2.0, 1.0]]).expand(1, 20_000, 3)  # one member
+    members = Members((0,))
+    greedy = epsilon_greedy(q_values, 0.0, exploration_draws(members, 20_000, 3))
+    assert torch.equal(greedy, torch.ones(1, 20_000, dtype=torch.int64))
+    actions = epsilon_greedy(q_values, 0.3, exploration_draws(members, 20_000, 3))
+    counts = torch.bincount(actions[0], minlength=3).float() / 20_000
     torch.testing.assert_close(counts, torch.tensor([0.1, 0.8, 0.1]), atol=0.015, rtol=0)
 
 
@@ -44,15 +47,16 @@ def test_torso_follows_the_observation_space():
     assert (
         network_for((4,)) == "mlp" and network_for((4, 84, 84)) == "nature-cnn" and network_for((10, 10, 4)) == "minatar-cnn"
     )
-    atari = QNetwork("auto", (4, 84, 84), 6, (256,))
-    assert atari(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape == (2, 6)
-    assert [layer.out_features for layer in atari.linear_layers()] == [512, 6]
-    grid = QNetwork("auto", (10, 10, 4), 3, (256,))
+    atari = QNetwork(1, "auto", (4, 84, 84), 6, (256,))  # one member: (members, B, ...) → (members, B, actions)
+    assert atari(torch.zeros(1, 2, 4, 84, 84, dtype=torch.uint8)).shape == (1, 2, 6)
+    assert [layer.weight.shape[-1] for layer in atari.linear_layers()] == [512, 6]
+    grid = QNetwork(1, "auto", (10, 10, 4), 3, (256,))
     obs = torch.zeros(1, 10, 10, 4, dtype=torch.uint8)
     obs[0, 2, 7, 1] = 1  # channels last: only channel 1 lights up
     features = torch.relu(grid.torso.conv(obs.float().permute(0, 3, 1, 2)))
-    assert grid(obs).shape == (1, 3) and features.shape == (1, 16, 8, 8)
-    assert [layer.out_features for layer in QNetwork("auto", (4,), 2, (64, 32)).linear_layers()] == [64, 32, 2]
+    assert grid(obs[None]).shape == (1, 1, 3) and features.shape == (1, 16, 8, 8)
+    assert [layer.weight.shape[-1] for layer in QNetwork(1, "auto", (4,), 2, (64, 32)).linear_layers()] == [64, 32, 2]
+    assert QNetwork(3, "auto", (10, 10, 4), 3, (256,))(torch.zeros(3, 5, 10, 10, 4)).shape == (3, 5, 3)  # a group of 3
 
 
 def test_defaults_come_from_the_env_family_and_flags_override_them():
@@ -133,7 +137,7 @@ def test_stores_terminations_only_and_hard_target_copies(runs_dir):
         )
     )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
-    replay = state["replay"]
+    replay = {key: value[0] for key, value in state["replay"].items() if torch.is_tensor(value)}  # the one member's rows
     terminal = replay["terminated"].bool()
     # CartPole ends early only by falling: those transitions are terminal and keep the true final observation
     # (pole or cart out of bounds), every other one continues into the next stored observation

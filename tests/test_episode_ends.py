@@ -76,7 +76,7 @@ def check_episode_ends(env_steps, obs, next_obs, terminated, falls, num_envs):
 REPLAY_AGENTS = {
     "td3": ("InvertedPendulum-v5", inverted_pendulum_falls, {}),
     "sac_simba": ("InvertedPendulum-v5", inverted_pendulum_falls, {}),  # raw observations are stored, normalised when sampled
-    "ddqn": ("CartPole-v1", cartpole_falls, {}),
+    "ddqn": ("CartPole-v1", cartpole_falls, {"end_e": 1.0}),  # random play: both kinds of episode end in 240 steps
 }
 
 
@@ -101,8 +101,8 @@ def test_replay_agents_store_episode_ends(agent, env_steps, runs_dir):
     replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
     assert replay["size"] == total  # rows are step-major: env 0, env 1 of step 0, then step 1, …
 
-    def by_step(x):
-        return x.reshape(total // num_envs, num_envs, *x.shape[1:])
+    def by_step(x):  # the run's one member: (1, rows, ...)
+        return x[0].reshape(total // num_envs, num_envs, *x.shape[2:])
 
     check_episode_ends(
         env_steps, by_step(replay["obs"]), by_step(replay["next_obs"]), by_step(replay["terminated"]), falls, num_envs

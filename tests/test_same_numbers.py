@@ -245,7 +245,7 @@ def _policy_digest(module, args, run_dir: str, digest) -> None:
     policy = module.load_policy(args, evaluator.env, state, torch.device("cpu"))
     obs = evaluator.env.reset(seed=123)
     with torch.no_grad():
-        actions = policy(obs)
+        actions = policy(obs, evaluator.members_rng())  # (members, E, ...) observations and their generators
     evaluator.close()
     digest.update(actions.detach().float().numpy().tobytes() if actions.is_floating_point() else actions.numpy().tobytes())
 

@@ -436,16 +436,17 @@ def test_ddqn_update_wiring(monkeypatch, runs_dir):
     ddqn.main(args)
     steps = recorder.of(0)
     assert len(steps) == 3
-    target = with_parameters(ddqn.QNetwork("mlp", (4,), 2, args.hidden_sizes), steps[0].before)  # never synced in this run
+    # one member: (1, B, ...) batches
+    target = with_parameters(ddqn.QNetwork(1, "mlp", (4,), 2, args.hidden_sizes), steps[0].before)  # never synced in this run
     for k in (1, 2):  # the online network has moved away from the target one
         batch, _ = recorder.samples[k]
-        online = with_parameters(ddqn.QNetwork("mlp", (4,), 2, args.hidden_sizes), steps[k].before)
+        online = with_parameters(ddqn.QNetwork(1, "mlp", (4,), 2, args.hidden_sizes), steps[k].before)
         with torch.no_grad():
-            selected = online(batch.next_obs).argmax(dim=1, keepdim=True)  # the online network selects …
-            y = batch.rewards + args.gamma * (1 - batch.terminated) * target(batch.next_obs).gather(1, selected).squeeze(
-                1
+            selected = online(batch.next_obs).argmax(dim=-1, keepdim=True)  # the online network selects …
+            y = batch.rewards + args.gamma * (1 - batch.terminated) * target(batch.next_obs).gather(-1, selected).squeeze(
+                -1
             )  # … the target evaluates
-        q_taken = online(batch.obs).gather(1, batch.actions[:, None]).squeeze(1)
+        q_taken = online(batch.obs).gather(-1, batch.actions[..., None]).squeeze(-1)
         assert_gradients_equal(F.smooth_l1_loss(q_taken, y), online, steps[k])
 
 
