@@ -39,6 +39,8 @@ def numeric_fields(settings: type, prefix: str = "") -> set[str]:
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in default)
         ):
             names.add(prefix + field.name)
+        elif default == () and set(typing.get_args(hints[field.name])) & {int, float}:  # an empty tuple of numbers (--seeds)
+            names.add(prefix + field.name)
         elif isinstance(default, (int, float)) and not isinstance(default, bool):
             names.add(prefix + field.name)
     return names
