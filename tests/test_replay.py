@@ -185,12 +185,8 @@ def test_n_step_replay_round_trips_its_episode_ends_and_refuses_a_partial_vector
 def test_make_replay_gives_n_step_returns_only_when_asked():
     from cleanrl_plus.replay import NStepReplay, ReplayBuffer, make_replay
 
-    one_step = make_replay(
-        SimpleNamespace(buffer_size=64, n_step=1, gamma=0.9), (3,), (1,), one(), None, num_envs=2
-    )
-    n_step = make_replay(
-        SimpleNamespace(buffer_size=64, n_step=3, gamma=0.9), (3,), (1,), one(), None, num_envs=2
-    )
+    one_step = make_replay(SimpleNamespace(buffer_size=64, n_step=1, gamma=0.9), (3,), (1,), one(), None, num_envs=2)
+    n_step = make_replay(SimpleNamespace(buffer_size=64, n_step=3, gamma=0.9), (3,), (1,), one(), None, num_envs=2)
     assert type(one_step) is ReplayBuffer and type(n_step) is NStepReplay
     assert (n_step.n_step, n_step.num_envs) == (3, 2)
     torch.testing.assert_close(n_step.powers, 0.9 ** torch.arange(4.0))
