@@ -286,9 +286,8 @@ def test_ppo_redo_needs_relu_units(runs_dir):
 def test_ppo_after_plasticity_injection_clips_the_trained_gradients_and_anneals_the_new_heads(runs_dir, monkeypatch):
     """The frozen old heads keep the gradient of the last update before the injection: the gradient-norm clip must leave
     them out (else a stale gradient shrinks every later step), and the fresh heads' parameter groups follow the lr anneal."""
-    from plasticity.resets import ResetArgs
-
     import plasticity.wiring
+    from plasticity.resets import ResetArgs
 
     clipped = []
     clip_grad_norm = plasticity.wiring.clip_grad_norm_per_member  # each member's norm, as torch's clip_grad_norm_
