@@ -218,7 +218,7 @@ def test_cbp_ignores_forwards_that_do_not_train_and_networks_that_did_not_update
     with torch.no_grad():
         net(torch.randn(8, 4))  # acting / target / probe forwards
     copy.deepcopy(net)(torch.randn(8, 4)).sum()  # a copy of the network (GTR's snapshot evaluator)
-    ntk_report("critic", net, lambda b: net(b.obs), Probe(torch.randn(4, 4)), max_params=10**6)  # per-sample gradients
+    ntk_report("critic", net, lambda b: net(b.obs), Probe(torch.randn(1, 4, 4)), max_params=10**6)  # per-sample gradients
     resetter.after_update(1, None, RecordingLogger(0), 1)
     assert stats.steps == 0 and stats.samples == 0  # nothing trained: no ageing
     net(torch.randn(8, 4)).sum()

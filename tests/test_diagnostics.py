@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from cleanrl_plus.nn import EnsembleLinear
 from plasticity.diagnostics import (
     ActivationProbe,
     DiagnosticsArgs,
@@ -27,16 +28,23 @@ from plasticity.network import Network
 def test_dormant_fraction_on_constructed_activations():
     # 4 units with mean |h| = 0, 0.05, 1.95, 2.0 → layer mean 1.0 → scores 0, 0.05, 1.95, 2.0
     layer = torch.tensor([[0.0, 0.05, 1.95, 2.0]]).repeat(8, 1)
-    assert dormant_fraction([layer], 0.0) == 0.25
-    assert dormant_fraction([layer], 0.025) == 0.25
-    assert dormant_fraction([layer], 0.1) == 0.5
-    # ensemble layers are normalised per member: member 1 is a scaled copy, so the same units are dormant
+    assert dormant_fraction([layer], 0.0) == [0.25]
+    assert dormant_fraction([layer], 0.025) == [0.25]
+    assert dormant_fraction([layer], 0.1) == [0.5]
+    # ensemble layers are normalised per entry: entry 1 is a scaled copy, so the same units are dormant, whether the two
+    # entries are one member's copies (a twin critic) or two members
     ensemble = torch.stack([layer, 100 * layer])
-    assert dormant_fraction([ensemble], 0.1) == 0.5
+    assert dormant_fraction([ensemble], 0.1) == [0.5]
+    assert dormant_fraction([ensemble], 0.1, members=2) == [0.5, 0.5]
+    # each member counts its own units: member 1's units all equal are none dormant
+    assert dormant_fraction([torch.stack([layer, torch.ones(8, 4)])], 0.1, members=2) == [0.5, 0.0]
 
 
 def test_active_fraction_counts_exact_zeros():
-    assert active_fraction([torch.tensor([[0.0, 1.0], [0.0, 2.0]]), torch.ones(2, 4)]) == 1 - 2 / 12
+    assert active_fraction([torch.tensor([[0.0, 1.0], [0.0, 2.0]]), torch.ones(2, 4)]) == pytest.approx([1 - 2 / 12])
+    # (members, B, H) activations of a group: each member's own zeros
+    group = [torch.stack([torch.tensor([[0.0, 1.0], [0.0, 2.0]]), torch.ones(2, 2)]), torch.ones(2, 2, 4)]
+    assert active_fraction(group, members=2) == pytest.approx([1 - 2 / 12, 1.0])
 
 
 def test_srank_and_effective_rank_of_constructed_matrices():
@@ -52,27 +60,34 @@ def test_srank_and_effective_rank_of_constructed_matrices():
 
 def test_norms_distance_and_gradient():
     weights = [torch.full((2, 2), 2.0), torch.zeros(4)]
-    assert parameter_rms(weights) == pytest.approx((16 / 8) ** 0.5)
-    assert distance_from(weights, [torch.zeros(2, 2), torch.zeros(4)]) == pytest.approx((16 / 8) ** 0.5)
+    assert parameter_rms(weights) == pytest.approx([(16 / 8) ** 0.5])
+    assert distance_from(weights, [torch.zeros(2, 2), torch.zeros(4)]) == pytest.approx([(16 / 8) ** 0.5])
     layer = nn.Linear(3, 1)
     (layer(torch.ones(1, 3)) * 2).sum().backward()
-    assert abs(gradient_norm(layer.parameters()) - (4 * 3 + 4) ** 0.5) < 1e-6
+    (norm,) = gradient_norm(layer.parameters())
+    assert abs(norm - (4 * 3 + 4) ** 0.5) < 1e-6
+    # per member of a group: member k's rows of every tensor (member-major), no norm over all members
+    group_weights = [torch.tensor([[2.0, 2.0], [0.0, 0.0]]), torch.tensor([0.0, 0.0, 3.0, 3.0])]
+    assert parameter_rms(group_weights, members=2) == pytest.approx([(8 / 4) ** 0.5, (18 / 4) ** 0.5])
+    group = EnsembleLinear(2, 3, 1)
+    (group(torch.ones(2, 1, 3)) * torch.tensor([2.0, 1.0]).view(2, 1, 1)).sum().backward()
+    assert gradient_norm(group.parameters(), members=2) == pytest.approx([(4 * 3 + 4) ** 0.5, (3 + 1) ** 0.5])
 
 
 def test_probe_reads_hidden_units_and_penultimate_features_without_changing_the_net():
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 1))
-    x = torch.randn(32, 4)
+    net = nn.Sequential(EnsembleLinear(1, 4, 8), nn.ReLU(), EnsembleLinear(1, 8, 6), nn.ReLU(), EnsembleLinear(1, 6, 1))
+    x = torch.randn(1, 32, 4)  # one member's batch
     probe = ActivationProbe([net[0], net[2]], net[4])
     hidden, features = probe(lambda: net(x))
-    assert [h.shape for h in hidden] == [(32, 8), (32, 6)] and features.shape == (32, 6)
+    assert [h.shape for h in hidden] == [(1, 32, 8), (1, 32, 6)] and features.shape == (1, 32, 6)
     torch.testing.assert_close(features, net[:4](x))
     assert not net[0]._forward_hooks and not net[4]._forward_pre_hooks  # hooks removed
     with torch.no_grad():
         net[0].bias.fill_(-100.0)  # every first-layer unit dead
     initial = [p.detach().clone() for p in net.parameters()]
     report = network_report("critic", net, probe, lambda: net(x), initial)
-    assert report["plasticity/critic_dormant_0"] >= 8 / 14 and report["plasticity/critic_distance_from_init"] == 0.0
+    assert report["plasticity/critic_dormant_0"][0] >= 8 / 14 and report["plasticity/critic_distance_from_init"] == [0.0]
 
 
 # ---- NTK / Gram matrix and churn ---------------------------------------------------------------------------------
@@ -88,7 +103,7 @@ class FakeReplay:
 
     def sample(self, batch_size: int) -> Probe:
         self.draws += 1
-        return Probe(torch.randn(batch_size, self.dim))
+        return Probe(torch.randn(1, batch_size, self.dim))  # one member's batch
 
 
 class RecordingLogger:
@@ -104,19 +119,24 @@ def test_ntk_rank_of_a_linear_model_is_the_rank_of_its_inputs():
     # f(x) = w·x + b: ∇f = [x, 1], so K = [X, 1]·[X, 1]ᵀ has rank 3 + 1 for inputs spanning 3 directions
     linear = nn.Linear(8, 1)
     low_rank_inputs = torch.randn(64, 3) @ torch.randn(3, 8)
-    report = ntk_report("critic", linear, lambda b: linear(b.obs), Probe(low_rank_inputs), max_params=10_000)
-    assert report["plasticity/critic_ntk_rank"] == 4 and report["plasticity/critic_ntk_srank"] <= 4
-    assert report["plasticity/critic_ntk_params"] == 9
+    report = ntk_report("critic", linear, lambda b: linear(b.obs), Probe(low_rank_inputs[None]), max_params=10_000)
+    assert report["plasticity/critic_ntk_rank"] == [4] and report["plasticity/critic_ntk_srank"][0] <= 4
+    assert report["plasticity/critic_ntk_params"] == [9]
     # orthogonal inputs of equal norm, no bias: K = 4·I — full rank, effective rank 8, no interference, condition 1
     no_bias = nn.Linear(8, 1, bias=False)
-    report = ntk_report("critic", no_bias, lambda b: no_bias(b.obs), Probe(2 * torch.eye(8)), max_params=10_000)
-    assert report["plasticity/critic_ntk_rank"] == 8 and report["plasticity/critic_ntk_srank"] == 8
-    assert report["plasticity/critic_ntk_effective_rank"] == pytest.approx(8.0)
-    assert report["plasticity/critic_ntk_grad_cos"] == pytest.approx(0.0, abs=1e-12)
-    assert report["plasticity/critic_ntk_condition"] == pytest.approx(1.0)
+    report = ntk_report("critic", no_bias, lambda b: no_bias(b.obs), Probe(2 * torch.eye(8)[None]), max_params=10_000)
+    assert report["plasticity/critic_ntk_rank"] == [8] and report["plasticity/critic_ntk_srank"] == [8]
+    assert report["plasticity/critic_ntk_effective_rank"] == pytest.approx([8.0])
+    assert report["plasticity/critic_ntk_grad_cos"] == pytest.approx([0.0], abs=1e-12)
+    assert report["plasticity/critic_ntk_condition"] == pytest.approx([1.0])
     # the same input eight times: rank 1, every pair of gradients parallel
-    report = ntk_report("critic", no_bias, lambda b: no_bias(b.obs), Probe(torch.ones(8, 8)), max_params=10_000)
-    assert report["plasticity/critic_ntk_rank"] == 1 and report["plasticity/critic_ntk_grad_cos"] == pytest.approx(1.0)
+    report = ntk_report("critic", no_bias, lambda b: no_bias(b.obs), Probe(torch.ones(1, 8, 8)), max_params=10_000)
+    assert report["plasticity/critic_ntk_rank"] == [1] and report["plasticity/critic_ntk_grad_cos"] == pytest.approx([1.0])
+    # a group of two members, each its own linear model on its own inputs: each member's rank is its own inputs' rank
+    group = EnsembleLinear(2, 8, 1)
+    inputs = torch.stack([low_rank_inputs, torch.randn(64, 8)])  # rank 3 (+ bias) and full rank 8 (+ bias)
+    report = ntk_report("critic", group, lambda b: group(b.obs), Probe(inputs), max_params=10_000, members=2)
+    assert report["plasticity/critic_ntk_rank"] == [4, 9] and report["plasticity/critic_ntk_params"] == [9, 9]
 
 
 def test_ntk_keeps_the_last_layers_within_the_parameter_budget_and_handles_twin_critics():
@@ -124,13 +144,14 @@ def test_ntk_keeps_the_last_layers_within_the_parameter_budget_and_handles_twin_
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
-    report = ntk_report("critic", net, lambda b: net(b.obs), Probe(torch.randn(16, 4)), max_params=1_000)
-    assert report["plasticity/critic_ntk_params"] == 33 + 32  # the head (33) and the last hidden bias; 32·32 would exceed
+    report = ntk_report("critic", net, lambda b: net(b.obs), Probe(torch.randn(1, 16, 4)), max_params=1_000)
+    assert report["plasticity/critic_ntk_params"] == [33 + 32]  # the head (33) and the last hidden bias; 32·32 would exceed
     critic = TwinCritic(3, 1, (16, 16))
-    batch = Probe(torch.randn(20, 4))
-    report = ntk_report("critic", critic, lambda b: critic(b.obs[:, :3], b.obs[:, 3:]), batch, max_params=10**6)
-    assert report["plasticity/critic_ntk_params"] == sum(p.numel() for p in critic.parameters())
-    assert 1 < report["plasticity/critic_ntk_rank"] <= 20 and 0 < report["plasticity/critic_ntk_grad_cos"] < 1
+    batch = Probe(torch.randn(1, 20, 4))  # one member's batch
+    report = ntk_report("critic", critic, lambda b: critic(b.obs[..., :3], b.obs[..., 3:]), batch, max_params=10**6)
+    assert report["plasticity/critic_ntk_params"] == [sum(p.numel() for p in critic.parameters())]
+    (rank,), (cosine,) = report["plasticity/critic_ntk_rank"], report["plasticity/critic_ntk_grad_cos"]
+    assert 1 < rank <= 20 and 0 < cosine < 1
     assert not any(p.grad is not None for p in critic.parameters())  # the agent's gradients are left alone
 
 
@@ -151,7 +172,7 @@ def test_churn_is_zero_without_an_update_and_positive_after_one():
     replay, logger = FakeReplay(3), RecordingLogger()
     monitor.after_update(1, replay, logger, global_step=1)  # takes the reference before update 2
     monitor.after_update(2, replay, logger, global_step=2)  # nothing changed in between
-    assert logger.logged[2] == {"plasticity/critic_churn": 0.0, "plasticity/actor_churn": 0.0}
+    assert logger.logged[2] == {"plasticity/critic_churn": [0.0], "plasticity/actor_churn": [0.0]}
     monitor.after_update(3, replay, logger, global_step=3)
     reference, before, _ = monitor.churn_reference
     restored = PlasticityMonitor(monitor.args, list(monitor.networks.values()))
@@ -162,13 +183,10 @@ def test_churn_is_zero_without_an_update_and_positive_after_one():
     churn = logger.logged[4]
     with torch.no_grad():
         expected_value_churn = (critic(reference.obs).squeeze(-1) - before["critic"]).abs().mean()
-        expected_policy_churn = (actor(reference.obs) - before["actor"]).norm(dim=1).mean()
-    assert (
-        churn["plasticity/critic_churn"] == pytest.approx(float(expected_value_churn)) and churn["plasticity/critic_churn"] > 0
-    )
-    assert (
-        churn["plasticity/actor_churn"] == pytest.approx(float(expected_policy_churn)) and churn["plasticity/actor_churn"] > 0
-    )
+        expected_policy_churn = (actor(reference.obs) - before["actor"]).norm(dim=-1).mean()
+    (value_churn,), (policy_churn,) = churn["plasticity/critic_churn"], churn["plasticity/actor_churn"]
+    assert value_churn == pytest.approx(float(expected_value_churn)) and value_churn > 0
+    assert policy_churn == pytest.approx(float(expected_policy_churn)) and policy_churn > 0
     restored_logger = RecordingLogger()
     restored.after_update(4, replay, restored_logger, global_step=4)
     assert restored_logger.logged[4] == churn
@@ -215,8 +233,8 @@ def test_kl_churn_sees_a_log_std_parameter_that_the_update_changes_in_place():
         log_std.add_(0.5)  # the update: σ grows, means stay
     monitor.after_update(2, replay, logger, global_step=2)
     # per dimension: KL(N(μ, 1) ‖ N(μ, e)) = ½ + ½·(e⁻¹ − 1)
-    assert logger.logged[2]["plasticity/policy_kl_churn"] == pytest.approx(2 * (0.5 + 0.5 * (math.exp(-1.0) - 1)))
-    assert logger.logged[2]["plasticity/policy_churn"] == 0.0
+    assert logger.logged[2]["plasticity/policy_kl_churn"] == pytest.approx([2 * (0.5 + 0.5 * (math.exp(-1.0) - 1))])
+    assert logger.logged[2]["plasticity/policy_churn"] == [0.0]
     restored_logger = RecordingLogger()
     restored.after_update(2, replay, restored_logger, global_step=2)
     assert restored_logger.logged[2] == logger.logged[2]
@@ -226,11 +244,16 @@ def test_greedy_churn_counts_states_whose_best_action_changes():
     before = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 2.0, 3.0]])
     after = before.clone()
     after[0, 1] = 2.0  # state 0: greedy action 0 → 1
-    report = churn_report("critic", before, after, batch_size=4)
-    assert report["plasticity/critic_greedy_churn"] == 0.25
-    assert report["plasticity/critic_churn"] == pytest.approx(2.0 / 12)  # mean |ΔQ(s, a)| over states and actions
-    twin = churn_report("critic", torch.zeros(2, 4), torch.ones(2, 4), batch_size=4)  # (members, batch): no greedy action
-    assert twin == {"plasticity/critic_churn": 1.0}
+    report = churn_report("critic", before[None], after[None], batch_size=4, actions=3)  # one member's Q(s, ·)
+    assert report["plasticity/critic_greedy_churn"] == [0.25]
+    assert report["plasticity/critic_churn"] == pytest.approx([2.0 / 12])  # mean |ΔQ(s, a)| over states and actions
+    # a group of two: member 1's Q did not move
+    group = churn_report("critic", torch.stack([before, before]), torch.stack([after, before]), 4, members=2, actions=3)
+    assert group == {"plasticity/critic_churn": pytest.approx([2.0 / 12, 0.0]), "plasticity/critic_greedy_churn": [0.25, 0.0]}
+    twin = churn_report(
+        "critic", torch.zeros(1, 2, 4), torch.ones(1, 2, 4), batch_size=4
+    )  # (members, 2, batch): no greedy action
+    assert twin == {"plasticity/critic_churn": [1.0]}
 
 
 def test_monitor_runs_the_ntk_on_the_probe_batch_when_both_are_due():
@@ -244,4 +267,4 @@ def test_monitor_runs_the_ntk_on_the_probe_batch_when_both_are_due():
         monitor.after_update(update, replay, logger, global_step=update)
     assert sorted(logger.logged) == [5, 10] and replay.draws == 2  # the NTK reused update 10's probe batch
     assert "plasticity/critic_ntk_rank" in logger.logged[10] and "plasticity/critic_ntk_rank" not in logger.logged[5]
-    assert 1 <= logger.logged[10]["plasticity/critic_ntk_rank"] <= 16
+    assert 1 <= logger.logged[10]["plasticity/critic_ntk_rank"][0] <= 16

@@ -138,7 +138,8 @@ def test_rollout_agents_store_episode_ends(agent, env_steps, runs_dir, monkeypat
         runs_dir=runs_dir,
     )
     module.main(args)
-    stored = {name: torch.cat([r[name] for r in rollouts]) for name in rollouts[0]}
+    # rollouts are (members, steps, num_envs, ...): the run's one member, its rollouts in step order
+    stored = {name: torch.cat([r[name] for r in rollouts], dim=1)[0] for name in rollouts[0]}
     check_episode_ends(env_steps, stored["obs"], stored["next_obs"], stored["terminated"], cartpole_falls, num_envs)
     ended = torch.stack([s.terminated | s.truncated for s in env_steps])
     assert torch.equal(stored["dones"], ended)  # GAE must not leak across any episode end

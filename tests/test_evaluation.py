@@ -13,12 +13,14 @@ import pytest
 import torch
 
 from cleanrl_plus.evaluator import EVAL_SEED_OFFSET, Evaluator
+from cleanrl_plus.members import Members
 from envs.continual import ContinualArgs
 
 
-def balance(obs: torch.Tensor) -> torch.Tensor:
-    """Push toward the side the pole leans to: it balances for a while, episodes of different lengths."""
-    return (obs[:, 2] > 0).long()
+def balance(obs: torch.Tensor, members: Members | None = None) -> torch.Tensor:
+    """Push toward the side the pole leans to: it balances for a while, episodes of different lengths. Observations
+    (members, episodes, 4) → actions (members, episodes); it draws nothing from the members' generators."""
+    return (obs[..., 2] > 0).long()
 
 
 def gymnasium_returns(seed: int, num_episodes: int) -> list[float]:
@@ -47,18 +49,23 @@ def test_each_return_counts_rewards_only_until_its_episode_ends(check_every):
     np.testing.assert_array_equal(returns, [expected])  # (members, episodes): a one-seed run is a group of one
 
 
-def test_every_evaluation_starts_alike_and_leaves_the_training_rng_alone():
+@pytest.mark.parametrize("draws_from", ["members", "torch"])
+def test_every_evaluation_starts_alike_and_leaves_the_training_rng_alone(draws_from):
+    """A policy draws its random numbers from the members' evaluation generators (the agents' policies), or from torch's
+    global RNG (which the evaluator forks)."""
     evaluator = Evaluator("CartPole-v1", 3, seed=0, device=torch.device("cpu"))
     first_obs = []
 
-    def epsilon_greedy(obs):  # draws random numbers, like DDQN's evaluation policy
-        return torch.where(torch.rand(obs.shape[0]) < 0.3, torch.randint(0, 2, (obs.shape[0],)), balance(obs))
+    def epsilon_greedy(obs, members):  # draws random numbers, like DDQN's evaluation policy
+        if draws_from == "members":
+            return torch.where(members.rand(obs.shape[1]) < 0.3, members.randint(2, obs.shape[1]), balance(obs))
+        return torch.where(torch.rand(obs.shape[:2]) < 0.3, torch.randint(0, 2, obs.shape[:2]), balance(obs))
 
-    def recording(obs):
+    def recording(obs, members):
         if not recording.started:
             first_obs.append(obs.clone())
             recording.started = True
-        return epsilon_greedy(obs)
+        return epsilon_greedy(obs, members)
 
     results = []
     for _ in range(2):

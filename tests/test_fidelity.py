@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from agents import ppo, td3
-from cleanrl_plus.nn import EnsembleLinear, NormedEnsembleLinear, NormedLinear, NormedMemberConv2d, frozen
+from cleanrl_plus.nn import EnsembleLinear, MemberConv2d, NormedEnsembleLinear, NormedLinear, NormedMemberConv2d, frozen
 from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
@@ -34,7 +34,12 @@ CPU = torch.device("cpu")
 
 def _ppo_agent(space: gym.Space, hidden=(32, 32), seed: int = 0) -> ppo.ActorCritic:
     torch.manual_seed(seed)
-    return ppo.ActorCritic(4, space, hidden, "tanh")
+    return ppo.ActorCritic(1, 4, space, hidden, "tanh")  # one member: its observations are (1, B, 4)
+
+
+def _torch_layout(layer: EnsembleLinear) -> tuple[torch.Tensor, torch.Tensor]:
+    """The one member's weight (out, in) and bias (out,) of an ensemble layer, as nn.Linear holds them (views)."""
+    return layer.weight[0].t(), layer.bias[0, 0]
 
 
 def _ppo_network(agent: ppo.ActorCritic, optimizer, updates_per_iteration: int = 4) -> Network:
@@ -48,8 +53,8 @@ def _authors_parseval(networks: list[nn.Sequential], width: int, reg: float) -> 
     given: scale 2), times parseval_reg·(64/net_width)²."""
     total = 0
     for net in networks:
-        for layer in [m for m in net if isinstance(m, nn.Linear)][:-1]:  # the output layer is 'linear_output'
-            w = layer.weight
+        for layer in [m for m in net if isinstance(m, EnsembleLinear)][:-1]:  # the output layer is 'linear_output'
+            w, _ = _torch_layout(layer)
             total = total + reg * (64 / width) ** 2 * torch.norm(w @ w.t() - 2 * torch.eye(w.shape[0]), p="fro") ** 2
     return total
 
@@ -59,10 +64,10 @@ def test_parseval_on_ppo_is_the_authors_penalty_and_gradient_with_the_width_fact
     reference = copy.deepcopy(agent)
     optimizer = adam(agent.parameters(), 1e-3, CPU)
     hooks = RemedyHooks(RemedyArgs(reg=RegArgs(parseval=1e-3)), [_ppo_network(agent, optimizer)])
-    ours = hooks.loss("agent", torch.zeros(()))
+    ours = hooks.loss("agent", torch.zeros(1))  # one loss per member
     theirs = _authors_parseval([reference.policy.net, reference.critic], width=32, reg=1e-3)
-    torch.testing.assert_close(ours, theirs)
-    ours.backward()
+    torch.testing.assert_close(ours, theirs.reshape(1))
+    ours.sum().backward()
     theirs.backward()
     for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
         expected = q.grad if q.grad is not None else torch.zeros_like(p)  # biases, heads and log σ get no penalty
@@ -77,12 +82,12 @@ def test_parseval_without_the_width_factor_and_with_another_scale():
         [_ppo_network(agent, adam(agent.parameters(), 1e-3, CPU))],
     )
     expected = sum(
-        torch.norm(m.weight @ m.weight.t() - torch.eye(16)) ** 2
+        torch.norm(_torch_layout(m)[0] @ _torch_layout(m)[0].t() - torch.eye(16)) ** 2
         for net in (agent.policy.net, agent.critic)
         for m in list(net)[:-1]
-        if isinstance(m, nn.Linear)
+        if isinstance(m, EnsembleLinear)
     )
-    torch.testing.assert_close(hooks.loss("agent", torch.zeros(())), expected)
+    torch.testing.assert_close(hooks.loss("agent", torch.zeros(1)), expected.reshape(1))
 
 
 # ---- weight clipping ----------------------------------------------------------------------------------------------
@@ -106,7 +111,9 @@ def test_weight_clipping_bounds_are_the_authors_per_layer_bounds_not_the_initial
             p.normal_(0, 2.0)  # far outside every bound
     reference = copy.deepcopy(agent)
     clipper.clip()
-    _authors_clip(list(reference.parameters()), 3.0)
+    linears = [m for m in reference.modules() if isinstance(m, EnsembleLinear)]  # in parameter order
+    assert sum(p.numel() for m in linears for p in m.parameters()) == sum(p.numel() for p in reference.parameters())
+    _authors_clip([p for m in linears for p in _torch_layout(m)], 3.0)  # their code on nn.Linear's layout
     for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
         assert torch.equal(p, q), name
 
@@ -185,30 +192,31 @@ def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(
     coefficients = []
     for iteration in range(4):
         for update in range(3):
-            obs, reference = torch.randn(8, 4, generator=generator), torch.randn(8, 4, generator=generator)
-            target = torch.randn(8, agent.policy.outputs, generator=generator)
+            # one member's batches, (1, 8, ...), and its losses, (1,)
+            obs, reference = torch.randn(1, 8, 4, generator=generator), torch.randn(1, 8, 4, generator=generator)
+            target = torch.randn(1, 8, agent.policy.outputs, generator=generator)
             pg_ours, pg_theirs = (
-                ((net.policy.net(obs) - target) ** 2).mean() - 0.3 for net in (agent, mirror)
+                ((net.policy.net(obs) - target) ** 2).mean((1, 2)) - 0.3 for net in (agent, mirror)
             )  # a signed "policy loss"
-            value_loss = mirror.value(obs).square().mean()  # in the total loss but not what c is scaled against
+            value_loss = mirror.value(obs).square().mean(1)  # in the total loss but not what c is scaled against
             coef_before = theirs.coef
             churn_theirs = theirs.churn(mirror.policy.net, reference)
             total_theirs = pg_theirs + value_loss + coef_before * churn_theirs
             total_ours = (
                 pg_ours
-                + agent.value(obs).square().mean()
+                + agent.value(obs).square().mean(1)
                 + ours.loss(pg_ours + value_loss.detach(), reference, scale_against=pg_ours)
             )
             torch.testing.assert_close(total_ours, total_theirs, rtol=1e-4, atol=1e-6)
             for optimizer, total in ((opt_ours, total_ours), (opt_theirs, total_theirs)):
                 optimizer.zero_grad()
-                total.backward()
+                total.sum().backward()
                 optimizer.step()
             ours.after_step()
             theirs.after_update(mirror.policy.net)
         theirs.after_iteration(float(pg_theirs), float(churn_theirs))
         coefficients.append(theirs.coef)
-        torch.testing.assert_close(ours.coef, torch.tensor(theirs.coef, dtype=torch.float32), rtol=1e-4, atol=0)
+        torch.testing.assert_close(ours.coef, torch.tensor([theirs.coef], dtype=torch.float32), rtol=1e-4, atol=0)
     assert (
         coefficients[0] == schedule.initial_coef and coefficients[1] != schedule.initial_coef
     )  # the warm-up ended after iteration 2
@@ -229,26 +237,26 @@ def test_cchain_on_ppo_restarts_its_schedule_at_a_task_switch_and_a_value_networ
             ),
         ],
     )
-    batch = SimpleNamespace(obs=torch.randn(8, 4))
+    batch = SimpleNamespace(obs=torch.randn(1, 8, 4))  # one member's
 
     def update(name: str, **scale) -> torch.Tensor:
-        loss = hooks.loss(name, torch.tensor(1.0, requires_grad=True), batch, **scale)
+        loss = hooks.loss(name, torch.tensor([1.0], requires_grad=True), batch, **scale)
         hooks.networks[name].net.optimizer.zero_grad()
-        loss.backward()
+        loss.sum().backward()
         hooks.step(name)
         return loss
 
     for _ in range(3):
-        update("agent", scale_against=torch.tensor(0.5))
+        update("agent", scale_against=torch.tensor([0.5]))
         update("critic")
     policy, critic = hooks.networks["agent"].churn, hooks.networks["critic"].churn
     assert float(policy.coef) != 100.0 and int(critic.points) == 3
     hooks.on_task_switch()
     assert float(policy.coef) == 100.0 and int(policy.points) == 0 and bool(policy.skip)
     assert int(critic.points) == 3  # DDQN's C-CHAIN keeps its statistics across tasks
-    assert float(update("agent", scale_against=torch.tensor(0.5))) == 1.0  # no churn term after the switch, none recorded…
+    assert float(update("agent", scale_against=torch.tensor([0.5]))) == 1.0  # no churn term after the switch, none recorded…
     assert int(policy.churn_points) == 0 and int(policy.points) == 1 and not bool(policy.skip)
-    update("agent", scale_against=torch.tensor(0.5))
+    update("agent", scale_against=torch.tensor([0.5]))
     assert int(policy.churn_points) == 1  # … then again
 
 
@@ -298,19 +306,19 @@ def test_nap_puts_a_norm_before_every_nonlinearity_of_every_torso():
     from plasticity.architecture import NaPArgs
 
     torch.manual_seed(0)
-    frames = ddqn.QNetwork("nature-cnn", (4, 84, 84), 3, (), "layer")
-    grids = ddqn.QNetwork("minatar-cnn", (10, 10, 4), 3, (), "layer")
+    frames = ddqn.QNetwork(1, "nature-cnn", (4, 84, 84), 3, (), "layer")  # each of one member
+    grids = ddqn.QNetwork(1, "minatar-cnn", (10, 10, 4), 3, (), "layer")
     args = sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=2)
-    simba = sac_simba.make_critic(args, 3, 1, 2)
+    simba = sac_simba.make_critic(1, args, 3, 1, 2)
     mlp = td3.TwinCritic(3, 1, (8, 8), norm="layer")
-    obs, action, images, boards = (
-        torch.randn(5, 3),
-        torch.randn(5, 1),
-        torch.rand(2, 4, 84, 84) * 255,
-        torch.rand(2, 10, 10, 4),
+    obs, action, images, boards = (  # one member's batches
+        torch.randn(1, 5, 3),
+        torch.randn(1, 5, 1),
+        torch.rand(1, 2, 4, 84, 84) * 255,
+        torch.rand(1, 2, 10, 10, 4),
     )
     cases = [
-        (frames, [m for m in frames.torso.convs if isinstance(m, nn.Conv2d)] + [frames.torso.fc], lambda: frames(images)),
+        (frames, [m for m in frames.torso.convs if isinstance(m, MemberConv2d)] + [frames.torso.fc], lambda: frames(images)),
         (grids, [grids.torso.conv, grids.torso.fc], lambda: grids(boards)),
         (simba, [block.expand for block in simba.encoder.blocks], lambda: simba(obs, action)),
         (mlp, list(mlp.layers[:-1]), lambda: mlp(obs, action)),
@@ -327,20 +335,24 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
     from plasticity.architecture import NaPArgs
 
     torch.manual_seed(0)
-    critic = sac_simba.make_critic(sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=1), 3, 1, 2)
-    frames = nn.Sequential(NormedMemberConv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    critic = sac_simba.make_critic(1, sac_simba.Args(nap=NaPArgs(enabled=True), critic_width=8, critic_blocks=1), 3, 1, 2)
+    # two members' convolutions (one grouped convolution), then a plain linear layer
+    frames = nn.Sequential(NormedMemberConv2d(2, 2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 4 * 4 * 4, 2))
+    ensemble = (EnsembleLinear, MemberConv2d)  # one matrix per entry along the leading dimension
+
+    def norms(m: nn.Module) -> torch.Tensor:
+        return (
+            torch.linalg.vector_norm(m.weight.flatten(1), dim=1)
+            if isinstance(m, ensemble)
+            else torch.linalg.vector_norm(m.weight)
+        )
+
     for net, forward in (
-        (critic, lambda: critic(torch.randn(16, 3), torch.randn(16, 1)).square().mean()),
-        (frames, lambda: frames(torch.randn(8, 2, 6, 6)).square().mean()),
+        (critic, lambda: critic(torch.randn(1, 16, 3), torch.randn(1, 16, 1)).square().mean()),
+        (frames, lambda: frames(torch.randn(8, 2 * 2, 6, 6)).square().mean()),
     ):
-        matrices = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d, EnsembleLinear))]
-        initial = [
-            torch.linalg.vector_norm(
-                m.weight.flatten(1) if not isinstance(m, EnsembleLinear) else m.weight,
-                dim=None if not isinstance(m, EnsembleLinear) else (1, 2),
-            )
-            for m in matrices
-        ]
+        matrices = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d, *ensemble))]
+        initial = [norms(m) for m in matrices]
         projector = NormProjector(net)
         optimizer = torch.optim.SGD(net.parameters(), lr=0.5)
         free = [
@@ -354,12 +366,7 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
             projector.project()
             assert all(torch.equal(p, q) for p, q in zip(free, free_before))  # biases and norm scale/shift: untouched
         for m, norm in zip(matrices, initial):
-            current = (
-                torch.linalg.vector_norm(m.weight, dim=(1, 2))
-                if isinstance(m, EnsembleLinear)
-                else torch.linalg.vector_norm(m.weight)
-            )
-            torch.testing.assert_close(current, norm)
+            torch.testing.assert_close(norms(m), norm)
 
 
 # ---- SAC reset (Nikishin et al. 2022) ---------------------------------------------------------------------------

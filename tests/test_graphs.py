@@ -652,24 +652,29 @@ def test_a_gtr_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monk
 @pytest.mark.parametrize("space", [gym.spaces.Discrete(5), gym.spaces.Box(-1.0, 1.0, (3,))], ids=["discrete", "continuous"])
 def test_sampling_from_noise_drawn_outside_gives_torchs_own_draws(space):
     """The acting step takes its random numbers as an input (a captured graph draws none): they must turn into the very
-    actions torch's samplers draw from the same stream, so CPU runs keep their numbers."""
+    actions torch's samplers draw from the same stream, so CPU runs keep their numbers. The stream is the member's own
+    generator (seeded by its seed), which a draw through `Members` leaves where torch's sampler leaves it."""
+    from cleanrl_plus.members import Members
+
     torch.manual_seed(0)
-    policy = ppo.Policy(4, space, (16,), "tanh")
+    policy = ppo.Policy(1, 4, space, (16,), "tanh")  # one member: observations (1, B, 4)
     with torch.no_grad():
         for parameter in policy.parameters():  # away from the near-uniform initial policy
             parameter.normal_(0.0, 1.0)
-    obs = torch.randn(256, 4)
+    obs = torch.randn(1, 256, 4)
     with torch.no_grad():
         dist = policy.distribution(obs)
         torch.manual_seed(1)
         expected = dist.sample()
         stream_after = torch.get_rng_state()
-        torch.manual_seed(1)
-        actions, logprobs = policy.sample(obs, policy.noise(obs))
-    assert torch.equal(actions, expected) and torch.equal(torch.get_rng_state(), stream_after)
+        global_before = torch.get_rng_state()
+        members = Members((1,))  # the member of seed 1: its generator is the stream torch.manual_seed(1) starts
+        actions, logprobs = policy.sample(obs, policy.noise(members, 256))
+    assert torch.equal(actions, expected) and torch.equal(members.generators[0].get_state(), stream_after)
+    assert torch.equal(torch.get_rng_state(), global_before)  # torch's global stream is left alone
     expected_logprobs = dist.log_prob(expected)
     torch.testing.assert_close(logprobs, expected_logprobs.sum(-1) if policy.continuous else expected_logprobs, rtol=0, atol=0)
-    assert len(actions.unique(dim=0)) > 4  # a policy that samples, not one that always picks the same action
+    assert len(actions[0].unique(dim=0)) > 4  # a policy that samples, not one that always picks the same action
 
 
 def test_what_a_captured_ppo_step_reads_stays_the_same_tensor(runs_dir, monkeypatch):
@@ -686,8 +691,8 @@ def test_what_a_captured_ppo_step_reads_stays_the_same_tensor(runs_dir, monkeypa
 
     class RecordingStorage(ppo.RolloutStorage):
         def gather(self, indices):
-            members = trust_regions[0].anchor.members
-            anchor = [p.data_ptr() for member in members for p in member.parameters()] if len(members) == 2 else []
+            snapshots = trust_regions[0].anchor.snapshots
+            anchor = [p.data_ptr() for policy in snapshots for p in policy.parameters()] if len(snapshots) == 2 else []
             lrs = [group["lr"].data_ptr() for group in optimizers[0].param_groups]
             pointers.append((tuple(t.data_ptr() for t in self.flat()), tuple(lrs), tuple(anchor)))
             return super().gather(indices)

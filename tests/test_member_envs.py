@@ -14,6 +14,7 @@ import torch
 import envs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import EVAL_SEED_OFFSET, Evaluator, make_envs
+from cleanrl_plus.members import Members
 from envs.base import EpisodeStats, member_seeds
 from envs.continual import ContinualArgs
 
@@ -244,12 +245,14 @@ def test_state_dict_rejects_a_group_of_another_size():
 
 # --- evaluation -----------------------------------------------------------------------------------------------------
 def epsilon_greedy(evaluator: Evaluator):
-    """CartPole's lean-following policy, random with probability 0.3, from each member's own evaluation generator."""
+    """CartPole's lean-following policy, random with probability 0.3, from each member's own evaluation generator (the
+    `members` the evaluator passes with the (members, episodes, ...) observations)."""
 
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        explore = evaluator.rng.rand(obs.shape[0] // len(evaluator.seeds)).flatten() < 0.3
-        random_action = evaluator.rng.randint(2, obs.shape[0] // len(evaluator.seeds)).flatten()
-        return torch.where(explore, random_action, (obs[:, 2] > 0).long())
+    def policy(obs: torch.Tensor, members: Members) -> torch.Tensor:
+        assert members is evaluator.rng and obs.shape[0] == len(evaluator.seeds)
+        explore = members.rand(obs.shape[1]) < 0.3
+        random_action = members.randint(2, obs.shape[1])
+        return torch.where(explore, random_action, (obs[..., 2] > 0).long())
 
     return policy
 

@@ -23,45 +23,50 @@ TINY = dict(
 
 def test_gae_bootstraps_a_truncation_but_not_across_it():
     """T = 3, one env, γ = 0.9, λ = 0.8; the episode is cut by the time limit after step 1 (V(s_final) = 9)."""
-    rewards = torch.tensor([[1.0], [2.0], [3.0]])
-    values = torch.tensor([[0.5], [1.0], [1.5]])
-    next_values = torch.tensor([[1.0], [9.0], [2.0]])
-    no = torch.zeros(3, 1, dtype=torch.bool)
-    cut = torch.tensor([[False], [True], [False]])
+    rewards = torch.tensor([[[1.0], [2.0], [3.0]]])  # (members, T, N): one member
+    values = torch.tensor([[[0.5], [1.0], [1.5]]])
+    next_values = torch.tensor([[[1.0], [9.0], [2.0]]])
+    no = torch.zeros(1, 3, 1, dtype=torch.bool)
+    cut = torch.tensor([[[False], [True], [False]]])
     advantages, returns = generalized_advantages(rewards, values, next_values, no, cut, 0.9, 0.8)
     # δ₂ = 3 + 0.9·2 − 1.5 = 3.3;  δ₁ = 2 + 0.9·9 − 1 = 9.1 (bootstrapped), Â₁ does not see Â₂;  Â₀ = 1.4 + 0.72·9.1
-    torch.testing.assert_close(advantages[:, 0], torch.tensor([1.4 + 0.72 * 9.1, 9.1, 3.3]))
+    torch.testing.assert_close(advantages[0, :, 0], torch.tensor([1.4 + 0.72 * 9.1, 9.1, 3.3]))
     torch.testing.assert_close(returns, advantages + values)
     # the same cut as a termination: no bootstrap from V(s_final)
     terminal, _ = generalized_advantages(rewards, values, next_values, cut, cut, 0.9, 0.8)
-    torch.testing.assert_close(terminal[:, 0], torch.tensor([1.4 + 0.72 * 1.0, 1.0, 3.3]))
+    torch.testing.assert_close(terminal[0, :, 0], torch.tensor([1.4 + 0.72 * 1.0, 1.0, 3.3]))
+    # both as two members of one group: each member's recursion is its own
+    pair = lambda x, y: torch.cat([x, y])
+    group, _ = generalized_advantages(
+        *(pair(x, x) for x in (rewards, values, next_values)), pair(no, cut), pair(cut, cut), 0.9, 0.8
+    )
+    torch.testing.assert_close(group, torch.cat([advantages, terminal]))
 
 
 def test_gae_without_episode_ends_matches_the_discounted_sum_of_deltas():
     torch.manual_seed(0)
-    rewards, values, next_values = torch.randn(5, 2), torch.randn(5, 2), torch.randn(5, 2)
-    no = torch.zeros(5, 2, dtype=torch.bool)
+    rewards, values, next_values = torch.randn(3, 5, 2), torch.randn(3, 5, 2), torch.randn(3, 5, 2)  # 3 members
+    no = torch.zeros(3, 5, 2, dtype=torch.bool)
     advantages, _ = generalized_advantages(rewards, values, next_values, no, no, 0.99, 0.95)
     deltas = rewards + 0.99 * next_values - values
-    expected = sum((0.99 * 0.95) ** k * deltas[k] for k in range(5))
-    torch.testing.assert_close(advantages[0], expected)
+    expected = sum((0.99 * 0.95) ** k * deltas[:, k] for k in range(5))
+    torch.testing.assert_close(advantages[:, 0], expected)
 
 
 def test_rollout_storage_values_the_stored_final_observation():
-    storage = RolloutStorage(2, 1, (2,), (), torch.device("cpu"), torch.long)
-    one = torch.ones(1, dtype=torch.bool)
-    storage.add(
-        0, torch.tensor([[1.0, 0.0]]), torch.tensor([0]), torch.zeros(1), torch.ones(1), ~one, one, torch.tensor([[5.0, 5.0]])
-    )
-    storage.add(
-        1, torch.tensor([[0.0, 1.0]]), torch.tensor([1]), torch.zeros(1), torch.ones(1), ~one, ~one, torch.tensor([[2.0, 0.0]])
-    )
+    from cleanrl_plus.members import Members
+
+    storage = RolloutStorage(2, 1, (2,), (), torch.device("cpu"), Members((0,)), torch.long)
+    one = torch.ones(1, 1, dtype=torch.bool)  # (members, num_envs)
+    step = lambda obs, action: (torch.tensor([[obs]]), torch.tensor([[action]]), torch.zeros(1, 1), torch.ones(1, 1))
+    storage.add(0, *step([1.0, 0.0], 0), ~one, one, torch.tensor([[[5.0, 5.0]]]))
+    storage.add(1, *step([0.0, 1.0], 1), ~one, ~one, torch.tensor([[[2.0, 0.0]]]))
     storage.compute_advantages(lambda obs: obs.sum(-1), gamma=0.5, gae_lambda=1.0)
     # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
-    torch.testing.assert_close(storage.advantages[:, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
+    torch.testing.assert_close(storage.advantages[0, :, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
     batches = [storage.gather(indices) for indices in storage.minibatch_indices(2)]
-    assert [b.obs.shape[0] for b in batches] == [1, 1]
-    assert sorted(float(b.advantages[0]) for b in batches) == [1.0, 5.0]
+    assert [b.obs.shape[:2] for b in batches] == [(1, 1), (1, 1)]
+    assert sorted(float(b.advantages[0, 0]) for b in batches) == [1.0, 5.0]
 
 
 def test_clipped_surrogate_on_a_constructed_batch():
@@ -83,12 +88,12 @@ def test_value_loss_clips_around_the_rollout_values():
 
 
 def test_observation_normalizer_standardises_and_clips():
-    normalizer = ObservationNormalizer((2,), enabled=True, clip=1.5)
-    batch = torch.tensor([[0.0, 10.0], [2.0, 30.0]])
+    normalizer = ObservationNormalizer((2,), enabled=True, clip=1.5, members=2)
+    batch = torch.tensor([[[0.0, 10.0], [2.0, 30.0]], [[0.0, 0.0], [20.0, 4.0]]])  # (members, B, ...): own statistics
     out = normalizer(batch, update=True)
-    torch.testing.assert_close(out, torch.tensor([[-1.0, -1.0], [1.0, 1.0]]), atol=1e-4, rtol=0)
-    assert float(normalizer(torch.tensor([[100.0, 20.0]]))[0, 0]) == 1.5
-    assert torch.equal(ObservationNormalizer((2,), enabled=False)(batch), batch)
+    torch.testing.assert_close(out, torch.tensor([[[-1.0, -1.0], [1.0, 1.0]]] * 2), atol=1e-4, rtol=0)
+    assert float(normalizer(torch.tensor([[[100.0, 20.0]], [[100.0, 20.0]]]))[0, 0, 0]) == 1.5
+    assert torch.equal(ObservationNormalizer((2,), enabled=False, members=2)(batch), batch)
 
 
 def test_running_statistics_start_over_after_a_reset_and_carry_on_after_a_load():
@@ -118,14 +123,14 @@ def test_running_statistics_start_over_after_a_reset_and_carry_on_after_a_load()
 
 
 def test_reward_scaler_divides_by_the_std_of_the_discounted_return_and_restarts_at_episode_ends():
-    scaler = RewardScaler(1, gamma=0.5, enabled=True)
-    done, not_done = torch.tensor([True]), torch.tensor([False])
-    scaler(torch.tensor([2.0]), not_done)  # G = 2
-    out = scaler(torch.tensor([2.0]), done)  # G = 3, then restarts
-    var = 0.25  # population variance of the discounted returns seen so far, [2, 3]
+    scaler = RewardScaler(1, gamma=0.5, enabled=True, members=2)
+    done, not_done = torch.tensor([[True], [False]]), torch.tensor([[False], [False]])  # (members, num_envs)
+    scaler(torch.tensor([[2.0], [4.0]]), not_done)  # G = 2 (member 1: 4)
+    out = scaler(torch.tensor([[2.0], [1.0]]), done)  # G = 3, then restarts (member 1: G = 3, goes on)
+    var = 0.25  # population variance of the discounted returns seen so far, [2, 3] (member 1: [4, 3], also 0.25)
     assert float(scaler.return_rms.count) == 2
-    torch.testing.assert_close(out, torch.tensor([2.0 / math.sqrt(var + 1e-8)]))
-    assert float(scaler.discounted_return[0]) == 0.0
+    torch.testing.assert_close(out, torch.tensor([[2.0 / math.sqrt(var + 1e-8)], [1.0 / math.sqrt(var + 1e-8)]]))
+    assert float(scaler.discounted_return[0, 0]) == 0.0 and float(scaler.discounted_return[1, 0]) == 3.0
 
 
 def test_gaussian_penalty_is_bounded_peaks_in_slope_at_sigma_and_lets_go_far_away():
@@ -153,9 +158,9 @@ def test_mixture_anchor_log_prob_is_the_log_of_the_weighted_snapshot_mixture():
 
 
 def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
-    policy = ppo.Policy(3, gym.spaces.Discrete(2), (8,), "tanh")
+    policy = ppo.Policy(2, 3, gym.spaces.Discrete(2), (8,), "tanh")  # two members
     anchor = gtr.MixtureAnchor(policy, size=3, decay=0.5)
-    obs, actions = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
+    obs, actions = torch.randn(2, 4, 3), torch.tensor([[0, 1, 1, 0], [1, 1, 0, 0]])
     logps = []
     for _ in range(4):  # the 4th push shifts every kept policy along and drops the oldest
         with torch.no_grad():
@@ -163,7 +168,7 @@ def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
                 p.add_(torch.randn_like(p))
         anchor.push(policy)
         logps.append(policy.log_prob(obs, actions)[0].detach())
-    assert len(anchor.members) == 3
+    assert len(anchor.snapshots) == 3
     torch.testing.assert_close(
         anchor.log_prob(obs, actions), gtr.mixture_log_prob(torch.stack([logps[3], logps[2], logps[1]]), 0.5)
     )
@@ -281,16 +286,17 @@ def test_ppo_redo_needs_relu_units(runs_dir):
 def test_ppo_after_plasticity_injection_clips_the_trained_gradients_and_anneals_the_new_heads(runs_dir, monkeypatch):
     """The frozen old heads keep the gradient of the last update before the injection: the gradient-norm clip must leave
     them out (else a stale gradient shrinks every later step), and the fresh heads' parameter groups follow the lr anneal."""
+    import plasticity.wiring
     from plasticity.resets import ResetArgs
 
     clipped = []
-    clip_grad_norm = torch.nn.utils.clip_grad_norm_
+    clip_grad_norm = plasticity.wiring.clip_grad_norm_per_member  # each member's norm, as torch's clip_grad_norm_
 
     def recording_clip(parameters, *args, **kwargs):
         clipped.append(list(parameters))
         return clip_grad_norm(clipped[-1], *args, **kwargs)
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    monkeypatch.setattr(plasticity.wiring, "clip_grad_norm_per_member", recording_clip)
     # 3 iterations of 4 updates; the injection after the 10th update, in the last iteration
     args = ppo.Args(
         env_id="CartPole-v1",

@@ -66,7 +66,7 @@ def test_atari_ids_take_cleanrls_ppo_atari_defaults_and_flags_override_them():
 
 
 def _orthogonal_gain(weight: torch.Tensor) -> float:
-    """g for a weight initialised orthogonal_(W, g) with fewer rows than inputs: W·Wᵀ = g²·I."""
+    """g for a weight (out, in, ...) initialised orthogonal_(W, g) with fewer rows than inputs: W·Wᵀ = g²·I."""
     rows = weight.reshape(weight.shape[0], -1)
     gram = rows.detach() @ rows.detach().T
     gain = math.sqrt(float(gram[0, 0]))
@@ -75,38 +75,47 @@ def _orthogonal_gain(weight: torch.Tensor) -> float:
 
 
 def test_the_torso_is_the_nature_cnn_shared_by_two_heads_with_cleanrls_init():
+    from cleanrl_plus.nn import MemberConv2d
+
     torch.manual_seed(0)
-    agent = ppo.make_actor_critic((4, 84, 84), gym.spaces.Discrete(4), (), "relu")
+    K = 2  # two members, each its own CleanRL network: member k's blocks of every parameter
+    agent = ppo.make_actor_critic(K, (4, 84, 84), gym.spaces.Discrete(4), (), "relu")
     torso = agent.torso
     assert isinstance(torso, NatureCNN) and agent.critic[0] is torso  # one torso, two heads
-    convs = [m for m in torso.convs if isinstance(m, torch.nn.Conv2d)]
-    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [
-        (32, (8, 8), (4, 4)),
-        (64, (4, 4), (2, 2)),
-        (64, (3, 3), (1, 1)),
+    convs = [m for m in torso.convs if isinstance(m, MemberConv2d)]
+    # MemberConv2d weights are (members, out, in, k, k); EnsembleLinear weights (members, in, out)
+    assert [(c.weight.shape[0], c.weight.shape[1], tuple(c.weight.shape[3:]), c.stride) for c in convs] == [
+        (K, 32, (8, 8), 4),
+        (K, 64, (4, 4), 2),
+        (K, 64, (3, 3), 1),
     ]
-    assert (torso.fc.in_features, torso.fc.out_features) == (64 * 7 * 7, 512)
+    assert tuple(torso.fc.weight.shape) == (K, 64 * 7 * 7, 512)
     policy_head, value_head = agent.policy.net[1][0], agent.critic[1][0]
-    assert (policy_head.in_features, policy_head.out_features, value_head.out_features) == (512, 4, 1)
-    for layer in (*convs, torso.fc):
-        assert _orthogonal_gain(layer.weight) == pytest.approx(math.sqrt(2), rel=1e-4)
-    assert _orthogonal_gain(policy_head.weight) == pytest.approx(0.01, rel=1e-4)
-    assert _orthogonal_gain(value_head.weight) == pytest.approx(1.0, rel=1e-4)
-    assert all(float(layer.bias.abs().max()) == 0 for layer in (*convs, torso.fc, policy_head, value_head))
+    assert (policy_head.weight.shape[1:], value_head.weight.shape[2]) == ((512, 4), 1)
+    for k in range(K):
+        for layer in convs:
+            assert _orthogonal_gain(layer.weight[k]) == pytest.approx(math.sqrt(2), rel=1e-4)
+        assert _orthogonal_gain(torso.fc.weight[k].T) == pytest.approx(math.sqrt(2), rel=1e-4)
+        assert _orthogonal_gain(policy_head.weight[k].T) == pytest.approx(0.01, rel=1e-4)
+        assert _orthogonal_gain(value_head.weight[k].T) == pytest.approx(1.0, rel=1e-4)
+    assert not torch.equal(convs[0].weight[0], convs[0].weight[1])  # each member its own draw
+    assert all(float(layer.bias.detach().abs().max()) == 0 for layer in (*convs, torso.fc, policy_head, value_head))
     # one set of parameters for the optimiser: 3 convs, the dense layer, two heads
     assert len(list(agent.parameters())) == 12
 
-    # frames are bytes scaled by 1/255: the logits and value the network gives are CleanRL's forward, written out
-    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
-    x = frames.float() / 255.0
-    for conv in convs:
-        x = F.relu(F.conv2d(x, conv.weight, conv.bias, conv.stride))
-    hidden = F.relu(F.linear(x.flatten(1), torso.fc.weight, torso.fc.bias))
+    # frames are bytes scaled by 1/255: the logits and value the network gives are CleanRL's forward, written out per member
+    frames = torch.randint(0, 256, (K, 3, 4, 84, 84), dtype=torch.uint8)
     logits, values = agent.heads(frames)
-    torch.testing.assert_close(logits, F.linear(hidden, policy_head.weight, policy_head.bias))
-    torch.testing.assert_close(values, F.linear(hidden, value_head.weight, value_head.bias).squeeze(-1))
-    log_probs, entropy, evaluated_values = agent.evaluate(frames, torch.tensor([0, 1, 3]))
-    torch.testing.assert_close(log_probs, torch.log_softmax(logits, -1)[torch.arange(3), torch.tensor([0, 1, 3])])
+    actions = torch.tensor([[0, 1, 3], [2, 2, 0]])
+    log_probs, entropy, evaluated_values = agent.evaluate(frames, actions)
+    for k in range(K):
+        x = frames[k].float() / 255.0
+        for conv in convs:
+            x = F.relu(F.conv2d(x, conv.weight[k], conv.bias[k], conv.stride))
+        hidden = F.relu(F.linear(x.flatten(1), torso.fc.weight[k].T, torso.fc.bias[k, 0]))
+        torch.testing.assert_close(logits[k], F.linear(hidden, policy_head.weight[k].T, policy_head.bias[k, 0]))
+        torch.testing.assert_close(values[k], F.linear(hidden, value_head.weight[k].T, value_head.bias[k, 0]).squeeze(-1))
+        torch.testing.assert_close(log_probs[k], torch.log_softmax(logits[k], -1)[torch.arange(3), actions[k]])
     torch.testing.assert_close(evaluated_values, values)
 
 
@@ -129,26 +138,29 @@ def test_a_breakout_run_stores_uint8_frame_stacks_as_the_env_gave_them(runs_dir,
     assert result["global_step"] == 128 and result["num_updates"] == 8  # 2 rollouts × 2 epochs × 2 minibatches
     storage = storages[0]
     assert storage.obs.dtype == storage.next_obs.dtype == torch.uint8
-    assert storage.obs.shape == storage.next_obs.shape == (32, 2, 4, 84, 84)
+    assert storage.obs.shape == storage.next_obs.shape == (1, 32, 2, 4, 84, 84)  # (members, steps, envs, ...)
     # the last rollout, as stored: the frames the env gave, and s' of a step is the next step's s within an episode
     last = stored[-32:]
-    torch.testing.assert_close(storage.obs, torch.stack([obs for obs, _, _ in last]), rtol=0, atol=0)
+    torch.testing.assert_close(storage.obs, torch.stack([obs for obs, _, _ in last], dim=1), rtol=0, atol=0)
     for (_, next_obs, done), (obs, _, _) in zip(last[:-1], last[1:]):
         assert torch.equal(next_obs[~done], obs[~done])
     assert int(storage.obs.max()) > 0
 
 
 def test_evaluation_is_epsilon_greedy_in_the_most_probable_action():
+    from cleanrl_plus.members import Members
+
     torch.manual_seed(0)
-    agent = ppo.make_actor_critic((4, 84, 84), gym.spaces.Discrete(4), (), "relu")
+    agent = ppo.make_actor_critic(1, (4, 84, 84), gym.spaces.Discrete(4), (), "relu")
     normalizer = ppo.ObservationNormalizer((4, 84, 84), enabled=False)
-    frames = torch.randint(0, 256, (800, 4, 84, 84), dtype=torch.uint8)
+    frames = torch.randint(0, 256, (1, 800, 4, 84, 84), dtype=torch.uint8)  # one member's
     greedy = agent.policy.net(frames).argmax(-1)
+    evaluation = Members((0,))  # the evaluation's generators
     assert torch.equal(
-        ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 0.0, torch.device("cpu"))(frames), greedy
+        ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 0.0, torch.device("cpu"))(frames, evaluation), greedy
     )
-    random = ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 1.0, torch.device("cpu"))(frames)
-    assert torch.bincount(random, minlength=4).min() > 120  # uniform over the 4 actions (200 each expected)
+    random = ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 1.0, torch.device("cpu"))(frames, evaluation)
+    assert torch.bincount(random[0], minlength=4).min() > 120  # uniform over the 4 actions (200 each expected)
 
 
 @pytest.mark.parametrize("module", [ppo, gtr])
@@ -162,7 +174,7 @@ def test_a_breakout_run_resumed_after_one_rollout_ends_exactly_as_the_straight_r
     )
     assert (resumed["global_step"], resumed["num_updates"]) == (192, 12)
     a, b = (load_checkpoint(Path(run["run_dir"]) / "checkpoint.pt") for run in (straight, resumed))
-    assert b["obs"].dtype == torch.uint8 and b["obs"].shape == (2, 4, 84, 84)
+    assert b["obs"].dtype == torch.uint8 and b["obs"].shape == (1, 2, 4, 84, 84)  # (members, envs, ...)
     for name in ("agent", "agent_optimizer", "obs", "global_step", "num_updates") + (
         ("trust_region",) if module is gtr else ()
     ):
@@ -187,8 +199,8 @@ def test_redo_recycles_the_shared_dense_layer_and_diagnostics_watch_both_heads(r
     assert result["num_updates"] == 4 and events.Scalars("plasticity/agent_recycled_fraction")[-1].value > 0.2
     # ReDo ran after the last update: a recycled unit is read by neither head, so both outputs are what they were
     agent = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["agent"]
-    unread_by_policy = (agent["policy.net.1.0.weight"] == 0).all(dim=0)
-    unread_by_value = (agent["critic.1.0.weight"] == 0).all(dim=0)
+    unread_by_policy = (agent["policy.net.1.0.weight"] == 0).all(dim=-1)  # (members, in, out): inputs no output reads
+    unread_by_value = (agent["critic.1.0.weight"] == 0).all(dim=-1)
     assert unread_by_policy.any() and torch.equal(unread_by_policy, unread_by_value)
     assert {"plasticity/policy_active_units", "plasticity/critic_active_units"} <= tags, sorted(tags)
 

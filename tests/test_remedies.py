@@ -41,10 +41,10 @@ def test_fourier_features_are_sin_and_cos_of_each_preactivation():
 
 
 def test_doubling_activations_halve_the_units_and_keep_the_feature_width():
-    net = mlp(4, 3, (32, 32), activation="crelu")
-    linears = [m for m in net if isinstance(m, nn.Linear)]
-    assert [(m.in_features, m.out_features) for m in linears] == [(4, 16), (32, 16), (32, 3)]
-    assert net(torch.randn(5, 4)).shape == (5, 3)
+    net = mlp(1, 4, 3, (32, 32), activation="crelu")  # one member
+    linears = [m for m in net if isinstance(m, EnsembleLinear)]  # weights (members, in, out)
+    assert [tuple(m.weight.shape[1:]) for m in linears] == [(4, 16), (32, 16), (32, 3)]
+    assert net(torch.randn(1, 5, 4)).shape == (1, 5, 3)
 
 
 def test_layer_norm_normalises_each_hidden_preactivation_and_the_twin_critic_member_path_agrees():
@@ -116,7 +116,7 @@ def test_l2_adds_lambda_times_the_sum_of_squares():
     net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
     hooks = _hooks(net, adam(net.parameters(), 1e-3, CPU), reg=RegArgs(l2=0.01))
     expected = 0.01 * sum(p.square().sum() for p in net.parameters()) + 1.5
-    torch.testing.assert_close(hooks.loss("net", torch.tensor(1.5)), expected)
+    torch.testing.assert_close(hooks.loss("net", torch.tensor([1.5])), expected.reshape(1))  # one loss per member
 
 
 def test_weight_clipping_keeps_every_parameter_within_kappa_times_the_initial_bound():
@@ -143,24 +143,24 @@ def test_cchain_penalises_the_output_change_since_the_previous_update_with_the_o
     reducer = ChurnReducer(
         CChainArgs(enabled=True, relative_scale=0.1, initial_coef=50.0, warmup=2), net, ChurnTarget(lambda b: net(b))
     )
-    x = torch.tensor([[1.0], [2.0]])
-    assert reducer.loss(torch.tensor(3.0), x) == 0  # first update: no previous parameters yet
+    x = torch.tensor([[[1.0], [2.0]]])  # one member's batch; its losses (1,)
+    assert reducer.loss(torch.tensor([3.0]), x) == 0  # first update: no previous parameters yet
     reducer.after_step()
     with torch.no_grad():
         net.weight.fill_(1.5)  # "an update": f changes by 0.5·x
     churn = 0.25 * (1.0 + 4.0) / 2
-    torch.testing.assert_close(reducer.loss(torch.tensor(3.0), x), torch.tensor(50.0 * churn))  # warm-up coefficient
+    torch.testing.assert_close(reducer.loss(torch.tensor([3.0]), x), torch.tensor([50.0 * churn]))  # warm-up coefficient
     reducer.after_step()
     # after the 2nd update (the warm-up): c = ρ·mean|L| / mean churn, the means over every update so far
-    torch.testing.assert_close(reducer.coef, torch.tensor(0.1 * 3.0 / churn))
+    torch.testing.assert_close(reducer.coef, torch.tensor([0.1 * 3.0 / churn]))
     with torch.no_grad():
         net.weight.fill_(2.5)  # the change since the *previous* update (1.5 → 2.5), not since init
-    loss = reducer.loss(torch.tensor(-2.0), x)
+    loss = reducer.loss(torch.tensor([-2.0]), x)
     churn2 = 1.0 * (1.0 + 4.0) / 2
-    torch.testing.assert_close(loss, torch.tensor(0.1 * 3.0 / churn * churn2))  # rescaled after the update before
-    loss.backward()
+    torch.testing.assert_close(loss, torch.tensor([0.1 * 3.0 / churn * churn2]))  # rescaled after the update before
+    loss.sum().backward()
     reducer.after_step()
-    torch.testing.assert_close(reducer.coef, torch.tensor(0.1 * (3.0 + 3.0 + 2.0) / 3 / ((churn + churn2) / 2)))
+    torch.testing.assert_close(reducer.coef, torch.tensor([0.1 * (3.0 + 3.0 + 2.0) / 3 / ((churn + churn2) / 2)]))
     torch.testing.assert_close(net.weight.grad, 0.1 * 3.0 / churn * 2 * (1.0 * 1 + 4.0 * 1) / 2 * torch.ones(1, 1))
 
 

@@ -3,54 +3,66 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from cleanrl_plus.members import Members
 from cleanrl_plus.replay import ReplayBuffer
 
 
+def one(seed: int = 0) -> Members:
+    """A group of one member (a one-seed run)."""
+    return Members((seed,))
+
+
 def _fill(buffer, start, n, num_envs=1):
+    """Member k stores the values 1000·k + insertion counter."""
+    K = len(buffer.members)
     for k in range(start, start + n, num_envs):
-        value = torch.arange(k, k + num_envs, dtype=torch.float32)
-        buffer.add(value[:, None], value[:, None], value, value[:, None] + 0.5, torch.zeros(num_envs, dtype=torch.bool))
+        value = torch.arange(k, k + num_envs, dtype=torch.float32) + 1000 * torch.arange(K).unsqueeze(1)
+        step = (value[..., None], value[..., None], value, value[..., None] + 0.5)
+        buffer.add(*step, torch.zeros(K, num_envs, dtype=torch.bool))
 
 
 def test_wraps_around_and_stamps_insertion_steps():
-    buffer = ReplayBuffer(5, (1,), (1,))
+    buffer = ReplayBuffer(5, (1,), (1,), Members((0, 1)))
     _fill(buffer, 0, 7)
     assert len(buffer) == 5 and buffer.num_inserted == 7 and buffer.position == 2
-    # slots 0,1 were overwritten by transitions 5,6; slots 2..4 still hold 2..4
-    assert buffer.insertion_step.tolist() == [5, 6, 2, 3, 4]
-    assert buffer.obs[:, 0].tolist() == [5.0, 6.0, 2.0, 3.0, 4.0]
-    assert buffer.next_obs[:, 0].tolist() == [5.5, 6.5, 2.5, 3.5, 4.5]
+    # slots 0,1 were overwritten by transitions 5,6; slots 2..4 still hold 2..4 — in each member's own ring
+    assert buffer.insertion_step.tolist() == [[5, 6, 2, 3, 4]] * 2
+    assert buffer.obs[0, :, 0].tolist() == [5.0, 6.0, 2.0, 3.0, 4.0]
+    assert buffer.next_obs[0, :, 0].tolist() == [5.5, 6.5, 2.5, 3.5, 4.5]
+    assert buffer.obs[1, :, 0].tolist() == [1005.0, 1006.0, 1002.0, 1003.0, 1004.0]
 
 
 def test_batched_add_wraps_across_the_end():
-    buffer = ReplayBuffer(5, (1,), (1,))
+    buffer = ReplayBuffer(5, (1,), (1,), one())
     _fill(buffer, 0, 6, num_envs=3)  # second batch of 3 lands in slots 3, 4, 0
-    assert buffer.insertion_step.tolist() == [5, 1, 2, 3, 4]
+    assert buffer.insertion_step.tolist() == [[5, 1, 2, 3, 4]]
     assert buffer.position == 1 and len(buffer) == 5
 
 
 def test_slots_by_age_finds_newest_first():
-    buffer = ReplayBuffer(5, (1,), (1,))
+    buffer = ReplayBuffer(5, (1,), (1,), one())
     _fill(buffer, 0, 7)
     slots = buffer.slots_by_age(torch.arange(5))
-    ages = buffer.num_inserted - 1 - buffer.insertion_step[slots]
+    ages = buffer.num_inserted - 1 - buffer.insertion_step[0, slots]
     assert ages.tolist() == [0, 1, 2, 3, 4]
 
 
 def test_sample_returns_consistent_rows_and_only_stored_ones():
-    torch.manual_seed(0)
-    buffer = ReplayBuffer(100, (1,), (1,))
+    buffer = ReplayBuffer(100, (1,), (1,), Members((0, 1)))
     _fill(buffer, 0, 10)
     batch = buffer.sample(512)
-    assert batch.obs.shape == (512, 1) and batch.rewards.shape == (512,)
-    assert torch.equal(batch.obs[:, 0], batch.rewards) and torch.equal(batch.insertion_step.float(), batch.rewards)
-    assert set(batch.insertion_step.tolist()) == set(range(10))
+    assert batch.obs.shape == (2, 512, 1) and batch.rewards.shape == (2, 512)
+    assert torch.equal(batch.obs[..., 0], batch.rewards)
+    # each member's rows are its own transitions (member k stored 1000·k + the insertion counter)
+    offsets = 1000 * torch.arange(2.0).unsqueeze(1)
+    assert torch.equal(batch.insertion_step.float() + offsets, batch.rewards)
+    assert all(set(batch.insertion_step[k].tolist()) == set(range(10)) for k in range(2))
 
 
 def test_state_dict_round_trip():
-    buffer = ReplayBuffer(5, (1,), (1,))
+    buffer = ReplayBuffer(5, (1,), (1,), one())
     _fill(buffer, 0, 7)
-    copy = ReplayBuffer(5, (1,), (1,))
+    copy = ReplayBuffer(5, (1,), (1,), one())
     copy.load_state_dict(buffer.state_dict())
     for name in ("obs", "next_obs", "actions", "rewards", "terminated", "insertion_step"):
         assert torch.equal(getattr(copy, name), getattr(buffer, name))
@@ -96,18 +108,19 @@ HAND_N_STEP = {
 def _n_step_buffer(capacity: int, n_step: int = 3):
     from cleanrl_plus.replay import NStepReplay
 
-    buffer = NStepReplay(capacity, (1,), (1,), num_envs=3, n_step=n_step, gamma=0.5)
+    buffer = NStepReplay(capacity, (1,), (1,), one(), num_envs=3, n_step=n_step, gamma=0.5)
     for t, rewards in enumerate(N_STEP_REWARDS):
-        obs = torch.tensor([[100.0 * e + t] for e in range(3)])
-        terminated = torch.tensor([(t, e) in TERMINATED for e in range(3)])
-        truncated = torch.tensor([(t, e) in TRUNCATED for e in range(3)])
-        buffer.add(obs, obs, torch.tensor(rewards, dtype=torch.float32), obs + 0.5, terminated, truncated)
+        obs = torch.tensor([[[100.0 * e + t] for e in range(3)]])
+        terminated = torch.tensor([[(t, e) in TERMINATED for e in range(3)]])
+        truncated = torch.tensor([[(t, e) in TRUNCATED for e in range(3)]])
+        buffer.add(obs, obs, torch.tensor([rewards], dtype=torch.float32), obs + 0.5, terminated, truncated)
     return buffer
 
 
 def _check_hand_n_step(buffer, steps):
-    index = torch.tensor([buffer.slots_by_age(torch.tensor(3 * (5 - t) + 2 - e)).item() for t in steps for e in range(3)])
+    index = torch.tensor([[buffer.slots_by_age(torch.tensor(3 * (5 - t) + 2 - e)).item() for t in steps for e in range(3)]])
     batch = buffer.n_step_batch(index)
+    batch = type(batch)(*(x[0] for x in batch))  # the one member's rows
     for row, (t, e) in enumerate((t, e) for t in steps for e in range(3)):
         returns, bootstrap_step, terminated, discount = HAND_N_STEP[t, e]
         assert batch.obs[row, 0] == 100 * e + t and batch.insertion_step[row] == 3 * t + e
@@ -123,61 +136,57 @@ def test_n_step_returns_stop_at_episode_ends_per_env_as_computed_by_hand():
 def test_n_step_returns_ignore_rows_of_an_older_lap_of_the_ring():
     # 9 rows keep steps 3–5 only: the slots after step 5 hold steps 3 and 4 again, which must not extend its windows
     buffer = _n_step_buffer(capacity=9)
-    assert buffer.insertion_step.tolist() == [9, 10, 11, 12, 13, 14, 15, 16, 17]
+    assert buffer.insertion_step.tolist() == [[9, 10, 11, 12, 13, 14, 15, 16, 17]]
     _check_hand_n_step(buffer, steps=range(3, 6))
 
 
 def test_n_step_replay_with_n_1_samples_todays_one_step_batch():
     from cleanrl_plus.replay import NStepReplay
 
-    one_step, n_step = ReplayBuffer(12, (1,), (1,)), NStepReplay(12, (1,), (1,), num_envs=3, n_step=1, gamma=0.9)
+    # two members each, of the same seeds: the two buffers draw the same rows
+    one_step = ReplayBuffer(12, (1,), (1,), Members((0, 7)))
+    n_step = NStepReplay(12, (1,), (1,), Members((0, 7)), num_envs=3, n_step=1, gamma=0.9)
     for t, rewards in enumerate(N_STEP_REWARDS):
-        obs = torch.randn(3, 1)
+        obs = torch.randn(2, 3, 1)
         args = (
             obs,
-            torch.randn(3, 1),
-            torch.tensor(rewards, dtype=torch.float32),
+            torch.randn(2, 3, 1),
+            torch.tensor([rewards, rewards], dtype=torch.float32) + torch.randn(2, 3),
             obs + 1,
-            torch.tensor([t == 2, False, t == 4]),
+            torch.tensor([[t == 2, False, t == 4], [False, t == 1, False]]),
         )
         one_step.add(*args)
-        n_step.add(*args, truncated=torch.tensor([False, t == 3, False]))
-    torch.manual_seed(0)
+        n_step.add(*args, truncated=torch.tensor([[False, t == 3, False], [t == 5, False, False]]))
     expected = one_step.sample(64)
-    torch.manual_seed(0)
     batch = n_step.sample(64)
     for name in expected._fields[:-1]:
         assert torch.equal(getattr(batch, name), getattr(expected, name)), name
-    assert expected.discount is None and torch.equal(batch.discount, torch.full((64,), 0.9))
+    assert expected.discount is None and torch.equal(batch.discount, torch.full((2, 64), 0.9))
 
 
 def test_n_step_replay_round_trips_its_episode_ends_and_refuses_a_partial_vector_step():
     from cleanrl_plus.replay import NStepReplay
 
     buffer = _n_step_buffer(capacity=30)
-    copy = NStepReplay(30, (1,), (1,), num_envs=3, n_step=3, gamma=0.5)
+    copy = NStepReplay(30, (1,), (1,), one(), num_envs=3, n_step=3, gamma=0.5)
     copy.load_state_dict(buffer.state_dict())
     assert torch.equal(copy.episode_end, buffer.episode_end) and copy.episode_end.sum() == 4
     with pytest.raises(ValueError, match="one vector step"):
         copy.add(
-            torch.zeros(2, 1),
-            torch.zeros(2, 1),
-            torch.zeros(2),
-            torch.zeros(2, 1),
-            torch.zeros(2, dtype=torch.bool),
-            torch.zeros(2, dtype=torch.bool),
+            torch.zeros(1, 2, 1),
+            torch.zeros(1, 2, 1),
+            torch.zeros(1, 2),
+            torch.zeros(1, 2, 1),
+            torch.zeros(1, 2, dtype=torch.bool),
+            torch.zeros(1, 2, dtype=torch.bool),
         )
 
 
 def test_make_replay_gives_n_step_returns_only_when_asked():
     from cleanrl_plus.replay import NStepReplay, ReplayBuffer, make_replay
 
-    one_step = make_replay(
-        SimpleNamespace(buffer_size=64, n_step=1, gamma=0.9), (3,), (1,), torch.device("cpu"), None, num_envs=2
-    )
-    n_step = make_replay(
-        SimpleNamespace(buffer_size=64, n_step=3, gamma=0.9), (3,), (1,), torch.device("cpu"), None, num_envs=2
-    )
+    one_step = make_replay(SimpleNamespace(buffer_size=64, n_step=1, gamma=0.9), (3,), (1,), one(), None, num_envs=2)
+    n_step = make_replay(SimpleNamespace(buffer_size=64, n_step=3, gamma=0.9), (3,), (1,), one(), None, num_envs=2)
     assert type(one_step) is ReplayBuffer and type(n_step) is NStepReplay
     assert (n_step.n_step, n_step.num_envs) == (3, 2)
     torch.testing.assert_close(n_step.powers, 0.9 ** torch.arange(4.0))

@@ -32,7 +32,7 @@ def test_redo_keeps_the_output_and_zeroes_the_right_adam_moments():
     before_moments = {id(p): optimizer.state[p]["exp_avg"].clone() for p in net.parameters()}
     probe = ActivationProbe([net[0], net[2]], net[4])
     hidden, _ = probe(lambda: net(x))
-    dormant_before = dormant_fraction(hidden, 0.1)
+    (dormant_before,) = dormant_fraction(hidden, 0.1)  # one member's
     silent_second_layer = hidden[1].abs().mean(0) == 0
 
     fraction = recycle_dormant(resettable, SimpleNamespace(obs=x), tau=0.0)  # τ = 0: exactly silent units
@@ -44,7 +44,7 @@ def test_redo_keeps_the_output_and_zeroes_the_right_adam_moments():
     assert torch.all(optimizer.state[net[0].weight]["exp_avg"][:5] == 0)
     assert torch.all(optimizer.state[net[2].weight]["exp_avg_sq"][:, :5] == 0)
     assert torch.equal(optimizer.state[net[0].weight]["exp_avg"][5:], before_moments[id(net[0].weight)][5:])
-    assert dormant_fraction(probe(lambda: net(x))[0], 0.1) < dormant_before
+    assert dormant_fraction(probe(lambda: net(x))[0], 0.1)[0] < dormant_before
 
 
 def test_redo_restarts_the_adam_steps_of_exactly_the_recycled_rows_and_columns():
@@ -187,11 +187,11 @@ def _injectable(seed: int = 0):
     from cleanrl_plus.nn import mlp
 
     torch.manual_seed(seed)
-    net = mlp(3, 2, (8, 8))
+    net = mlp(1, 3, 2, (8, 8))  # one member
     target = copy.deepcopy(net)
     optimizer = adam(net.parameters(), 1e-2, torch.device("cpu"))
     resettable = Network(
-        "critic", net, optimizer, lambda b: net(b.obs), lambda: mlp(3, 2, (8, 8)), target, heads=(net[-1],), unit_pairs=[]
+        "critic", net, optimizer, lambda b: net(b.obs), lambda: mlp(1, 3, 2, (8, 8)), target, heads=(net[-1],), unit_pairs=[]
     )
     return net, target, optimizer, resettable
 
@@ -200,7 +200,7 @@ def test_plasticity_injection_keeps_the_output_and_gives_the_optimiser_exactly_t
     from plasticity.resets import InjectedHead, inject_plasticity
 
     net, target, optimizer, resettable = _injectable()
-    x = torch.randn(16, 3)
+    x = torch.randn(1, 16, 3)
     net(x).square().mean().backward()
     optimizer.step()  # the old head has Adam state that must go
     old_head = net[-1]

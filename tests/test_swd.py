@@ -4,6 +4,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from cleanrl_plus.members import Members
 from cleanrl_plus.replay import ReplayBuffer
 from plasticity.swd import SWDArgs, SWDSampler, age_weights
 
@@ -48,6 +49,7 @@ def test_zero_decay_steps_is_uniform():
 def _ring(size: int) -> SimpleNamespace:
     """Only the bookkeeping of a full ring buffer, no storage: the sampler must need nothing else."""
     ring = SimpleNamespace(size=size, capacity=size, position=5, num_inserted=size + 5, device=torch.device("cpu"))
+    ring.members = Members((0,))  # a group of one: the sampler draws from the member's generators
     ring.slots_by_age = lambda ages: (ring.position - 1 - ages) % ring.capacity
     return ring
 
@@ -57,7 +59,7 @@ def test_cost_is_independent_of_buffer_size():
     # 10^12 transitions: any O(N) weight vector would be impossible to allocate.
     huge = _ring(10**12)
     slots = SWDSampler(SWDArgs()).sample_indices(huge, 4096)
-    assert slots.shape == (4096,) and ((slots >= 0) & (slots < huge.capacity)).all()
+    assert slots.shape == (1, 4096) and ((slots >= 0) & (slots < huge.capacity)).all()
     # Defaults on a full 10^6 buffer: the newest 80k transitions (8%) should fill ≈ 30.5% of each batch
     # (ramp mass 39.6k + 0.8k floor against 92k for the rest).
     ring = _ring(10**6)
@@ -67,17 +69,18 @@ def test_cost_is_independent_of_buffer_size():
 
 def test_recency_in_a_real_buffer_and_vector_env_slots():
     torch.manual_seed(0)
-    buffer = ReplayBuffer(1000, (1,), (1,), sampler=SWDSampler(SWDArgs(decay_steps=100, min_weight=0.1), num_envs=2))
+    sampler = SWDSampler(SWDArgs(decay_steps=100, min_weight=0.1), num_envs=2)
+    buffer = ReplayBuffer(1000, (1,), (1,), Members((0,)), sampler=sampler)
     for step in range(600):  # 2 envs per step: 1200 insertions wrap a 1000-slot ring
-        value = torch.tensor([step, step], dtype=torch.float32)
-        buffer.add(value[:, None], value[:, None], value, value[:, None], torch.zeros(2))
+        value = torch.tensor([[step, step]], dtype=torch.float32)
+        buffer.add(value[..., None], value[..., None], value, value[..., None], torch.zeros(1, 2))
     batch = buffer.sample(100_000)
-    step_age = 599 - batch.rewards.long()  # the env step a transition came from, counted back from the newest
+    step_age = 599 - batch.rewards[0].long()  # the env step a transition came from, counted back from the newest
     assert step_age.min() == 0 and step_age.max() == 499
     target = age_weights(torch.arange(500), SWDArgs(decay_steps=100, min_weight=0.1))
     statistic, dof = _chi_square(step_age, target / target.sum())
     assert _passes(statistic, dof)
-    assert torch.equal(buffer.age(batch) // 2, step_age)  # age in insertions = 2·step age + slot
+    assert torch.equal(buffer.age(batch)[0] // 2, step_age)  # age in insertions = 2·step age + slot
 
 
 @pytest.mark.parametrize("agent", ["td3", "sac_simba"])

@@ -485,7 +485,8 @@ def run_ppo_family(module, monkeypatch, runs_dir, **overrides):
 
 
 def hand_ppo_loss(agent, minibatch, args, policy_loss=None):
-    """L = L_clip − c_H·H + c_V·L_V with normalised advantages and a clipped value loss (CleanRL's PPO)."""
+    """L = L_clip − c_H·H + c_V·L_V with normalised advantages and a clipped value loss (CleanRL's PPO). The run has one
+    member: the minibatch is (1, B, ...), so every mean and std here is that member's own."""
     dist = torch.distributions.Categorical(logits=agent.policy.net(minibatch.obs))
     new_logprobs = dist.log_prob(minibatch.actions)
     ratio = (new_logprobs - minibatch.logprobs).exp()
@@ -509,7 +510,7 @@ def test_ppo_update_wiring(monkeypatch, runs_dir):
     clipped_somewhere = False
     for k in (1, 3, 5):  # later minibatches: π_θ ≠ π_old, so the clip can bite
         agent = with_parameters(
-            ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]),
+            ppo.ActorCritic(1, 4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]),
             recorder.steps[k].before,
         )
         loss, ratio = hand_ppo_loss(agent, recorder.samples[k][0], args)
@@ -535,7 +536,7 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
 
     def agent_with(values):
         return with_parameters(
-            ppo.ActorCritic(4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), values
+            ppo.ActorCritic(1, 4, gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), values
         )
 
     # the 2nd rollout's anchor mixes π_old of rollout 2 (weight 1/(1 + η)) and of rollout 1 (η/(1 + η))

@@ -17,6 +17,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from cleanrl_plus.members import Members
 from cleanrl_plus.video import VideoRecorder, observation_picture, renderable_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,10 +29,12 @@ def read_mp4(path: Path) -> list[np.ndarray]:
 
 
 def random_policy(space):
-    def policy(obs: torch.Tensor) -> torch.Tensor:
+    """An evaluation policy of one member: (observations (1, E, ...), its generators) → random actions (1, E, ...)."""
+
+    def policy(obs: torch.Tensor, members: Members) -> torch.Tensor:
         if isinstance(space, gym.spaces.Discrete):
-            return torch.randint(int(space.n), (obs.shape[0],))
-        return torch.rand((obs.shape[0], *space.shape)) * 2 - 1
+            return members.randint(int(space.n), obs.shape[1])
+        return members.rand(obs.shape[1], *space.shape) * 2 - 1
 
     return policy
 
@@ -111,6 +114,7 @@ def test_mujoco_and_dm_control_render_headless(env_id, tmp_path):
     script = """
 import sys, torch
 from pathlib import Path
+from cleanrl_plus.members import Members
 from cleanrl_plus.video import VideoRecorder
 from tests.test_video import random_policy
 recorder = VideoRecorder(sys.argv[1], seed=1, device=torch.device("cpu"))
