@@ -378,7 +378,8 @@ def main(args: Args) -> dict:
     )
 
     state = plasticity.checkpointed() | temperature.checkpointed()
-    session = TrainingSession(run, "sac_simba", env, evaluator, members=members, **state, replay=replay)
+    # the generators load after the networks: re-injecting a head on resume draws a fresh one from them
+    session = TrainingSession(run, "sac_simba", env, evaluator, **state, replay=replay, members=members)
     obs, global_step, num_updates = session.start(env.reset(seed=run.seeds))
     run.logger.text("critics", f"{num_critics} (clipped double-Q: {num_critics == 2})")  # once the run directories exist
     losses: dict[str, torch.Tensor] = {}

@@ -299,7 +299,8 @@ def main(args: Args) -> dict:
     explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([noise_scales] if noise_scales else [])))
 
     extra = {"exploration_scales": noise_scales} if noise_scales else {}
-    session = TrainingSession(run, "td3", env, evaluator, members=members, **plasticity.checkpointed(), replay=replay, **extra)
+    # the generators load after the networks: re-injecting a head on resume draws a fresh one from them
+    session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay, **extra, members=members)
     obs, global_step, num_updates = session.start(env.reset(seed=run.seeds))
     losses: dict[str, torch.Tensor] = {}
 

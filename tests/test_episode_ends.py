@@ -101,8 +101,8 @@ def test_replay_agents_store_episode_ends(agent, env_steps, runs_dir):
     replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
     assert replay["size"] == total  # rows are step-major: env 0, env 1 of step 0, then step 1, …
 
-    def by_step(x):
-        return x.reshape(total // num_envs, num_envs, *x.shape[1:])
+    def by_step(x):  # the run's one member
+        return x[0].reshape(total // num_envs, num_envs, *x.shape[2:])
 
     check_episode_ends(
         env_steps, by_step(replay["obs"]), by_step(replay["next_obs"]), by_step(replay["terminated"]), falls, num_envs

@@ -37,6 +37,7 @@ class UpdateRecorder:
     def __init__(self, monkeypatch, module, limit: int = 12) -> None:
         self.steps: list[OptimizerStep] = []
         self.samples: list[tuple] = []  # (batch, torch RNG state right after sampling it)
+        self.generator_states: list[torch.Tensor] = []  # the first member's generator state right after it (groups)
         self.limit = limit
         make_optimizer = module.make_optimizer
 
@@ -60,9 +61,15 @@ class UpdateRecorder:
         self.num_optimizers = 0
         monkeypatch.setattr(module, "make_optimizer", recording_optimizer)
 
-    def record_sample(self, batch) -> None:
+    def record_sample(self, batch, members=None) -> None:
         if len(self.samples) < self.limit:
             self.samples.append((batch, torch.get_rng_state()))
+            if members is not None:
+                self.generator_states.append(members.generators[0].get_state())
+
+    def member_randn(self, sample: int, *shape: int) -> torch.Tensor:
+        """The (1, *shape) normal numbers a one-member run drew from its generator right after sample `sample`."""
+        return torch.randn(shape, generator=torch.Generator().set_state(self.generator_states[sample]))[None]
 
     def of(self, optimizer: int) -> list[OptimizerStep]:
         return [s for s in self.steps if s.optimizer == optimizer]
@@ -72,7 +79,7 @@ def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder, storage
     class RecordingReplay(storage):
         def sample(self, batch_size):
             batch = super().sample(batch_size)
-            recorder.record_sample(batch)
+            recorder.record_sample(batch, getattr(self, "members", None))
             return batch
 
     import cleanrl_plus.replay
@@ -140,30 +147,30 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
     obs_dim, action_dim = 4, 1
 
     def critic_with(values):
-        return with_parameters(td3.make_critic(obs_dim, action_dim, args), values)
+        return with_parameters(td3.make_critic(1, obs_dim, action_dim, args), values)
 
     def actor_with(values):
         return with_parameters(td3.Actor(obs_dim, space, args.hidden_sizes), values)
 
-    batch, rng = recorder.samples[1]
+    batch, _ = recorder.samples[1]  # one member's: (1, batch, ...)
     critic, critic_target = critic_with(critic_steps[1].before), critic_with(critic_steps[0].before)
     actor_target = actor_with(actor_steps[0].before)
-    torch.set_rng_state(rng)
-    noise = (torch.randn_like(batch.actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * 3.0  # scale 3
+    noise = recorder.member_randn(1, *batch.actions.shape[1:]) * args.policy_noise
+    noise = noise.clamp(-args.noise_clip, args.noise_clip) * 3.0  # scale 3
     with torch.no_grad():
         next_action = (actor_target(batch.next_obs) + noise).clamp(-3.0, 3.0)
-        next_q = critic_target(batch.next_obs, next_action)  # (2, batch): y uses the smaller of the target twins
+        next_q = critic_target(batch.next_obs, next_action)[0]  # (2, batch): y uses the smaller of the target twins
         lower, upper = torch.minimum(next_q[0], next_q[1]), torch.maximum(next_q[0], next_q[1])
         bootstrap = (
             lower if convex_lambda is None else convex_lambda * lower + (1 - convex_lambda) * upper
         )  # CIR: λ·min + (1 − λ)·max
-        y = batch.rewards + args.gamma * (1 - batch.terminated) * bootstrap
-    q = critic(batch.obs, batch.actions)
+        y = batch.rewards[0] + args.gamma * (1 - batch.terminated[0]) * bootstrap
+    q = critic(batch.obs, batch.actions)[0]
     assert_gradients_equal(((q[0] - y) ** 2).mean() + ((q[1] - y) ** 2).mean(), critic, critic_steps[1])
 
     # the actor ascends Q₁ (the first twin) of the critic as it is after this update's critic step
     actor, critic_now = actor_with(actor_steps[0].before), critic_with(critic_steps[1].after)
-    assert_gradients_equal(-critic_now(batch.obs, actor(batch.obs))[0].mean(), actor, actor_steps[0])
+    assert_gradients_equal(-critic_now(batch.obs, actor(batch.obs))[0, 0].mean(), actor, actor_steps[0])
 
 
 def hand_projection(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
@@ -215,26 +222,26 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(critic_steps) == 2 and len(actor_steps) == 1
     space = envs.make(args.env_id).single_action_space
-    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"]
+    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"][0]
 
     def normalise(x, rows):  # statistics of the first `rows` stored (= acted-on) observations
         seen = stored_obs[:rows]
         return (x - seen.mean(0)) / torch.sqrt(seen.var(0, unbiased=False) + 1e-8)
 
     def critic_with(values):
-        return with_parameters(td3.make_critic(4, 1, args), values)
+        return with_parameters(td3.make_critic(1, 4, 1, args), values)
 
-    batch, rng = recorder.samples[1]
+    batch, _ = recorder.samples[1]
     assert batch.discount is not None and (batch.discount < args.gamma**2).any()  # some 3-step windows
     x, next_x = normalise(batch.obs, 68), normalise(batch.next_obs, 68)  # the 2nd update follows vector step 33 (68 obs)
     critic, critic_target = critic_with(critic_steps[1].before), critic_with(critic_steps[0].before)
     actor_target = with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before)
-    torch.set_rng_state(rng)
-    noise = (torch.randn_like(batch.actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * 3.0
+    noise = recorder.member_randn(1, *batch.actions.shape[1:]) * args.policy_noise
+    noise = noise.clamp(-args.noise_clip, args.noise_clip) * 3.0
     atoms = torch.linspace(-10.0, 10.0, 11)
     with torch.no_grad():
         next_action = (actor_target(next_x) + noise).clamp(-3.0, 3.0)
-        next_probs = critic_target.base(next_x, next_action).softmax(-1)  # (2, B, K)
+        next_probs = critic_target.base(next_x, next_action).softmax(-1)[0]  # (2, B, K)
         means = (next_probs * atoms).sum(-1)
         first_lower = (means[0] <= means[1])[:, None]
         lower, upper = (
@@ -242,8 +249,8 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
             torch.where(first_lower, next_probs[1], next_probs[0]),
         )
         target_probs = convex_lambda * lower + (1 - convex_lambda) * upper
-        target = hand_projection(atoms, batch.rewards, batch.discount * (1 - batch.terminated), target_probs)
-    log_probs = critic.base(x, batch.actions).log_softmax(-1)
+        target = hand_projection(atoms, batch.rewards[0], batch.discount[0] * (1 - batch.terminated[0]), target_probs)
+    log_probs = critic.base(x, batch.actions).log_softmax(-1)[0]
     loss = -(target * log_probs[0]).sum(-1).mean() - (target * log_probs[1]).sum(-1).mean()
     assert_gradients_equal(loss, critic, critic_steps[1])
 
@@ -251,7 +258,7 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
         with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before),
         critic_with(critic_steps[1].after),
     )
-    q1 = (critic_now.base(x, actor(x))[0].softmax(-1) * atoms).sum(-1)
+    q1 = (critic_now.base(x, actor(x))[0, 0].softmax(-1) * atoms).sum(-1)
     assert_gradients_equal(-q1.mean(), actor, actor_steps[0])
 
 
@@ -362,7 +369,7 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
     assert len(actor_steps) == len(critic_steps) == 2
     num_critics = 2 if critics == "on" else 1
     space = envs.make(args.env_id).single_action_space
-    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"]
+    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"][0]
 
     def normalise(x, rows):  # statistics of the first `rows` stored (= acted-on) observations
         seen = stored_obs[:rows]
