@@ -67,9 +67,12 @@ class UpdateRecorder:
             if members is not None:
                 self.generator_states.append(members.generators[0].get_state())
 
-    def member_randn(self, sample: int, *shape: int) -> torch.Tensor:
-        """The (1, *shape) normal numbers a one-member run drew from its generator right after sample `sample`."""
-        return torch.randn(shape, generator=torch.Generator().set_state(self.generator_states[sample]))[None]
+    def member_randn(self, sample: int, *shape: int, count: int = 1):
+        """The (1, *shape) normal numbers a one-member run drew from its generator right after sample `sample` (`count`
+        draws in a row: a list of them)."""
+        generator = torch.Generator().set_state(self.generator_states[sample])
+        draws = [torch.randn(shape, generator=generator)[None] for _ in range(count)]
+        return draws[0] if count == 1 else draws
 
     def of(self, optimizer: int) -> list[OptimizerStep]:
         return [s for s in self.steps if s.optimizer == optimizer]
@@ -295,15 +298,15 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
     target_entropy = -args.target_entropy_scale * 1
     critic_target_values = critic_steps[0].before
     for k in range(2):  # update k: actor → temperature → critic → Polyak target, on the k-th sampled batch
-        batch, rng = recorder.samples[k]
+        batch, _ = recorder.samples[k]  # one member's: (1, B, ...)
         actor = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].before)
         critic = with_parameters(sac_simba.Critic(args, 4, 1, 2), critic_steps[k].before)
         actor_after = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].after)
         critic_target = with_parameters(sac_simba.Critic(args, 4, 1, 2), critic_target_values)
-        torch.set_rng_state(rng)  # after building the networks: their initialisation draws random numbers too
+        noise, next_noise = recorder.member_randn(k, *batch.actions.shape[1:], count=2)  # the agent's draws, in its order
         alpha = log_alpha.detach().exp()
-        actions, log_prob = actor.sample(batch.obs, torch.randn_like(batch.actions))  # the agent's draws, in its order
-        q = critic(batch.obs, actions)
+        actions, log_prob = actor.sample(batch.obs, noise)
+        q = critic(batch.obs, actions)[0]
         # the actor maximises the *smaller* twin (clipped double-Q), minus the entropy term
         assert_gradients_equal((alpha * log_prob - torch.minimum(q[0], q[1])).mean(), actor, actor_steps[k])
         alpha_loss = -(log_alpha.exp() * (log_prob.detach() + target_entropy)).mean()
@@ -312,13 +315,11 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
         alpha_optimizer.step()
 
         with torch.no_grad():
-            next_actions, next_log_prob = actor_after.sample(
-                batch.next_obs, torch.randn_like(batch.actions)
-            )  # the updated actor proposes a'
-            next_q = critic_target(batch.next_obs, next_actions)
-            soft_value = torch.minimum(next_q[0], next_q[1]) - log_alpha.exp() * next_log_prob  # the updated α
-            y = batch.rewards + args.gamma * (1 - batch.terminated) * soft_value
-        q = critic(batch.obs, batch.actions)
+            next_actions, next_log_prob = actor_after.sample(batch.next_obs, next_noise)  # the updated actor proposes a'
+            next_q = critic_target(batch.next_obs, next_actions)[0]
+            soft_value = torch.minimum(next_q[0], next_q[1]) - log_alpha.exp() * next_log_prob[0]  # the updated α
+            y = batch.rewards[0] + args.gamma * (1 - batch.terminated[0]) * soft_value
+        q = critic(batch.obs, batch.actions)[0]
         assert_gradients_equal(((q[0] - y) ** 2).mean() + ((q[1] - y) ** 2).mean(), critic, critic_steps[k])
         critic_target_values = polyak(critic_target_values, critic_steps[k].after, args.tau)
 
@@ -382,17 +383,17 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
     alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
     critic_target_values = critic_steps[0].before
     for k in range(2):  # update k follows vector step 32 + k, after 66 + 2k acted-on observations
-        batch, rng = recorder.samples[k]
+        batch, _ = recorder.samples[k]  # one member's: (1, B, ...)
         assert batch.discount is not None and (batch.discount < args.gamma**2).any()  # some 3-step windows
         x, next_x = normalise(batch.obs, 66 + 2 * k), normalise(batch.next_obs, 66 + 2 * k)
         actor = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].before)
         critic = critic_with(critic_steps[k].before)
         actor_after = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].after)
         critic_target = critic_with(critic_target_values)
-        torch.set_rng_state(rng)
+        noise, next_noise = recorder.member_randn(k, *batch.actions.shape[1:], count=2)
         alpha = log_alpha.detach().exp()
-        actions, log_prob = actor.sample(x, torch.randn_like(batch.actions))
-        q = (critic(x, actions).softmax(-1) * atoms).sum(-1)  # (critics, B) expected values
+        actions, log_prob = actor.sample(x, noise)
+        q = (critic(x, actions)[0].softmax(-1) * atoms).sum(-1)  # (critics, B) expected values
         assert_gradients_equal((alpha * log_prob - q.min(dim=0).values).mean(), actor, actor_steps[k])
         alpha_loss = -(log_alpha.exp() * (log_prob.detach() - 0.5)).mean()  # H̄ = −|A|/2
         alpha_optimizer.zero_grad()
@@ -400,8 +401,9 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
         alpha_optimizer.step()
 
         with torch.no_grad():
-            next_actions, next_log_prob = actor_after.sample(next_x, torch.randn_like(batch.actions))
-            next_probs = critic_target(next_x, next_actions).softmax(-1)  # (critics, B, K)
+            next_actions, next_log_prob = actor_after.sample(next_x, next_noise)
+            next_log_prob = next_log_prob[0]
+            next_probs = critic_target(next_x, next_actions)[0].softmax(-1)  # (critics, B, K)
             if num_critics == 2:
                 means = (next_probs * atoms).sum(-1)
                 first_lower = (means[0] <= means[1])[:, None]
@@ -410,10 +412,10 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
                 next_probs = convex_lambda * lower + (1 - convex_lambda) * upper
             else:
                 next_probs = next_probs[0]
-            d = batch.discount * (1 - batch.terminated)
-            soft_support = batch.rewards[:, None] + d[:, None] * (atoms - log_alpha.exp() * next_log_prob[:, None])
+            d = batch.discount[0] * (1 - batch.terminated[0])
+            soft_support = batch.rewards[0][:, None] + d[:, None] * (atoms - log_alpha.exp() * next_log_prob[:, None])
             target = triangle_projection(atoms, soft_support, next_probs)
-        log_probs = critic(x, batch.actions).log_softmax(-1)
+        log_probs = critic(x, batch.actions)[0].log_softmax(-1)
         loss = sum(-(target * log_probs[i]).sum(-1).mean() for i in range(num_critics))
         assert_gradients_equal(loss, critic, critic_steps[k])
         critic_target_values = polyak(critic_target_values, critic_steps[k].after, args.tau)
