@@ -81,8 +81,8 @@ def test_each_member_of_an_actor_critic_group_is_the_one_seed_run_of_its_seed(ca
 
 
 INDEPENDENCE = {
-    # LEAST stops as many episodes as it can (its thresholds per member), FastTD3's per-env noise, SWD, C-CHAIN
-    "td3": [*TD3_FLAGS, "--total-timesteps", "500", "--num-envs", "2", "--exploration-noise-max", "0.4"]
+    # LEAST stops as many episodes as it can (its thresholds per member), FastTD3's per-env noise, normalisers, SWD, C-CHAIN
+    "td3": [*TD3_FLAGS, "--total-timesteps", "500", "--num-envs", "2", "--exploration-noise-max", "0.4", "--normalize-obs"]
     + ["--least.enabled", "--least.start", "0", "--least.window", "8", "--least.weight", "2.0", "--least.min-history", "1"]
     + ["--swd.enabled", "--cchain.enabled"],
     # per-member α (logged as losses/alpha), LEAST's stops
