@@ -270,7 +270,7 @@ def test_each_env_explores_with_its_own_noise_scale_drawn_again_at_episode_ends(
     assert ((sigma >= 0.05) & (sigma <= 0.4)).all() and sigma.std() > 0.02
     obs, actions = replay["obs"][0].reshape(750, 4, 3), replay["actions"][0].reshape(750, 4)
     with torch.no_grad():
-        noise = (actions - actor(obs)[..., 0]) / 2.0  # Pendulum's action scale is 2
+        noise = (actions - actor(obs.reshape(1, -1, 3)).reshape(750, 4)) / 2.0  # Pendulum's action scale is 2
     inside = actions.abs() < 1.9
     spread = lambda steps, env: noise[steps, env][inside[steps, env]].std().item()
     for env in range(4):
