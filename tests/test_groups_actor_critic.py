@@ -26,7 +26,9 @@ SAC_MLP = ["--network", "mlp", "--mlp-hidden-sizes", "32", "32"]
 C51 = ["--critic.distributional", "--critic.num-atoms", "21", "--critic.v-min", "-100", "--critic.v-max", "10"]
 FLAGS = {"td3": TD3_FLAGS, "sac_simba": SAC_FLAGS}
 SEEDS = (3, 7, 5)
-TOLERANCE = 1e-4  # |Δθ| after the runs below; measured max ≈ 1e-6 (float32 bmm over K members vs one)
+# batched (bmm over K members) and single kernels round differently: allclose(atol=1e-4, rtol=1e-3) over every
+# checkpointed tensor; measured max |Δ| over the cases below: 1e-7 (TD3 C51) to 5e-5 (SAC+SimBa, S&P)
+TOLERANCE = 1e-4
 
 CASES = {
     "td3-l2-init-shrink-perturb": (
