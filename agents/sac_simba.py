@@ -47,6 +47,7 @@ from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
+from cleanrl_plus.members import Members
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.ranges import AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive
@@ -136,28 +137,29 @@ def make_encoder(args: Args, ensemble_size: int, in_features: int, width: int, b
 
 
 class Actor(nn.Module):
-    """Tanh-Gaussian policy on x = norm(s); log σ = −10 + 6·(tanh ℓ + 1) lies in [−10, 2]. `normalize` holds the observation
+    """Tanh-Gaussian policy on x = norm(s) for each of `members`: (members, B, obs) → (members, B, |A|); log σ = −10 +
+    6·(tanh ℓ + 1) lies in [−10, 2]. Its `normalize`, attached by the agent (`with_normalizer`), holds the observation
     statistics (shared with the critics, updated only by acting)."""
 
-    def __init__(self, args: Args, obs_dim: int, action_space: gym.spaces.Box, normalize: nn.Module | None = None) -> None:
+    def __init__(self, args: Args, obs_dim: int, action_space: gym.spaces.Box, members: int = 1) -> None:
         super().__init__()
-        self.normalize = normalize or nn.Identity()
+        self.normalize: nn.Module = nn.Identity()
         action_dim = action_space.shape[0]
-        self.encoder = make_encoder(args, 1, obs_dim, args.actor_width, args.actor_blocks)
-        self.mean = orthogonal_(EnsembleLinear(1, self.encoder.out_features, action_dim))
-        self.log_std = orthogonal_(EnsembleLinear(1, self.encoder.out_features, action_dim))
+        self.encoder = make_encoder(args, members, obs_dim, args.actor_width, args.actor_blocks)
+        self.mean = orthogonal_(EnsembleLinear(members, self.encoder.out_features, action_dim))
+        self.log_std = orthogonal_(EnsembleLinear(members, self.encoder.out_features, action_dim))
         low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
         self.register_buffer("action_scale", ((high - low) / 2).float())
         self.register_buffer("action_bias", ((high + low) / 2).float())
 
     def _distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.encoder(self.normalize(x).unsqueeze(0))
+        h = self.encoder(self.normalize(x))
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1)
-        return self.mean(h).squeeze(0), log_std.squeeze(0)
+        return self.mean(h), log_std
 
     def sample(self, x: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised action in the env's bounds, u = μ + σ·noise with noise ~ N(0, I) drawn by the caller
-        (batch, |A|), and its log-probability (with the tanh correction)."""
+        (members, batch, |A|), and its log-probability (with the tanh correction), (members, batch)."""
         mean, log_std = self._distribution(x)
         u = mean + log_std.exp() * noise
         gaussian_log_prob = (-0.5 * ((u - mean) / log_std.exp()).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -174,8 +176,8 @@ class Actor(nn.Module):
     def layout(self) -> Layout:  # two heads read the last hidden layer: its units cannot be recycled
         return Layout(hidden=relu_layers(self.encoder), heads=(self.mean, self.log_std), unit_pairs=unit_pairs(self.encoder))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The deterministic action used for evaluation: tanh(μ(x))."""
+    def forward(self, x: torch.Tensor, members: Members | None = None) -> torch.Tensor:
+        """The deterministic action used for evaluation: tanh(μ(x)) (handed the evaluation's generators, it needs none)."""
         return torch.tanh(self._distribution(x)[0]) * self.action_scale + self.action_bias
 
     @property
@@ -185,24 +187,27 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """`num_critics` Q-functions as one ensemble: (num_critics, batch) values ((num_critics, batch, outputs) C51 logits)."""
+    """`num_critics` Q-functions of each of `members` as one ensemble of members × num_critics (member-major):
+    (members, num_critics, batch) values ((members, num_critics, batch, outputs) C51 logits)."""
 
     def __init__(
-        self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1, normalize: nn.Module | None = None
+        self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1, members: int = 1
     ) -> None:
         super().__init__()
-        self.normalize = normalize or nn.Identity()
+        self.normalize: nn.Module = nn.Identity()
         self.num_critics, self.cir = num_critics, args.cir.critic
+        size = members * num_critics
         if self.cir:  # PyTorch default init throughout, as CIR's code
-            self.encoder = CIREncoder(num_critics, obs_dim + action_dim, args.cir.width, args.cir.shared_layer_norm)
-            self.head = EnsembleLinear(num_critics, self.encoder.out_features, outputs)
+            self.encoder = CIREncoder(size, obs_dim + action_dim, args.cir.width, args.cir.shared_layer_norm, members)
+            self.head = EnsembleLinear(size, self.encoder.out_features, outputs)
         else:
-            self.encoder = make_encoder(args, num_critics, obs_dim + action_dim, args.critic_width, args.critic_blocks)
-            self.head = orthogonal_(EnsembleLinear(num_critics, self.encoder.out_features, outputs))
+            self.encoder = make_encoder(args, size, obs_dim + action_dim, args.critic_width, args.critic_blocks)
+            self.head = orthogonal_(EnsembleLinear(size, self.encoder.out_features, outputs))
 
     def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        inputs = torch.cat([self.normalize(x), action], dim=-1).expand(self.num_critics, -1, -1)
-        return self.head(self.encoder(inputs)).squeeze(-1)
+        inputs = torch.cat([self.normalize(x), action], dim=-1)
+        inputs = inputs.unsqueeze(1).expand(-1, self.num_critics, -1, -1).flatten(0, 1)  # each member's, to its critics
+        return self.head(self.encoder(inputs)).unflatten(0, (x.shape[0], self.num_critics)).squeeze(-1)
 
     def layout(self) -> Layout:
         if self.cir:
@@ -210,12 +215,12 @@ class Critic(nn.Module):
         return Layout(hidden=relu_layers(self.encoder), heads=(self.head,), unit_pairs=unit_pairs(self.encoder, self.head))
 
 
-def make_critic(args: Args, obs_dim: int, action_dim: int, num_critics: int, normalize: nn.Module | None = None) -> nn.Module:
-    """The critics; with --critic.distributional their heads output C51 logits, and called as critics they give the
-    expected values (so the actor, LEAST, diagnostics and remedies read Q as before)."""
+def make_critic(members: int, args: Args, obs_dim: int, action_dim: int, num_critics: int) -> nn.Module:
+    """The critics of each member; with --critic.distributional their heads output C51 logits, and called as critics they
+    give the expected values (so the actor, LEAST, diagnostics and remedies read Q as before)."""
     if not args.critic.distributional:
-        return Critic(args, obs_dim, action_dim, num_critics, normalize=normalize)
-    return CategoricalCritic(Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms, normalize), args.critic)
+        return Critic(args, obs_dim, action_dim, num_critics, members=members)
+    return CategoricalCritic(Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms, members), args.critic)
 
 
 def check_flags(args: Args) -> None:
@@ -239,14 +244,15 @@ def critics_for(args: Args, env) -> int:
 
 
 class Temperature(nn.Module):
-    """α = exp(log α) from α₀ = --initial-alpha, learned towards the target entropy H̄ = −scale·|A| with its own Adam
-    (--alpha-learning-rate, no weight decay); `reset` starts both afresh."""
+    """α = exp(log α) of each of `members`, from α₀ = --initial-alpha, learned towards the target entropy H̄ = −scale·|A|
+    with its own Adam (--alpha-learning-rate, no weight decay; its moments are per member, as log α is); `reset` starts
+    both afresh, for every member or for the chosen ones only."""
 
-    def __init__(self, args: Args, action_dim: int, device: torch.device) -> None:
+    def __init__(self, args: Args, action_dim: int, device: torch.device, members: int = 1) -> None:
         super().__init__()
         self.initial_alpha, self.target_entropy = args.initial_alpha, -args.target_entropy_scale * action_dim
         self.objective = compiled(self.loss, args.compile)
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(args.initial_alpha), device=device))
+        self.log_alpha = nn.Parameter(torch.full((members,), math.log(args.initial_alpha), device=device))
         # torch's default kernel on CPU, fused and capturable on CUDA; ElementStepAdam keeps this run's `capturable`
         # when a checkpoint is loaded
         self.optimizer = ElementStepAdam(
@@ -261,50 +267,62 @@ class Temperature(nn.Module):
         return self.log_alpha.detach().exp()
 
     def loss(self, log_prob: torch.Tensor) -> torch.Tensor:
-        """E[−α·(log π(ã|x) + H̄)]."""
-        return (-self.log_alpha.exp() * (log_prob + self.target_entropy)).mean()
+        """E[−α·(log π(ã|x) + H̄)] of each member, (members,), from its (members, B) log-probabilities."""
+        return (-self.log_alpha.exp().unsqueeze(-1) * (log_prob + self.target_entropy)).mean(dim=-1)
 
     def minimise(self, log_prob: torch.Tensor) -> dict[str, torch.Tensor]:
-        """One Adam step on the loss of the actor's log π(ã|x); returns what it logs."""
+        """One Adam step on the loss of the actor's log π(ã|x) (the members' sum: each member's gradient its own);
+        returns what it logs, per member."""
         loss = self.objective(log_prob)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.sum().backward()
         self.optimizer.step()
-        return {"losses/alpha": self.alpha, "losses/alpha_loss": loss.detach(), "losses/entropy": -log_prob.mean()}
+        return {"losses/alpha": self.alpha, "losses/alpha_loss": loss.detach(), "losses/entropy": -log_prob.mean(dim=-1)}
 
     def checkpointed(self) -> dict[str, "Temperature | torch.optim.Optimizer"]:
         return {"temperature": self, "alpha_optimizer": self.optimizer}
 
     @torch.no_grad()
-    def reset(self) -> None:
-        self.log_alpha.fill_(math.log(self.initial_alpha))
-        self.optimizer.state.clear()
+    def reset(self, chosen: torch.Tensor | None = None) -> None:
+        """α = α₀ and a fresh Adam: for every member (None), or only for the members `chosen` (a (members,) bool mask),
+        whose moments and step counts restart while the others' stay as they are."""
+        if chosen is None:
+            self.log_alpha.fill_(math.log(self.initial_alpha))
+            self.optimizer.state.clear()
+            return
+        self.log_alpha.masked_fill_(chosen, math.log(self.initial_alpha))
+        self.optimizer.restart(self.log_alpha, chosen)
 
 
 def main(args: Args) -> dict:
     check_flags(args)
     run = start_run(args)
     device = run.device
+    members = Members(run.seeds, device)  # each member's random streams, from its own seed
+    K = len(members)
     env, evaluator = make_envs(args, device)
     envs.check_actions(env, args.env_id, gym.spaces.Box, "SAC", "agents/ddqn.py or agents/ppo.py")
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
+    N, space = env.envs_per_member, env.single_action_space
     num_critics = critics_for(args, env)
     # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
-    normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    new_actor = lambda: Actor(args, obs_dim, env.single_action_space, normalizer).to(device)
-    new_critic = lambda: make_critic(args, obs_dim, action_dim, num_critics, normalizer).to(device)
+    normalizer = RunningMeanStd((obs_dim,), members=K, enabled=args.normalize_obs).to(device)
+    new_actor = lambda: with_normalizer(members.build(lambda k: Actor(args, obs_dim, space, k)).to(device), normalizer)
+    new_critic = lambda: with_normalizer(
+        members.build(lambda k: make_critic(k, args, obs_dim, action_dim, num_critics)).to(device), normalizer
+    )
     actor, critic = new_actor(), new_critic()
     critic_target = target_copy(critic).requires_grad_(False)
-    temperature = Temperature(args, action_dim, device)
+    temperature = Temperature(args, action_dim, device, K)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
     actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
     critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
-    replay = make_replay(args, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs)
+    replay = make_replay(args, (obs_dim,), (action_dim,), members, make_sampler(args.swd, N), N)
 
     def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(x, a), V̄(x') = min Q̄(x', a') − α·log π(a'|x')
-        next_actions, next_log_prob = actor.sample(next_obs, torch.randn_like(actions))
-        next_value = critic_target(next_obs, next_actions).min(dim=0).values - temperature.alpha * next_log_prob
-        return critic(obs, actions).min(dim=0).values, next_value
+        next_actions, next_log_prob = actor.sample(next_obs, members.randn(N, action_dim))
+        next_value = critic_target(next_obs, next_actions).min(dim=1).values - temperature.alpha[:, None] * next_log_prob
+        return critic(obs, actions).min(dim=1).values, next_value
 
     critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
     kl = lambda b: actor.distribution_parameters(b.obs)  # (the KL churn diagnostic of a stochastic policy)
@@ -312,15 +330,16 @@ def main(args: Args) -> dict:
     actor_net = Network(
         "actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, distribution=kl, restarts_with=(temperature.reset,)
     )
-    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, env=env, episode_values=episode_values)
+    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, members=K, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
-    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
+    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside.
+    # Every quantity is (members, B, ...); each loss is one value per member, its own mean
     def actor_objective(batch: Batch, noise: torch.Tensor, reference: Batch | None):
         new_actions, log_prob = actor.sample(batch.obs, noise)  # ã ~ π(·|x)
         q_all = critic(batch.obs, new_actions)
-        q_new = q_all.min(dim=0).values if args.actor_q == "min" else q_all.mean(dim=0)
-        actor_loss = (temperature.alpha * log_prob - q_new).mean()
+        q_new = q_all.min(dim=1).values if args.actor_q == "min" else q_all.mean(dim=1)
+        actor_loss = (temperature.alpha.unsqueeze(-1) * log_prob - q_new).mean(dim=-1)
         return plasticity.loss("actor", actor_loss, reference), actor_loss.detach(), log_prob.detach()
 
     def critic_objective(batch: Batch, next_noise: torch.Tensor, reference: Batch | None):
@@ -331,7 +350,7 @@ def main(args: Args) -> dict:
                 critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda, temperature.alpha, next_log_prob
             )
         qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
-        return plasticity.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
+        return plasticity.loss("critic", qf_losses.sum(dim=1), reference), q_values.detach(), qf_losses.detach()
 
     def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():  # a ~ π(·|norm(s))
@@ -359,22 +378,21 @@ def main(args: Args) -> dict:
     )
 
     state = plasticity.checkpointed() | temperature.checkpointed()
-    session = TrainingSession(run, "sac_simba", env, evaluator, **state, replay=replay)
-    obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
-    run.logger.writer.add_text(
-        "critics", f"{num_critics} (clipped double-Q: {num_critics == 2})"
-    )  # once the run directory exists
+    # the generators load after the networks: re-injecting a head on resume draws a fresh one from them
+    session = TrainingSession(run, "sac_simba", env, evaluator, **state, replay=replay, members=members)
+    obs, global_step, num_updates = session.start(env.reset(seed=run.seeds))
+    run.logger.text("critics", f"{num_critics} (clipped double-Q: {num_critics == 2})")  # once the run directories exist
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: a ~ U(A) before learning starts, else a ~ π(·|x) ----------------------------------------------
         act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
         normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
-        actions = uniform_or_explore(act_randomly, explore, obs, *actor.bounds)
+        actions = uniform_or_explore(act_randomly, explore, obs, *actor.bounds, members)
         # ---- step and store raw (s, a, r, s', terminated): truncations, LEAST's early stops included, bootstrap ---
         step, next_obs, truncated = step_and_store(env, replay, obs, actions, plasticity, global_step)
         obs = next_obs
-        previous_step, global_step = global_step, global_step + env.num_envs
+        previous_step, global_step = global_step, global_step + N
 
         # ---- learn: actor → temperature → critic → target, `updates_per_step` times, as in SimBa ---------------
         if learn:
@@ -384,24 +402,34 @@ def main(args: Args) -> dict:
                     batch = replay.sample(args.batch_size)
                 # drawn in the order the update uses them: ã's noise, the actor's C-CHAIN batch, then a′'s and the critic's
                 draws = [
-                    (torch.randn_like(batch.actions), plasticity.reference_batch(replay, args.batch_size)) for _ in range(2)
+                    (members.randn(args.batch_size, action_dim), plasticity.reference_batch(replay, args.batch_size))
+                    for _ in range(2)
                 ]
                 losses = update(batch, draws)
                 num_updates += 1
                 plasticity.after_update(num_updates, replay, global_step)
-            losses = losses | {"replay/sample_age": replay.age(batch).float().mean()} | plasticity.report()
+            losses = losses | {"replay/sample_age": replay.age(batch).float().mean(dim=-1)} | plasticity.report()
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
             plasticity.on_task_switch(args.continual, replay, (normalizer,), also_on_fresh_start=(temperature.reset,))
 
-    return session.finish(global_step, num_updates, actor, obs)
+    return session.finish(global_step, num_updates, actor, obs)  # evaluation: tanh(μ(x)) of each member
+
+
+def with_normalizer(module: nn.Module, normalizer: nn.Module) -> nn.Module:
+    """`module` reading its inputs through `normalizer` (the group's observation statistics, one per member), attached
+    after `Members.build` so each member's part of it is its own."""
+    (module.base if isinstance(module, CategoricalCritic) else module).normalize = normalizer
+    return module
 
 
 def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
-    """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
+    """The evaluation policy tanh(μ(norm(s))) of a checkpoint (`cleanrl-plus eval`): one member, the run's own,
+    observation statistics included."""
     obs_dim = int(env.single_observation_space.shape[0])
-    actor = Actor(args, obs_dim, env.single_action_space, RunningMeanStd((obs_dim,), enabled=args.normalize_obs)).to(device)
+    normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs)
+    actor = with_normalizer(Actor(args, obs_dim, env.single_action_space), normalizer).to(device)
     rebuild_injected_heads(actor, state["actor"]).load_state_dict(state["actor"])
     return actor
 

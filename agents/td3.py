@@ -38,7 +38,8 @@ from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import ExplorationScales, uniform_or_explore
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.nn import ACTIVATIONS, ensemble_stack, frozen, mlp, polyak_update, target_copy
+from cleanrl_plus.members import Members
+from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, ensemble_stack, frozen, mlp, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
@@ -102,8 +103,9 @@ class Args(ActorCriticRemedies, RunArgs):
 
 
 class Actor(nn.Module):
-    """μ(s) = tanh(MLP(norm(s)))·scale + bias, so actions land inside the Box bounds; `normalize` holds the observation
-    statistics (--normalize-obs; shared with the critics and the targets, updated only by acting)."""
+    """μ(s) = tanh(MLP(norm(s)))·scale + bias, so actions land inside the Box bounds, for each of `members`: observations
+    (members, B, obs) → actions (members, B, |A|). Its `normalize` is attached by the agent (`with_normalizer`): the
+    observation statistics (--normalize-obs; shared with the critics and the targets, updated only by acting)."""
 
     def __init__(
         self,
@@ -112,16 +114,17 @@ class Actor(nn.Module):
         hidden: tuple[int, ...],
         norm: str = "none",
         activation: str = "relu",
-        normalize: nn.Module | None = None,
+        members: int = 1,
     ) -> None:
         super().__init__()
-        self.normalize = normalize or nn.Identity()
-        self.net = mlp(obs_dim, action_space.shape[0], hidden, norm, activation)
+        self.normalize: nn.Module = nn.Identity()
+        self.net = mlp(members, obs_dim, action_space.shape[0], hidden, norm, activation)
         low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
         self.register_buffer("action_scale", ((high - low) / 2).float())
         self.register_buffer("action_bias", ((high + low) / 2).float())
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, members: Members | None = None) -> torch.Tensor:
+        """μ(s); also the evaluation policy, which is handed the evaluation's generators (`members`) and needs none."""
         return torch.tanh(self.net(self.normalize(obs))) * self.action_scale + self.action_bias
 
     @property
@@ -130,13 +133,13 @@ class Actor(nn.Module):
         return self.action_bias - self.action_scale, self.action_bias + self.action_scale
 
     def layout(self) -> Layout:
-        layers = [m for m in self.net if isinstance(m, nn.Linear)]
+        layers = [m for m in self.net if isinstance(m, EnsembleLinear)]
         return Layout(hidden=layers[:-1], heads=layers[-1:])
 
 
 class TwinCritic(nn.Module):
-    """Q₁ and Q₂ as one ensemble: (2, batch) values from a single batched matmul per layer ((2, batch, outputs) for C51
-    logits)."""
+    """Q₁ and Q₂ of each of `members` as one ensemble of 2·members (member-major): (members, 2, batch) values from a
+    single batched matmul per layer ((members, 2, batch, outputs) for C51 logits)."""
 
     def __init__(
         self,
@@ -146,20 +149,22 @@ class TwinCritic(nn.Module):
         norm: str = "none",
         activation: str = "relu",
         outputs: int = 1,
-        normalize: nn.Module | None = None,
+        members: int = 1,
     ) -> None:
         super().__init__()
-        self.normalize = normalize or nn.Identity()
-        self.layers = ensemble_stack(2, (obs_dim + action_dim, *hidden, outputs), norm, activation)
+        self.normalize: nn.Module = nn.Identity()
+        self.layers = ensemble_stack(2 * members, (obs_dim + action_dim, *hidden, outputs), norm, activation)
         self.activation = ACTIVATIONS[activation]()
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([self.normalize(obs), action], dim=-1).expand(2, -1, -1)
+        x = torch.cat([self.normalize(obs), action], dim=-1)
+        x = x.unsqueeze(1).expand(-1, 2, -1, -1).flatten(0, 1)  # each member's input to both of its critics
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
-        return self.layers[-1](x).squeeze(-1)
+        return self.layers[-1](x).unflatten(0, (obs.shape[0], 2)).squeeze(-1)
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Q₁ of each member alone, (members, B)."""
         x = torch.cat([self.normalize(obs), action], dim=-1)
         for layer in self.layers[:-1]:
             x = self.activation(layer.member(0, x))
@@ -173,21 +178,27 @@ class TwinCritic(nn.Module):
         return Layout(hidden=self.layers[:-1], heads=(self.head,))
 
 
-def make_critic(obs_dim: int, action_dim: int, args: Args, normalize: nn.Module | None = None) -> nn.Module:
-    """Twin critics: MLPs (TD3; --net.* picks norm and activation), or CIR torsos with --cir.critic; with
+def make_critic(members: int, obs_dim: int, action_dim: int, args: Args) -> nn.Module:
+    """Twin critics of each member: MLPs (TD3; --net.* picks norm and activation), or CIR torsos with --cir.critic; with
     --critic.distributional their heads output C51 logits, and called as critics they give the expected values."""
     outputs = args.critic.num_atoms if args.critic.distributional else 1
     if args.cir.critic:
-        base: nn.Module = CIRCritic(obs_dim, action_dim, args.cir, outputs, normalize)
+        base: nn.Module = CIRCritic(obs_dim, action_dim, args.cir, outputs, members)
     else:
-        base = TwinCritic(
-            obs_dim, action_dim, args.hidden_sizes, *torso_settings(args.net, args.nap), outputs=outputs, normalize=normalize
-        )
+        settings = torso_settings(args.net, args.nap)
+        base = TwinCritic(obs_dim, action_dim, args.hidden_sizes, *settings, outputs=outputs, members=members)
     return CategoricalCritic(base, args.critic) if args.critic.distributional else base
 
 
-def make_actor(obs_dim: int, action_space: gym.spaces.Box, args: Args, normalize: nn.Module | None = None) -> Actor:
-    return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap), normalize=normalize)
+def make_actor(members: int, obs_dim: int, action_space: gym.spaces.Box, args: Args) -> Actor:
+    return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap), members=members)
+
+
+def with_normalizer(module: nn.Module, normalizer: nn.Module) -> nn.Module:
+    """`module` reading its inputs through `normalizer` (the group's observation statistics, one per member), attached
+    after `Members.build` so each member's part of it is its own."""
+    (module.base if isinstance(module, CategoricalCritic) else module).normalize = normalizer
+    return module
 
 
 def smoothed_target_action(
@@ -215,46 +226,53 @@ def main(args: Args) -> dict:
     check_flags(args)
     run = start_run(args)
     device = run.device
+    members = Members(run.seeds, device)  # each member's random streams, from its own seed
+    K = len(members)
     env, evaluator = make_envs(args, device)
     envs.check_actions(env, args.env_id, gym.spaces.Box, "TD3", "agents/ddqn.py or agents/ppo.py")
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
+    N = env.envs_per_member
     # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
-    normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs).to(device)
-    new_actor = lambda: make_actor(obs_dim, env.single_action_space, args, normalizer).to(device)
-    new_critic = lambda: make_critic(obs_dim, action_dim, args, normalizer).to(device)
+    normalizer = RunningMeanStd((obs_dim,), members=K, enabled=args.normalize_obs).to(device)
+    space = env.single_action_space
+    new_actor = lambda: with_normalizer(members.build(lambda k: make_actor(k, obs_dim, space, args)).to(device), normalizer)
+    new_critic = lambda: with_normalizer(
+        members.build(lambda k: make_critic(k, obs_dim, action_dim, args)).to(device), normalizer
+    )
     actor, critic = new_actor(), new_critic()
     actor_target, critic_target = target_copy(actor), target_copy(critic)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
     actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
     critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
-    replay = make_replay(args, (obs_dim,), (action_dim,), device, make_sampler(args.swd, env.num_envs), env.num_envs)
-    noise_scales = None  # --exploration-noise-max: FastTD3's σ per env
+    replay = make_replay(args, (obs_dim,), (action_dim,), members, make_sampler(args.swd, N), N)
+    noise_scales = None  # --exploration-noise-max: FastTD3's σ per env of each member
     if args.exploration_noise_max > 0:
-        noise_scales = ExplorationScales(env.num_envs, args.exploration_noise_min, args.exploration_noise_max, device)
+        noise_scales = ExplorationScales(members, N, args.exploration_noise_min, args.exploration_noise_max)
 
     def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(s, a) of the action taken, V̄(s') = min Q̄(s', μ̄(s'))
-        return critic(obs, actions).min(dim=0).values, critic_target(next_obs, actor_target(next_obs)).min(dim=0).values
+        return critic(obs, actions).min(dim=1).values, critic_target(next_obs, actor_target(next_obs)).min(dim=1).values
 
     critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
     actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, actor_target)
-    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, env=env, episode_values=episode_values)
+    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, members=K, env=env, episode_values=episode_values)
 
     # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
-    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
+    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside.
+    # Every quantity is (members, B, ...); each loss is one value per member, its own mean
     def critic_objective(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None):
         with torch.no_grad():  # y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)  (C51: its projected distribution)
             next_actions = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, args.noise_clip)
             target = q_target(critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda)
         qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
-        return plasticity.loss("critic", qf_losses.sum(), reference), q_values.detach(), qf_losses.detach()
+        return plasticity.loss("critic", qf_losses.sum(dim=1), reference), q_values.detach(), qf_losses.detach()
 
     def actor_objective(batch: Batch, reference: Batch | None):
-        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean()  # C51: the expected value of Q₁'s distribution
+        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean(dim=-1)  # C51: the expected value of Q₁'s distribution
         return plasticity.loss("actor", actor_loss, reference), actor_loss.detach()
 
     def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():  # a = clip(μ(s) + ε, A), ε = noise·scale·σ (σ per env with --exploration-noise-max)
-            std = args.exploration_noise if noise_scales is None else noise_scales.std[:, None]
+            std = args.exploration_noise if noise_scales is None else noise_scales.std[..., None]
             return (actor(obs) + noise * actor.action_scale * std).clamp(*actor.bounds)
 
     critic_objective, actor_objective, explore = (
@@ -281,46 +299,49 @@ def main(args: Args) -> dict:
     explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([noise_scales] if noise_scales else [])))
 
     extra = {"exploration_scales": noise_scales} if noise_scales else {}
-    session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay, **extra)
-    obs, global_step, num_updates = session.start(env.reset(seed=args.seed))
+    # the generators load after the networks: re-injecting a head on resume draws a fresh one from them
+    session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay, **extra, members=members)
+    obs, global_step, num_updates = session.start(env.reset(seed=run.seeds))
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not run.stop_requested:
         # ---- act: a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A) ------------------------------------
         act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
         normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
-        actions = uniform_or_explore(act_randomly, explore, obs, *actor.bounds)
+        actions = uniform_or_explore(act_randomly, explore, obs, *actor.bounds, members)
         # ---- step and store (s, a, r, s', terminated): truncations, LEAST's early stops included, bootstrap -------
         step, next_obs, truncated = step_and_store(env, replay, obs, actions, plasticity, global_step)
         if noise_scales is not None:
-            noise_scales.redraw(step.terminated | truncated)
+            noise_scales.redraw(step.terminated | truncated, members)
         obs = next_obs
-        previous_step, global_step = global_step, global_step + env.num_envs
+        previous_step, global_step = global_step, global_step + N
 
         # ---- learn: sample a batch; the critics every update, the actor and targets every `policy_frequency` ----------
         if learn:
             for gradient_step in range(args.gradient_steps):
                 if gradient_step == 0 or not args.reuse_batch:
                     batch = replay.sample(args.batch_size)
-                smoothing_noise = torch.randn_like(batch.actions) * args.policy_noise
+                smoothing_noise = members.randn(args.batch_size, action_dim) * args.policy_noise
                 losses |= update_critic(batch, smoothing_noise, plasticity.reference_batch(replay, args.batch_size))
                 num_updates += 1
                 if num_updates % args.policy_frequency == 0:
                     losses |= update_actor(batch, plasticity.reference_batch(replay, args.batch_size))
                 plasticity.after_update(num_updates, replay, global_step)
-            losses |= {"replay/sample_age": replay.age(batch).float().mean()} | plasticity.report()
+            losses |= {"replay/sample_age": replay.age(batch).float().mean(dim=-1)} | plasticity.report()
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, obs)
         if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
             plasticity.on_task_switch(args.continual, replay, (normalizer,))
 
-    return session.finish(global_step, num_updates, actor, obs)
+    return session.finish(global_step, num_updates, actor, obs)  # evaluation: μ(s) of each member, (members, E, |A|)
 
 
-def load_policy(args: Args, env, state: dict, device: torch.device) -> nn.Module:
-    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`), observation statistics included."""
-    normalizer = RunningMeanStd((int(env.single_observation_space.shape[0]),), enabled=args.normalize_obs)
-    actor = make_actor(int(env.single_observation_space.shape[0]), env.single_action_space, args, normalizer).to(device)
+def load_policy(args: Args, env, state: dict, device: torch.device) -> Actor:
+    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`): one member, the run's own, observation statistics
+    included."""
+    obs_dim = int(env.single_observation_space.shape[0])
+    normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs)
+    actor = with_normalizer(make_actor(1, obs_dim, env.single_action_space, args), normalizer).to(device)
     rebuild_injected_heads(actor, state["actor"]).load_state_dict(state["actor"])
     return actor
 

@@ -7,6 +7,9 @@
 λ = 1 is clipped double-Q (Fujimoto et al. 2018); λ < 1 CIR's convex target (plasticity/cir.py). The entropy term is
 SAC's (Haarnoja et al. 2018), absent for TD3; with n-step batches r is the n-step return and the entropy term enters
 only at the bootstrap state, as FastSAC (Seo et al. 2025). One critic: its own value, whatever λ.
+
+In a group (cleanrl_plus.members) every quantity carries the members first: batches (members, B, ...), a critic's
+values (members, copies, B), α (members,); each member's losses are its own means.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from cleanrl_plus.replay import Batch, bootstrap_discount
 
 
 def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
-    """λ·min_i q_i + (1 − λ)·max_i q_i over the leading (critic) dimension; exactly the min when λ = 1."""
+    """λ·min_i q_i + (1 − λ)·max_i q_i over the critics of each member, (members, copies, B) → (members, B); exactly the
+    min when λ = 1."""
     if convex_lambda == 1.0:
-        return q.min(dim=0).values
-    return convex_lambda * q.min(dim=0).values + (1.0 - convex_lambda) * q.max(dim=0).values
+        return q.min(dim=1).values
+    return convex_lambda * q.min(dim=1).values + (1.0 - convex_lambda) * q.max(dim=1).values
 
 
 def q_target(
@@ -35,34 +39,36 @@ def q_target(
     alpha: torch.Tensor | None = None,
     next_log_prob: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The target of every critic for a replay batch and the actions a' at its s' (module docstring): (B,) for scalar
-    critics, (B, K) for C51; `alpha` and `next_log_prob` give SAC's soft target. Call it under torch.no_grad()."""
+    """The target of every critic for a replay batch and the actions a' at its s' (module docstring): (members, B) for
+    scalar critics, (members, B, atoms) for C51; `alpha` (members,) and `next_log_prob` (members, B) give SAC's soft
+    target. Call it under torch.no_grad()."""
     next_obs, rewards, discount = batch.next_obs, batch.rewards, bootstrap_discount(batch, gamma)
     if isinstance(critic_target, CategoricalCritic):
         next_probs = clipped_double(critic_target.probabilities(next_obs, next_actions), critic_target.atoms, convex_lambda)
-        shifted = rewards if alpha is None else rewards - discount * alpha * next_log_prob
+        shifted = rewards if alpha is None else rewards - discount * alpha.unsqueeze(-1) * next_log_prob
         return project(critic_target.atoms, shifted, discount, next_probs)
     next_value = convex_min_max(critic_target(next_obs, next_actions), convex_lambda)
     if alpha is not None:
-        next_value = next_value - alpha * next_log_prob
+        next_value = next_value - alpha.unsqueeze(-1) * next_log_prob
     return rewards + discount * next_value
 
 
 def critic_losses(
     critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(each critic's loss (E,), its Q-values (E, B)): the mean squared TD error, or for C51 the cross-entropy to the
-    projected target distribution and the expected values."""
+    """(each critic's loss (members, copies), its Q-values (members, copies, B)): the mean squared TD error, or for C51
+    the cross-entropy to the projected target distribution and the expected values."""
     if isinstance(critic, CategoricalCritic):
         logits = critic.logits(obs, actions)
-        return cross_entropy(logits, target.expand(logits.shape[0], -1, -1)).mean(dim=1), expected_value(logits, critic.atoms)
+        return cross_entropy(logits, target.unsqueeze(1).expand_as(logits)).mean(dim=-1), expected_value(logits, critic.atoms)
     q_values = critic(obs, actions)
-    return F.mse_loss(q_values, target.expand(q_values.shape[0], -1), reduction="none").mean(dim=1), q_values
+    return F.mse_loss(q_values, target.unsqueeze(1).expand_as(q_values), reduction="none").mean(dim=-1), q_values
 
 
 def critic_report(q_values: torch.Tensor, qf_losses: torch.Tensor) -> dict[str, torch.Tensor]:
-    """CleanRL's critic tags: losses/qf{i}_values and losses/qf{i}_loss of each critic, losses/qf_loss their mean."""
-    report = {"losses/qf_loss": qf_losses.mean()}
-    for i in range(len(qf_losses)):
-        report |= {f"losses/qf{i + 1}_values": q_values[i].mean(), f"losses/qf{i + 1}_loss": qf_losses[i]}
+    """CleanRL's critic tags: losses/qf{i}_values and losses/qf{i}_loss of each critic, losses/qf_loss their mean; one
+    value per member each."""
+    report = {"losses/qf_loss": qf_losses.mean(dim=1)}
+    for i in range(qf_losses.shape[1]):
+        report |= {f"losses/qf{i + 1}_values": q_values[:, i].mean(dim=-1), f"losses/qf{i + 1}_loss": qf_losses[:, i]}
     return report

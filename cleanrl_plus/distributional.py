@@ -49,11 +49,12 @@ def expected_value(logits: torch.Tensor, atoms: torch.Tensor) -> torch.Tensor:
 
 
 def project(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Φ(r + d·z): probabilities `probs` (..., B, K) of the atoms, shifted per transition (rewards, discount: (B,)) and
-    projected back onto the atoms. Scatter-adds only: static shapes, no host sync; the mass of every row stays 1."""
+    """Φ(r + d·z): probabilities `probs` (..., B, K) of the atoms, shifted per transition (rewards, discount: (..., B),
+    e.g. (members, B)) and projected back onto the atoms. Scatter-adds only: static shapes, no host sync; the mass of
+    every row stays 1."""
     num_atoms = atoms.shape[0]
     v_min, v_max = atoms[0], atoms[-1]
-    shifted = (rewards[:, None] + discount[:, None] * atoms).clamp(v_min, v_max)  # (B, K)
+    shifted = (rewards[..., None] + discount[..., None] * atoms).clamp(v_min, v_max)  # (..., B, K)
     position = (shifted - v_min) / ((v_max - v_min) / (num_atoms - 1))  # in [0, K − 1]
     lower = position.floor().clamp(max=num_atoms - 2)
     upper_share = (position - lower).expand_as(probs)  # the part that goes to the upper neighbour lower + 1
@@ -64,16 +65,17 @@ def project(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, 
 
 
 def clipped_double(probs: torch.Tensor, atoms: torch.Tensor, convex_lambda: float = 1.0) -> torch.Tensor:
-    """The target distribution from twin target distributions `probs` (2, B, K): per transition the one with the
-    smaller mean (clipped double-Q), or λ·p_min + (1 − λ)·p_max (CIR's convex target). One critic (1, B, K): its own."""
-    if probs.shape[0] == 1:
-        return probs[0]
+    """The target distribution from each member's twin target distributions `probs` (members, 2, B, K): per transition
+    the one with the smaller mean (clipped double-Q), or λ·p_min + (1 − λ)·p_max (CIR's convex target); (members, B, K).
+    One critic (members, 1, B, K): its own."""
+    if probs.shape[1] == 1:
+        return probs[:, 0]
     means = (probs * atoms).sum(dim=-1)
-    first_is_lower = (means[0] <= means[1])[:, None]
-    lower = torch.where(first_is_lower, probs[0], probs[1])
+    first_is_lower = (means[:, 0] <= means[:, 1])[..., None]
+    lower = torch.where(first_is_lower, probs[:, 0], probs[:, 1])
     if convex_lambda == 1.0:
         return lower
-    upper = torch.where(first_is_lower, probs[1], probs[0])
+    upper = torch.where(first_is_lower, probs[:, 1], probs[:, 0])
     return convex_lambda * lower + (1.0 - convex_lambda) * upper
 
 
@@ -83,9 +85,9 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 class CategoricalCritic(nn.Module):
-    """An ensemble critic whose heads output K logits (`base(obs, action)` → (E, B, K)). Called like a scalar critic
-    it returns expected values (E, B), so diagnostics, C-CHAIN, LEAST and the actor's Q₁ work on it unchanged;
-    `logits` and `probabilities` give the distributions the loss needs."""
+    """An ensemble critic whose heads output K logits (`base(obs, action)` → (members, copies, B, K)). Called like a
+    scalar critic it returns expected values (members, copies, B), so diagnostics, C-CHAIN, LEAST and the actor's Q₁
+    work on it unchanged; `logits` and `probabilities` give the distributions the loss needs."""
 
     def __init__(self, base: nn.Module, args: CriticArgs) -> None:
         super().__init__()

@@ -38,8 +38,12 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
     def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        """Only member `index` on a (batch, in) input: the actor loss needs Q1 alone."""
-        return torch.addmm(self.bias[index], x, self.weight[index])
+        """Only entry `index` on a (batch, in) input, or, on a group's (members, batch, in) input, copy `index` of each
+        member's copies (entries index, index + copies, …): the actor loss needs Q1 alone."""
+        if x.dim() == 2:
+            return torch.addmm(self.bias[index], x, self.weight[index])
+        copies = self.weight.shape[0] // x.shape[0]
+        return torch.baddbmm(self.bias[index::copies], x, self.weight[index::copies])
 
     def extra_repr(self) -> str:
         n, i, o = self.weight.shape
@@ -59,7 +63,12 @@ class EnsembleLayerNorm(nn.Module):
         return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
 
     def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight[index] + self.bias[index]
+        """As EnsembleLinear.member: entry `index` on (batch, width), copy `index` of each member on (members, batch,
+        width)."""
+        if x.dim() == 2:
+            return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight[index] + self.bias[index]
+        copies = self.weight.shape[0] // x.shape[0]
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight[index::copies] + self.bias[index::copies]
 
 
 # ---- torso builders: --net.norm and --net.activation (plasticity/architecture.py documents the remedies) ----------

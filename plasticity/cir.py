@@ -9,7 +9,7 @@ Two plug-ins that TD3 and SAC take from the command line:
       z₄ = LN(M₂·ELU(LN(U₂z₃)) + z₁)                           the long shallow→deep skip from z₁
       Q = wᵀz₄ + b,     AvgL1Norm(z) = 0.1·z / max(mean|z|, 1e-8)
   width 512, PyTorch default init; by default ONE LayerNorm module is shared by every site of both critics,
-  as in the official code (tied affine parameters); `--cir.no-shared-layer-norm` gives each
+  as in the official code (tied affine parameters; in a group, one per member); `--cir.no-shared-layer-norm` gives each
   site of each critic its own.
 - the **convex Q target** (`--cir.convex-lambda λ`): λ·min(Q̄₁, Q̄₂) + (1 − λ)·max(Q̄₁, Q̄₂) over twin target
   critics, = mean + (½ − λ)·|Q̄₁ − Q̄₂|; λ = 1 is clipped double-Q (the default here), CIR uses 0.3 on DMC and
@@ -24,6 +24,7 @@ import dataclasses
 import torch
 import torch.nn as nn
 
+from cleanrl_plus.nn import EnsembleLayerNorm as _EnsembleLayerNorm
 from cleanrl_plus.nn import EnsembleLinear
 from cleanrl_plus.ranges import AtLeastOne, Fraction
 from cleanrl_plus.simba import EnsembleLayerNorm
@@ -50,19 +51,30 @@ def avg_l1_norm(z: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     return 0.1 * z / z.abs().mean(dim=-1, keepdim=True).clamp_min(eps)
 
 
+class MemberLayerNorm(_EnsembleLayerNorm):
+    """One LayerNorm affine per member of a group, shared by its `copies` critics: (members·copies, B, H) inputs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = nn.functional.layer_norm(x, x.shape[-1:], eps=self.eps).unflatten(0, (self.weight.shape[0], -1))
+        return (normed * self.weight.unsqueeze(1) + self.bias.unsqueeze(1)).flatten(0, 1)
+
+
 class CIREncoder(nn.Module):
-    """CIR's critic torso for an ensemble of critics: (E, B, in) → (E, B, H)."""
+    """CIR's critic torso for an ensemble of critics, `ensemble_size` = members × the critics of each (member-major):
+    (E, B, in) → (E, B, H)."""
 
     SITES = 7  # LayerNorm sites: W₀, W₁, W₂, U₁, z₃, U₂, z₄
 
-    def __init__(self, ensemble_size: int, in_features: int, width: int, shared_layer_norm: bool = True) -> None:
+    def __init__(
+        self, ensemble_size: int, in_features: int, width: int, shared_layer_norm: bool = True, members: int = 1
+    ) -> None:
         super().__init__()
         linear = lambda i, o: EnsembleLinear(ensemble_size, i, o)
         self.first, self.down1, self.down2 = linear(in_features, width), linear(width, width), linear(width, width)
         self.up1_in, self.up1_out = linear(width, width), linear(width, width)
         self.up2_in, self.up2_out = linear(width, width), linear(width, width)
         if shared_layer_norm:
-            shared = EnsembleLayerNorm(1, width, eps=TORCH_LAYER_NORM_EPS)  # one affine broadcast over members
+            shared = MemberLayerNorm(members, width, eps=TORCH_LAYER_NORM_EPS)  # one affine per member, over its critics
             self.norms = nn.ModuleList([shared] * self.SITES)
         else:
             self.norms = nn.ModuleList(
@@ -82,23 +94,23 @@ class CIREncoder(nn.Module):
 
 
 class CIRCritic(nn.Module):
-    """Twin Q-functions with CIR torsos, TD3's critic interface: forward → (2, B); q1 → (B,) (C51 logits: `outputs`
-    per critic, (2, B, outputs) and (B, outputs))."""
+    """Twin Q-functions with CIR torsos for each of `members`, TD3's critic interface: (members, B, ...) inputs, forward →
+    (members, 2, B); q1 → (members, B) (C51 logits: `outputs` per critic, (members, 2, B, outputs) and (members, B,
+    outputs))."""
 
-    def __init__(
-        self, obs_dim: int, action_dim: int, args: CIRArgs, outputs: int = 1, normalize: nn.Module | None = None
-    ) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, args: CIRArgs, outputs: int = 1, members: int = 1) -> None:
         super().__init__()
-        self.normalize = normalize or nn.Identity()  # the agent's observation statistics, shared, not learned
-        self.encoder = CIREncoder(2, obs_dim + action_dim, args.width, args.shared_layer_norm)
-        self.head = EnsembleLinear(2, args.width, outputs)
+        self.normalize: nn.Module = nn.Identity()  # the agent's observation statistics (attached by it), not learned
+        self.encoder = CIREncoder(members * 2, obs_dim + action_dim, args.width, args.shared_layer_norm, members)
+        self.head = EnsembleLinear(members * 2, args.width, outputs)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([self.normalize(obs), action], dim=-1).expand(2, -1, -1)
-        return self.head(self.encoder(x)).squeeze(-1)
+        x = torch.cat([self.normalize(obs), action], dim=-1)
+        x = x.unsqueeze(1).expand(-1, 2, -1, -1).flatten(0, 1)  # each member's input to both of its critics
+        return self.head(self.encoder(x)).unflatten(0, (obs.shape[0], 2)).squeeze(-1)
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self(obs, action)[0]
+        return self(obs, action)[:, 0]
 
     def layout(self) -> Layout:
         return cir_layout(self.encoder, self.head)

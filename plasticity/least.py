@@ -28,7 +28,6 @@ import torch
 
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.ranges import AtLeastOne, Fraction, Positive
-from cleanrl_plus.replay import ring_slots
 
 
 @dataclasses.dataclass
@@ -46,10 +45,17 @@ class LEASTArgs:
 
 
 class EpisodeStopper:
-    """Per-step-index histories of Q̂ and G over the last K episodes, and the stop rule, for a batch of envs."""
+    """Per-step-index histories of Q̂ and G over the last K episodes, and the stop rule, for each member's batch of envs:
+    every tensor holds the members of a group first (cleanrl_plus.members), so a member's stops read its own episodes."""
 
     def __init__(
-        self, args: LEASTArgs, num_envs: int, max_episode_steps: int, total_timesteps: int, device: torch.device
+        self,
+        args: LEASTArgs,
+        num_envs: int,
+        max_episode_steps: int,
+        total_timesteps: int,
+        device: torch.device,
+        members: int = 1,
     ) -> None:
         if max_episode_steps <= 0:
             raise UserError("LEAST needs a time limit (its thresholds are indexed by the step within the episode)")
@@ -57,47 +63,53 @@ class EpisodeStopper:
         self.start_step = int(args.start * total_timesteps)
         nan = float("nan")
         # K rows of history plus one scratch row that absorbs the writes of envs whose episode did not end
-        self.history_q = torch.full((args.window + 1, max_episode_steps), nan, device=device)
-        self.history_g = torch.full((args.window + 1, max_episode_steps), nan, device=device)
-        self.current_q = torch.full((num_envs, max_episode_steps), nan, device=device)
-        self.current_g = torch.full((num_envs, max_episode_steps), nan, device=device)
-        self.step_index = torch.zeros(num_envs, dtype=torch.long, device=device)
-        self.td_error_sum = torch.zeros(num_envs, device=device)
-        self.next_row = torch.zeros((), dtype=torch.long, device=device)
-        self.finished = torch.zeros((), device=device)
-        self.stopped = torch.zeros((), device=device)
-        self.steps_saved = torch.zeros((), device=device)
+        self.history_q = torch.full((members, args.window + 1, max_episode_steps), nan, device=device)
+        self.history_g = torch.full((members, args.window + 1, max_episode_steps), nan, device=device)
+        self.current_q = torch.full((members, num_envs, max_episode_steps), nan, device=device)
+        self.current_g = torch.full((members, num_envs, max_episode_steps), nan, device=device)
+        self.step_index = torch.zeros(members, num_envs, dtype=torch.long, device=device)
+        self.td_error_sum = torch.zeros(members, num_envs, device=device)
+        self.next_row = torch.zeros(members, dtype=torch.long, device=device)
+        self.finished = torch.zeros(members, device=device)
+        self.stopped = torch.zeros(members, device=device)
+        self.steps_saved = torch.zeros(members, device=device)
+        self.member_rows = torch.arange(members, device=device).unsqueeze(1)  # (members, 1): indexes each member's rows
 
     def should_stop(self, q: torch.Tensor, td_error: torch.Tensor, global_step: int) -> torch.Tensor:
-        """Record this step's (Q̂, G) for each env and return which episodes to stop now, shape (num_envs,)."""
-        rows = torch.arange(q.shape[0], device=q.device)
+        """Record this step's (Q̂, G) for each env, (members, num_envs), and return which episodes to stop now."""
+        members, envs = q.shape
         index = self.step_index.clamp_max(self.length - 1)
         self.td_error_sum += td_error
         td_error = self.td_error_sum / (self.step_index + 1)  # Ḡ_i, the episode's running mean
-        self.current_q[rows, index] = q
-        self.current_g[rows, index] = td_error
+        env_rows = torch.arange(envs, device=q.device)
+        self.current_q[self.member_rows, env_rows, index] = q
+        self.current_g[self.member_rows, env_rows, index] = td_error
         self.step_index += 1
         if global_step < self.start_step:
             return torch.zeros_like(q, dtype=torch.bool)
-        past_q, past_g = self.history_q[:-1, index], self.history_g[:-1, index]  # (K, num_envs)
-        enough = (~past_q.isnan()).sum(dim=0) >= self.args.min_history
-        epsilon = past_q.nanmedian(dim=0).values
-        omega = past_g.nanmedian(dim=0).values / td_error.clamp_min(1e-8)
+        at_index = index.unsqueeze(1).expand(-1, self.args.window, -1)  # (members, K, num_envs)
+        past_q = self.history_q[:, :-1].gather(2, at_index)
+        past_g = self.history_g[:, :-1].gather(2, at_index)
+        enough = (~past_q.isnan()).sum(dim=1) >= self.args.min_history
+        epsilon = past_q.nanmedian(dim=1).values
+        omega = past_g.nanmedian(dim=1).values / td_error.clamp_min(1e-8)
         scale = self.args.weight * omega
         threshold = torch.where(epsilon >= 0, scale * epsilon, epsilon / scale.clamp_min(1e-8))
         return enough & (q < threshold)
 
     def end_episodes(self, done: torch.Tensor, stopped: torch.Tensor) -> None:
-        """Move finished episodes' rows into the history ring, oldest overwritten first (no host sync)."""
-        self.finished += done.sum()
-        self.stopped += stopped.sum()
-        self.steps_saved += ((self.length - self.step_index) * stopped).sum()
-        rows = ring_slots(done, self.next_row, self.args.window)
-        self.history_q.index_copy_(0, rows, self.current_q)
-        self.history_g.index_copy_(0, rows, self.current_g)
-        self.next_row = (self.next_row + done.sum()) % self.args.window
-        self.current_q.masked_fill_(done[:, None], float("nan"))
-        self.current_g.masked_fill_(done[:, None], float("nan"))
+        """Move finished episodes' rows into each member's history ring, oldest overwritten first (no host sync)."""
+        self.finished += done.sum(dim=-1)
+        self.stopped += stopped.sum(dim=-1)
+        self.steps_saved += ((self.length - self.step_index) * stopped).sum(dim=-1)
+        window = self.args.window
+        order = self.next_row.unsqueeze(1) + torch.cumsum(done.long(), dim=-1) - 1
+        rows = torch.where(done, order % window, window)  # the ring row of each ended episode; the scratch row otherwise
+        self.history_q[self.member_rows, rows] = self.current_q
+        self.history_g[self.member_rows, rows] = self.current_g
+        self.next_row = (self.next_row + done.sum(dim=-1)) % window
+        self.current_q.masked_fill_(done[..., None], float("nan"))
+        self.current_g.masked_fill_(done[..., None], float("nan"))
         self.step_index.masked_fill_(done, 0)
         self.td_error_sum.masked_fill_(done, 0.0)
 
@@ -121,6 +133,7 @@ class EpisodeStopper:
         return (reward + gamma * (1.0 - terminated.float()) * next_value - q_taken).abs()
 
     def report(self) -> dict[str, torch.Tensor]:
+        """One value per member."""
         return {"least/stop_rate": self.stopped / self.finished.clamp_min(1), "least/steps_saved": self.steps_saved.clone()}
 
     def state_dict(self) -> dict:

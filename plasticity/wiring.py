@@ -54,7 +54,9 @@ class Plasticity:
         least = getattr(args, "least", None)
         self.stopper, self.episode_values = None, episode_values
         if least is not None and least.enabled:
-            self.stopper = EpisodeStopper(least, env.num_envs, env.max_episode_steps, args.total_timesteps, env.device)
+            self.stopper = EpisodeStopper(
+                least, env.envs_per_member, env.max_episode_steps, args.total_timesteps, env.device, members
+            )
 
     def loss(
         self, name: str, main_loss: torch.Tensor, reference: Any = None, scale_against: torch.Tensor | None = None

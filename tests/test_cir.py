@@ -18,9 +18,10 @@ from plasticity.resets import ResetArgs
 
 def test_convex_target_is_the_hand_computed_combination_and_min_at_lambda_one():
     q = torch.tensor([[1.0, 5.0], [3.0, 2.0]])  # (critics, batch)
-    torch.testing.assert_close(convex_min_max(q, 0.3), torch.tensor([0.3 * 1 + 0.7 * 3, 0.3 * 2 + 0.7 * 5]))
-    torch.testing.assert_close(convex_min_max(q, 0.3), q.mean(0) + 0.2 * (q[0] - q[1]).abs())  # mean + (½ − λ)|ΔQ|
-    assert torch.equal(convex_min_max(q, 1.0), q.min(0).values)
+    combined = lambda q, convex_lambda: convex_min_max(q[None], convex_lambda)[0]  # one member's critics
+    torch.testing.assert_close(combined(q, 0.3), torch.tensor([0.3 * 1 + 0.7 * 3, 0.3 * 2 + 0.7 * 5]))
+    torch.testing.assert_close(combined(q, 0.3), q.mean(0) + 0.2 * (q[0] - q[1]).abs())  # mean + (½ − λ)|ΔQ|
+    assert torch.equal(combined(q, 1.0), q.min(0).values)
 
 
 def test_avg_l1_norm_sets_the_mean_absolute_value_to_a_tenth():

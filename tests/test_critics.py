@@ -9,14 +9,15 @@ from cleanrl_plus.replay import Batch
 
 
 class Fixed(nn.Module):
-    """A 'critic' whose output on any batch is the given tensor (Q-values (E, B), or logits (E, B, K))."""
+    """A one-member 'critic' whose output on any batch is the given tensor (Q-values (copies, B), or logits (copies, B, K)),
+    with the member dimension in front."""
 
     def __init__(self, output: torch.Tensor) -> None:
         super().__init__()
         self.output = output
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return self.output
+        return self.output[None]
 
 
 def _categorical(probs: torch.Tensor, atoms: torch.Tensor) -> CategoricalCritic:
@@ -28,19 +29,19 @@ def _categorical(probs: torch.Tensor, atoms: torch.Tensor) -> CategoricalCritic:
 
 
 def _batch(rewards: list[float], terminated: list[float]) -> Batch:
-    """A replay batch: only r and terminated matter (the fixed critics ignore s and a)."""
+    """One member's replay batch: only r and terminated matter (the fixed critics ignore s and a)."""
     n = len(rewards)
     return Batch(
-        torch.zeros(n, 1),
-        torch.zeros(n, 1),
-        torch.tensor(rewards),
-        torch.zeros(n, 1),
-        torch.tensor(terminated),
-        torch.arange(n),
+        torch.zeros(1, n, 1),
+        torch.zeros(1, n, 1),
+        torch.tensor([rewards]),
+        torch.zeros(1, n, 1),
+        torch.tensor([terminated]),
+        torch.arange(n)[None],
     )
 
 
-ANY_ACTIONS = torch.zeros(2, 1)
+ANY_ACTIONS = torch.zeros(1, 2, 1)
 
 
 def test_soft_target_by_hand_for_twin_and_single_critics():
@@ -50,7 +51,7 @@ def test_soft_target_by_hand_for_twin_and_single_critics():
         Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, alpha=alpha, next_log_prob=next_log_prob
     )
     # min(1, 2) = 1 → 1 + 0.9·(1 − 0.5·(−1)) = 2.35; second is terminal → 0
-    torch.testing.assert_close(twin, torch.tensor([2.35, 0.0]))
+    torch.testing.assert_close(twin[0], torch.tensor([2.35, 0.0]))
     single = q_target(
         Fixed(torch.tensor([[2.0, 3.0]])),
         _batch([1.0, 0.0], [0.0, 0.0]),
@@ -60,10 +61,10 @@ def test_soft_target_by_hand_for_twin_and_single_critics():
         next_log_prob=next_log_prob,
     )
     # 1 + 0.9·(2 + 0.5) = 3.25;  0 + 0.9·(3 − 1) = 1.8
-    torch.testing.assert_close(single, torch.tensor([3.25, 1.8]))
+    torch.testing.assert_close(single[0], torch.tensor([3.25, 1.8]))
     # TD3's: no entropy term; CIR's convex target λ·min + (1 − λ)·max
     torch.testing.assert_close(
-        q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, convex_lambda=0.25),
+        q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, convex_lambda=0.25)[0],
         torch.tensor([1.0 + 0.9 * (0.25 * 1 + 0.75 * 2), 0.0]),
     )
 
@@ -78,38 +79,39 @@ def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand(
         _categorical(twin, atoms), batch, ANY_ACTIONS, 0.5, alpha=torch.tensor(0.5), next_log_prob=torch.tensor([-1.0, -1.0])
     )
     # row 0: 0.5 + 0.5·(0 + 0.5) = 0.75 → ¼ on z = 0, ¾ on z = 1; row 1 terminal: 0.5 → ½ and ½
-    torch.testing.assert_close(target, torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
+    torch.testing.assert_close(target[0], torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
     one = q_target(
         _categorical(on_two[None, None], atoms),
         _batch([0.0], [0.0]),
-        ANY_ACTIONS[:1],
+        ANY_ACTIONS[:, :1],
         0.5,
         alpha=torch.tensor(0.5),
         next_log_prob=torch.tensor([2.0]),
     )
     # 0 + 0.5·(2 − 0.5·2) = 0.5 from the only critic
-    torch.testing.assert_close(one, torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
+    torch.testing.assert_close(one[0], torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
     # TD3's C51 target: no shift by an entropy term
     torch.testing.assert_close(
-        q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5),
+        q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5)[0],
         torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 0.5, 0.5, 0.0]]),
     )
 
 
 def test_critic_losses_are_each_critics_mean_squared_error_or_cross_entropy():
     q = torch.tensor([[1.0, 2.0], [0.0, 4.0]], requires_grad=True)
-    losses, values = critic_losses(Fixed(q), torch.zeros(2, 1), ANY_ACTIONS, torch.tensor([1.0, 1.0]))
-    torch.testing.assert_close(losses, torch.tensor([(0 + 1) / 2, (1 + 9) / 2]))
-    assert values is q
+    losses, values = critic_losses(Fixed(q), torch.zeros(1, 2, 1), ANY_ACTIONS, torch.tensor([[1.0, 1.0]]))
+    torch.testing.assert_close(losses[0], torch.tensor([(0 + 1) / 2, (1 + 9) / 2]))
+    assert torch.equal(values[0], q)
     atoms = torch.tensor([0.0, 1.0])
     probs = torch.tensor([[[0.5, 0.5]], [[0.25, 0.75]]])
-    losses, values = critic_losses(_categorical(probs, atoms), torch.zeros(1, 1), ANY_ACTIONS[:1], torch.tensor([[1.0, 0.0]]))
-    torch.testing.assert_close(losses, -torch.tensor([0.5, 0.25]).log())  # −log p(z = 0) of each critic
-    torch.testing.assert_close(values, torch.tensor([[0.5], [0.75]]))
+    target = torch.tensor([[[1.0, 0.0]]])
+    losses, values = critic_losses(_categorical(probs, atoms), torch.zeros(1, 1, 1), ANY_ACTIONS[:, :1], target)
+    torch.testing.assert_close(losses[0], -torch.tensor([0.5, 0.25]).log())  # −log p(z = 0) of each critic
+    torch.testing.assert_close(values[0], torch.tensor([[0.5], [0.75]]))
 
 
 def test_critic_report_has_cleanrls_tags_for_one_and_two_critics():
-    twin = critic_report(torch.tensor([[1.0, 3.0], [5.0, 7.0]]), torch.tensor([0.5, 1.5]))
+    twin = critic_report(torch.tensor([[[1.0, 3.0], [5.0, 7.0]]]), torch.tensor([[0.5, 1.5]]))  # one member's
     assert {k: float(v) for k, v in twin.items()} == {
         "losses/qf_loss": 1.0,
         "losses/qf1_values": 2.0,
@@ -117,4 +119,8 @@ def test_critic_report_has_cleanrls_tags_for_one_and_two_critics():
         "losses/qf2_values": 6.0,
         "losses/qf2_loss": 1.5,
     }
-    assert set(critic_report(torch.ones(1, 2), torch.ones(1))) == {"losses/qf_loss", "losses/qf1_values", "losses/qf1_loss"}
+    assert set(critic_report(torch.ones(1, 1, 2), torch.ones(1, 1))) == {
+        "losses/qf_loss",
+        "losses/qf1_values",
+        "losses/qf1_loss",
+    }

@@ -63,18 +63,19 @@ def test_projection_keeps_the_mass_and_is_applied_per_transition_and_per_twin():
 def test_clipped_double_takes_the_twin_with_the_smaller_mean_per_transition():
     low, high = torch.tensor([0.7, 0.1, 0.1, 0.1]), torch.tensor([0.1, 0.1, 0.1, 0.7])  # means −0.4 and 1.4
     probs = torch.stack([torch.stack([low, high]), torch.stack([high, low])])  # twin 0: low, high; twin 1: high, low
-    torch.testing.assert_close(clipped_double(probs, ATOMS), torch.stack([low, low]))
+    probs = torch.stack([probs, probs.flip(0)])  # two members: the second's twins swapped
+    torch.testing.assert_close(clipped_double(probs, ATOMS), torch.stack([low, low]).expand(2, -1, -1))
     # CIR's convex target mixes: λ·p_min + (1 − λ)·p_max, whose mean is λ·min + (1 − λ)·max
-    mixed = clipped_double(probs, ATOMS, convex_lambda=0.3)
+    mixed = clipped_double(probs, ATOMS, convex_lambda=0.3)[0]
     torch.testing.assert_close(mixed, (0.3 * low + 0.7 * high).expand(2, -1))
     torch.testing.assert_close((mixed * ATOMS).sum(-1), torch.full((2,), 0.3 * -0.4 + 0.7 * 1.4))
 
 
 def test_clipped_double_of_one_critic_is_its_own_distribution():
     """A single critic (SAC on a task that never terminates) has no twin: its distribution, for any λ."""
-    probs = torch.tensor([[[0.7, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7]]])
-    torch.testing.assert_close(clipped_double(probs, ATOMS), probs[0])
-    torch.testing.assert_close(clipped_double(probs, ATOMS, convex_lambda=0.3), probs[0])
+    probs = torch.tensor([[[[0.7, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7]]]])  # one member's one critic
+    torch.testing.assert_close(clipped_double(probs, ATOMS), probs[:, 0])
+    torch.testing.assert_close(clipped_double(probs, ATOMS, convex_lambda=0.3), probs[:, 0])
 
 
 def test_cross_entropy_and_expected_value():
@@ -91,9 +92,9 @@ def test_categorical_critic_answers_like_a_scalar_critic_with_expected_values():
 
     args = CriticArgs(distributional=True, num_atoms=11, v_min=-5.0, v_max=5.0)
     critic = CategoricalCritic(TwinCritic(3, 1, (8,), outputs=11), args)
-    obs, action = torch.randn(6, 3), torch.randn(6, 1)
+    obs, action = torch.randn(1, 6, 3), torch.randn(1, 6, 1)  # one member's batch
     logits = critic.logits(obs, action)
-    assert logits.shape == (2, 6, 11) and torch.equal(critic.atoms, support(args))
+    assert logits.shape == (1, 2, 6, 11) and torch.equal(critic.atoms, support(args))
     torch.testing.assert_close(critic(obs, action), (logits.softmax(-1) * torch.linspace(-5, 5, 11)).sum(-1))
-    torch.testing.assert_close(critic.q1(obs, action), critic(obs, action)[0])
+    torch.testing.assert_close(critic.q1(obs, action), critic(obs, action)[:, 0])
     assert critic.head is critic.base.layers[-1]

@@ -18,8 +18,8 @@ def _stopper(history_q: float, history_g: float = 1.0, start: float = 0.0) -> Ep
     stopper = EpisodeStopper(
         LEASTArgs(enabled=True, start=start, window=4, weight=0.5, min_history=2), 1, 5, 100, torch.device("cpu")
     )
-    stopper.history_q[:4, 0] = history_q
-    stopper.history_g[:4, 0] = history_g
+    stopper.history_q[0, :4, 0] = history_q
+    stopper.history_g[0, :4, 0] = history_g
     return stopper
 
 
@@ -34,27 +34,29 @@ def _stopper(history_q: float, history_g: float = 1.0, start: float = 0.0) -> Ep
     ],
 )
 def test_stop_rule_on_a_constructed_history(history_q, q, g, expected):
-    stop = _stopper(history_q).should_stop(torch.tensor([q]), torch.tensor([g]), global_step=50)
+    stop = _stopper(history_q).should_stop(torch.tensor([q])[None], torch.tensor([g])[None], global_step=50)[0]
     assert bool(stop[0]) is expected
 
 
 def test_no_stop_before_the_start_time_or_without_enough_history():
-    assert not _stopper(10.0, start=0.6).should_stop(torch.tensor([0.0]), torch.tensor([1.0]), global_step=50)[0]
+    assert not _stopper(10.0, start=0.6).should_stop(torch.tensor([0.0])[None], torch.tensor([1.0])[None], global_step=50)[0][
+        0
+    ]
     thin = _stopper(10.0)
-    thin.history_q[1:4, 0] = float("nan")  # only one episode reached step 0
-    assert not thin.should_stop(torch.tensor([0.0]), torch.tensor([1.0]), global_step=50)[0]
+    thin.history_q[0, 1:4, 0] = float("nan")  # only one episode reached step 0
+    assert not thin.should_stop(torch.tensor([0.0])[None], torch.tensor([1.0])[None], global_step=50)[0][0]
 
 
 def test_finished_episodes_enter_the_history_ring_in_order_and_wrap():
     stopper = EpisodeStopper(LEASTArgs(enabled=True, window=2), 3, 4, 100, torch.device("cpu"))
     for value in (1.0, 2.0):
-        stopper.should_stop(torch.full((3,), value), torch.ones(3), global_step=0)
-    stopper.end_episodes(torch.tensor([True, False, True]), torch.tensor([True, False, False]))
-    assert stopper.history_q[:2, :2].tolist() == [[1.0, 2.0], [1.0, 2.0]]
-    assert stopper.step_index.tolist() == [0, 2, 0] and float(stopper.steps_saved) == 2.0  # 4 − 2 steps unused
-    stopper.should_stop(torch.full((3,), 7.0), torch.ones(3), global_step=0)
-    stopper.end_episodes(torch.tensor([True, False, False]), torch.tensor([False, False, False]))
-    assert stopper.history_q[0, 0] == 7.0 and int(stopper.next_row) == 1  # the oldest row was overwritten
+        stopper.should_stop(torch.full((3,), value)[None], torch.ones(3)[None], global_step=0)[0]
+    stopper.end_episodes(torch.tensor([[True, False, True]]), torch.tensor([[True, False, False]]))
+    assert stopper.history_q[0, :2, :2].tolist() == [[1.0, 2.0], [1.0, 2.0]]
+    assert stopper.step_index.tolist() == [[0, 2, 0]] and float(stopper.steps_saved) == 2.0  # 4 − 2 steps unused
+    stopper.should_stop(torch.full((3,), 7.0)[None], torch.ones(3)[None], global_step=0)[0]
+    stopper.end_episodes(torch.tensor([[True, False, False]]), torch.tensor([[False, False, False]]))
+    assert stopper.history_q[0, 0, 0] == 7.0 and int(stopper.next_row) == 1  # the oldest row was overwritten
     assert float(stopper.report()["least/stop_rate"]) == pytest.approx(1 / 3)
 
 
@@ -102,9 +104,9 @@ def test_the_learning_potential_uses_the_episode_mean_td_error():
     stopper = EpisodeStopper(
         LEASTArgs(enabled=True, start=0.0, window=4, weight=0.5, min_history=2), 1, 5, 100, torch.device("cpu")
     )
-    stopper.history_q[:4, 1] = 10.0
-    stopper.history_g[:4, 1] = 1.0
-    stopper.should_stop(torch.tensor([10.0]), torch.tensor([1.9]), global_step=50)  # step 0: G = 1.9
+    stopper.history_q[0, :4, 1] = 10.0
+    stopper.history_g[0, :4, 1] = 1.0
+    stopper.should_stop(torch.tensor([10.0])[None], torch.tensor([1.9])[None], global_step=50)[0]  # step 0: G = 1.9
     # step 1: this G = 0.1 alone would give ω = 10 (stop below 50); the episode mean (1.9 + 0.1)/2 = 1 gives ω = 1
-    assert not stopper.should_stop(torch.tensor([6.0]), torch.tensor([0.1]), global_step=50)[0]
-    assert float(stopper.current_g[0, 1]) == pytest.approx(1.0)
+    assert not stopper.should_stop(torch.tensor([6.0])[None], torch.tensor([0.1])[None], global_step=50)[0][0]
+    assert float(stopper.current_g[0, 0, 1]) == pytest.approx(1.0)

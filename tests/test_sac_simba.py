@@ -49,10 +49,10 @@ def test_running_mean_std_merges_batches_exactly():
     stats = RunningMeanStd((3,))
     for chunk in data.split(137):
         stats.update(chunk)
-    torch.testing.assert_close(stats.mean, data.mean(0), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(stats.var, data.var(0, unbiased=False), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(stats.mean[0], data.mean(0), atol=1e-5, rtol=1e-5)  # one member's statistics
+    torch.testing.assert_close(stats.var[0], data.var(0, unbiased=False), atol=1e-4, rtol=1e-4)
     assert stats.count.item() == 1000
-    known = torch.tensor([[3.0, 4.0, 0.5]])
+    known = torch.tensor([[[3.0, 4.0, 0.5]]])
     torch.testing.assert_close(stats(known), (known - stats.mean) / torch.sqrt(stats.var + 1e-8))
 
 
@@ -60,9 +60,9 @@ def test_actor_log_prob_matches_torch_distributions():
     torch.manual_seed(0)
     space = gym.spaces.Box(-2.0, 2.0, (3,))
     actor = Actor(Args(actor_width=8), obs_dim=4, action_space=space)
-    x = torch.randn(5, 4)
+    x = torch.randn(1, 5, 4)  # one member's batch
     torch.manual_seed(1)
-    actions, log_prob = actor.sample(x, torch.randn(5, 3))
+    actions, log_prob = actor.sample(x, torch.randn(1, 5, 3))
     mean, log_std = actor._distribution(x)
     reference = TransformedDistribution(Normal(mean, log_std.exp()), [TanhTransform(), AffineTransform(0.0, 2.0)])
     torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1), atol=1e-3, rtol=1e-4)
@@ -86,7 +86,7 @@ def test_normaliser_sees_only_acting_observations_and_critic_mode_follows_the_ta
     state = _checkpoint(result)
     normalizer, replay = _statistics(state), state["replay"]
     assert normalizer["count"].item() == 300  # one update per acting step; replay batches never touch it
-    torch.testing.assert_close(normalizer["mean"], replay["obs"].mean(0), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(normalizer["mean"], replay["obs"].mean(1), atol=1e-5, rtol=1e-4)  # (1, obs): one member
     assert state["critic"]["head.weight"].shape[0] == 1  # Pendulum never terminates: one critic
     result = main(Args(env_id="Hopper-v5", total_timesteps=150, learning_starts=100, eval_every=0, runs_dir=runs_dir, **TINY))
     assert _checkpoint(result)["critic"]["head.weight"].shape[0] == 2  # Hopper can terminate: clipped double-Q
@@ -99,8 +99,8 @@ def test_dmc_time_limit_is_stored_as_truncation(runs_dir):
     replay = _checkpoint(result)["replay"]
     assert result["frames"] == 1040  # action repeat 2: 500 agent steps per 1000-frame episode
     assert replay["terminated"].sum() == 0
-    assert not torch.equal(replay["next_obs"][499], replay["obs"][500])  # the final obs, not the reset one
-    assert torch.equal(replay["next_obs"][498], replay["obs"][499])
+    assert not torch.equal(replay["next_obs"][0, 499], replay["obs"][0, 500])  # the final obs, not the reset one
+    assert torch.equal(replay["next_obs"][0, 498], replay["obs"][0, 499])
 
 
 def test_resume_continues_bit_identically_with_normaliser_and_temperature(runs_dir):
@@ -149,7 +149,7 @@ def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_s
     sample = Actor.sample
 
     def recording_sample(self, obs, noise):
-        if obs.shape[0] == 1:  # one env: the acting step (updates sample batches of 32); x as the actor normalises s
+        if obs.shape[1] == 1:  # one env: the acting step (updates sample batches of 32); x as the actor normalises s
             acted.append((self.normalize(obs).clone(), noise.clone()))
         return sample(self, obs, noise)
 
@@ -157,12 +157,12 @@ def test_the_acting_step_samples_the_policy_on_the_observation_normalised_with_s
     result = main(
         Args(env_id="Pendulum-v1", total_timesteps=260, learning_starts=200, eval_every=0, runs_dir=runs_dir, **TINY)
     )
-    obs = _checkpoint(result)["replay"]["obs"]  # raw, in acting order
+    obs = _checkpoint(result)["replay"]["obs"][0]  # raw, in acting order (the one member's)
     assert len(acted) == 60
     for t, (x, noise) in zip(range(200, 260), acted):
         seen = obs[: t + 1]
         expected = (obs[t] - seen.mean(0)) / torch.sqrt(seen.var(0, unbiased=False) + 1e-8)
-        torch.testing.assert_close(x[0], expected, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(x[0, 0], expected, atol=1e-4, rtol=1e-4)
     noise = torch.cat([noise for _, noise in acted])
     assert abs(noise.mean().item()) < 0.4 and noise.std().item() == pytest.approx(
         1.0, abs=0.3
@@ -268,7 +268,7 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
     )
     replay = _checkpoint(result)["replay"]
     obs, next_obs, ended = (
-        replay[name].reshape(600, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end")
+        replay[name][0].reshape(600, 2, *replay[name].shape[2:]) for name in ("obs", "next_obs", "episode_end")
     )
     restarted = (next_obs[:-1] != obs[1:]).any(dim=-1)
     assert torch.equal(ended[:-1], restarted)

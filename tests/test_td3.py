@@ -46,23 +46,23 @@ def _constant_actor(value: float) -> Actor:
 def test_td3_target_on_a_hand_computed_batch():
     actor_target = _constant_actor(1.0)
     critic_target = _linear_critic(k=(1.0, 2.0), c=(0.0, -15.0))
-    batch = Batch(
-        obs=torch.zeros(3, 1),
-        actions=torch.zeros(3, 1),
-        rewards=torch.tensor([1.0, -1.0, 0.5]),
-        next_obs=torch.zeros(3, 1),
-        terminated=torch.tensor([0.0, 1.0, 0.0]),
-        insertion_step=torch.arange(3),
+    batch = Batch(  # one member's
+        obs=torch.zeros(1, 3, 1),
+        actions=torch.zeros(1, 3, 1),
+        rewards=torch.tensor([[1.0, -1.0, 0.5]]),
+        next_obs=torch.zeros(1, 3, 1),
+        terminated=torch.tensor([[0.0, 1.0, 0.0]]),
+        insertion_step=torch.arange(3)[None],
     )
     # noise (×scale 2, clipped to ±0.5·2): 0.1 → +0.2; 5 → clipped +1 then action clamped to 2; −0.3 → −0.6
-    noise = torch.tensor([[0.1], [5.0], [-0.3]])
+    noise = torch.tensor([[[0.1], [5.0], [-0.3]]])
     from cleanrl_plus.critics import q_target
 
     next_actions = smoothed_target_action(batch.next_obs, actor_target, noise, noise_clip=0.5)
     target = q_target(critic_target, batch, next_actions, gamma=0.9)
     # ã = 1.2, 2.0, 0.4; Q1 = ã + 10; Q2 = 2(ã + 10) − 15; min(Q1, Q2)
     q_min = [min(a + 10, 2 * (a + 10) - 15) for a in (1.2, 2.0, 0.4)]  # 11.2 → 7.4, 12 → 9, 10.4 → 5.8
-    expected = torch.tensor([1.0 + 0.9 * q_min[0], -1.0, 0.5 + 0.9 * q_min[2]])
+    expected = torch.tensor([[1.0 + 0.9 * q_min[0], -1.0, 0.5 + 0.9 * q_min[2]]])
     torch.testing.assert_close(target, expected)
 
 
@@ -72,10 +72,10 @@ def test_truncation_bootstraps_and_termination_does_not(runs_dir):
     result = main(
         Args(env_id="Pendulum-v1", total_timesteps=450, learning_starts=100, runs_dir=runs_dir, eval_every=0, **TINY)
     )
-    replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
+    replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]  # one member's, (1, size, ...)
     assert replay["size"] == 450 and replay["terminated"].sum() == 0
-    assert not torch.equal(replay["next_obs"][199], replay["obs"][200])  # obs[200] is the reset observation
-    assert torch.equal(replay["next_obs"][198], replay["obs"][199])
+    assert not torch.equal(replay["next_obs"][0, 199], replay["obs"][0, 200])  # obs[200] is the reset observation
+    assert torch.equal(replay["next_obs"][0, 198], replay["obs"][0, 199])
     # Hopper terminates when it falls: those transitions are stored terminal (no bootstrap).
     result = main(Args(env_id="Hopper-v5", total_timesteps=300, learning_starts=100, runs_dir=runs_dir, eval_every=0, **TINY))
     replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
@@ -162,12 +162,13 @@ def test_exploration_adds_gaussian_noise_of_the_documented_scale(runs_dir):
         )
     )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
-    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"], normalize=RunningMeanStd((3,), enabled=False))
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"])
+    actor.normalize = RunningMeanStd((3,), enabled=False)
     actor.load_state_dict(state["actor"])
     replay = state["replay"]
-    obs, actions = replay["obs"][100:], replay["actions"][100:, 0]
+    obs, actions = replay["obs"][:, 100:], replay["actions"][:, 100:, 0]
     with torch.no_grad():
-        noise = (actions - actor(obs)[:, 0]) / (2.0 * 0.1)  # Pendulum's action scale is 2
+        noise = (actions - actor(obs)[..., 0]) / (2.0 * 0.1)  # Pendulum's action scale is 2
     inside = actions.abs() < 2.0  # clipped actions do not show the noise
     assert inside.sum() > 400
     assert noise[inside].std().item() == pytest.approx(1.0, abs=0.12) and abs(noise[inside].mean().item()) < 0.15
@@ -218,7 +219,7 @@ def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
         )
     )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
-    acted_on = state["replay"]["obs"]  # updated before acting, once per vector step: exactly the stored s
+    acted_on = state["replay"]["obs"][0]  # updated before acting, once per vector step: exactly the stored s
     statistics = {
         key.removeprefix("normalize."): value for key, value in state["actor"].items() if key.startswith("normalize.")
     }
@@ -226,8 +227,8 @@ def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
         copies = {key.rpartition("normalize.")[2]: value for key, value in state[network].items() if "normalize." in key}
         assert copies.keys() == statistics.keys() and all(torch.equal(copies[key], statistics[key]) for key in copies), network
     assert statistics["count"] == 600
-    torch.testing.assert_close(statistics["mean"], acted_on.mean(0), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(statistics["var"], acted_on.var(0, unbiased=False), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(statistics["mean"][0], acted_on.mean(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(statistics["var"][0], acted_on.var(0, unbiased=False), rtol=1e-4, atol=1e-5)
     # evaluation and `cleanrl-plus eval` see normalised observations too
     from cleanrl_plus.normalization import RunningMeanStd
 
@@ -262,13 +263,14 @@ def test_each_env_explores_with_its_own_noise_scale_drawn_again_at_episode_ends(
         )
     )
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
-    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"], normalize=RunningMeanStd((3,), enabled=False))
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"])
+    actor.normalize = RunningMeanStd((3,), enabled=False)
     actor.load_state_dict(state["actor"])
-    replay, sigma = state["replay"], state["exploration_scales"]["std"]
+    replay, sigma = state["replay"], state["exploration_scales"]["std"][0]
     assert ((sigma >= 0.05) & (sigma <= 0.4)).all() and sigma.std() > 0.02
-    obs, actions = replay["obs"].reshape(750, 4, 3), replay["actions"].reshape(750, 4)
+    obs, actions = replay["obs"][0].reshape(750, 4, 3), replay["actions"][0].reshape(750, 4)
     with torch.no_grad():
-        noise = (actions - actor(obs)[..., 0]) / 2.0  # Pendulum's action scale is 2
+        noise = (actions - actor(obs.reshape(1, -1, 3)).reshape(750, 4)) / 2.0  # Pendulum's action scale is 2
     inside = actions.abs() < 1.9
     spread = lambda steps, env: noise[steps, env][inside[steps, env]].std().item()
     for env in range(4):
@@ -297,7 +299,7 @@ def test_least_stops_end_n_step_windows_like_any_episode_end(runs_dir):
     )
     replay = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]
     obs, next_obs, ended = (
-        replay[name].reshape(800, 2, *replay[name].shape[1:]) for name in ("obs", "next_obs", "episode_end")
+        replay[name][0].reshape(800, 2, *replay[name].shape[2:]) for name in ("obs", "next_obs", "episode_end")
     )
     restarted = (next_obs[:-1] != obs[1:]).any(dim=-1)
     assert torch.equal(ended[:-1], restarted)

@@ -37,6 +37,7 @@ class UpdateRecorder:
     def __init__(self, monkeypatch, module, limit: int = 12) -> None:
         self.steps: list[OptimizerStep] = []
         self.samples: list[tuple] = []  # (batch, torch RNG state right after sampling it)
+        self.generator_states: list[torch.Tensor] = []  # the first member's generator state right after it (groups)
         self.limit = limit
         make_optimizer = module.make_optimizer
 
@@ -60,9 +61,18 @@ class UpdateRecorder:
         self.num_optimizers = 0
         monkeypatch.setattr(module, "make_optimizer", recording_optimizer)
 
-    def record_sample(self, batch) -> None:
+    def record_sample(self, batch, members=None) -> None:
         if len(self.samples) < self.limit:
             self.samples.append((batch, torch.get_rng_state()))
+            if members is not None:
+                self.generator_states.append(members.generators[0].get_state())
+
+    def member_randn(self, sample: int, *shape: int, count: int = 1):
+        """The (1, *shape) normal numbers a one-member run drew from its generator right after sample `sample` (`count`
+        draws in a row: a list of them)."""
+        generator = torch.Generator().set_state(self.generator_states[sample])
+        draws = [torch.randn(shape, generator=generator)[None] for _ in range(count)]
+        return draws[0] if count == 1 else draws
 
     def of(self, optimizer: int) -> list[OptimizerStep]:
         return [s for s in self.steps if s.optimizer == optimizer]
@@ -72,7 +82,7 @@ def record_replay_samples(monkeypatch, module, recorder: UpdateRecorder, storage
     class RecordingReplay(storage):
         def sample(self, batch_size):
             batch = super().sample(batch_size)
-            recorder.record_sample(batch)
+            recorder.record_sample(batch, getattr(self, "members", None))
             return batch
 
     import cleanrl_plus.replay
@@ -140,30 +150,30 @@ def test_td3_update_wiring(convex_lambda, monkeypatch, runs_dir):
     obs_dim, action_dim = 4, 1
 
     def critic_with(values):
-        return with_parameters(td3.make_critic(obs_dim, action_dim, args), values)
+        return with_parameters(td3.make_critic(1, obs_dim, action_dim, args), values)
 
     def actor_with(values):
         return with_parameters(td3.Actor(obs_dim, space, args.hidden_sizes), values)
 
-    batch, rng = recorder.samples[1]
+    batch, _ = recorder.samples[1]  # one member's: (1, batch, ...)
     critic, critic_target = critic_with(critic_steps[1].before), critic_with(critic_steps[0].before)
     actor_target = actor_with(actor_steps[0].before)
-    torch.set_rng_state(rng)
-    noise = (torch.randn_like(batch.actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * 3.0  # scale 3
+    noise = recorder.member_randn(1, *batch.actions.shape[1:]) * args.policy_noise
+    noise = noise.clamp(-args.noise_clip, args.noise_clip) * 3.0  # scale 3
     with torch.no_grad():
         next_action = (actor_target(batch.next_obs) + noise).clamp(-3.0, 3.0)
-        next_q = critic_target(batch.next_obs, next_action)  # (2, batch): y uses the smaller of the target twins
+        next_q = critic_target(batch.next_obs, next_action)[0]  # (2, batch): y uses the smaller of the target twins
         lower, upper = torch.minimum(next_q[0], next_q[1]), torch.maximum(next_q[0], next_q[1])
         bootstrap = (
             lower if convex_lambda is None else convex_lambda * lower + (1 - convex_lambda) * upper
         )  # CIR: λ·min + (1 − λ)·max
-        y = batch.rewards + args.gamma * (1 - batch.terminated) * bootstrap
-    q = critic(batch.obs, batch.actions)
+        y = batch.rewards[0] + args.gamma * (1 - batch.terminated[0]) * bootstrap
+    q = critic(batch.obs, batch.actions)[0]
     assert_gradients_equal(((q[0] - y) ** 2).mean() + ((q[1] - y) ** 2).mean(), critic, critic_steps[1])
 
     # the actor ascends Q₁ (the first twin) of the critic as it is after this update's critic step
     actor, critic_now = actor_with(actor_steps[0].before), critic_with(critic_steps[1].after)
-    assert_gradients_equal(-critic_now(batch.obs, actor(batch.obs))[0].mean(), actor, actor_steps[0])
+    assert_gradients_equal(-critic_now(batch.obs, actor(batch.obs))[0, 0].mean(), actor, actor_steps[0])
 
 
 def hand_projection(atoms: torch.Tensor, rewards: torch.Tensor, discount: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
@@ -215,26 +225,26 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
     actor_steps, critic_steps = recorder.of(0), recorder.of(1)
     assert len(critic_steps) == 2 and len(actor_steps) == 1
     space = envs.make(args.env_id).single_action_space
-    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"]
+    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"][0]
 
     def normalise(x, rows):  # statistics of the first `rows` stored (= acted-on) observations
         seen = stored_obs[:rows]
         return (x - seen.mean(0)) / torch.sqrt(seen.var(0, unbiased=False) + 1e-8)
 
     def critic_with(values):
-        return with_parameters(td3.make_critic(4, 1, args), values)
+        return with_parameters(td3.make_critic(1, 4, 1, args), values)
 
-    batch, rng = recorder.samples[1]
+    batch, _ = recorder.samples[1]
     assert batch.discount is not None and (batch.discount < args.gamma**2).any()  # some 3-step windows
     x, next_x = normalise(batch.obs, 68), normalise(batch.next_obs, 68)  # the 2nd update follows vector step 33 (68 obs)
     critic, critic_target = critic_with(critic_steps[1].before), critic_with(critic_steps[0].before)
     actor_target = with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before)
-    torch.set_rng_state(rng)
-    noise = (torch.randn_like(batch.actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * 3.0
+    noise = recorder.member_randn(1, *batch.actions.shape[1:]) * args.policy_noise
+    noise = noise.clamp(-args.noise_clip, args.noise_clip) * 3.0
     atoms = torch.linspace(-10.0, 10.0, 11)
     with torch.no_grad():
         next_action = (actor_target(next_x) + noise).clamp(-3.0, 3.0)
-        next_probs = critic_target.base(next_x, next_action).softmax(-1)  # (2, B, K)
+        next_probs = critic_target.base(next_x, next_action).softmax(-1)[0]  # (2, B, K)
         means = (next_probs * atoms).sum(-1)
         first_lower = (means[0] <= means[1])[:, None]
         lower, upper = (
@@ -242,8 +252,8 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
             torch.where(first_lower, next_probs[1], next_probs[0]),
         )
         target_probs = convex_lambda * lower + (1 - convex_lambda) * upper
-        target = hand_projection(atoms, batch.rewards, batch.discount * (1 - batch.terminated), target_probs)
-    log_probs = critic.base(x, batch.actions).log_softmax(-1)
+        target = hand_projection(atoms, batch.rewards[0], batch.discount[0] * (1 - batch.terminated[0]), target_probs)
+    log_probs = critic.base(x, batch.actions).log_softmax(-1)[0]
     loss = -(target * log_probs[0]).sum(-1).mean() - (target * log_probs[1]).sum(-1).mean()
     assert_gradients_equal(loss, critic, critic_steps[1])
 
@@ -251,7 +261,7 @@ def test_td3_distributional_n_step_normalised_update_wiring(convex_lambda, monke
         with_parameters(td3.Actor(4, space, args.hidden_sizes), actor_steps[0].before),
         critic_with(critic_steps[1].after),
     )
-    q1 = (critic_now.base(x, actor(x))[0].softmax(-1) * atoms).sum(-1)
+    q1 = (critic_now.base(x, actor(x))[0, 0].softmax(-1) * atoms).sum(-1)
     assert_gradients_equal(-q1.mean(), actor, actor_steps[0])
 
 
@@ -288,15 +298,15 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
     target_entropy = -args.target_entropy_scale * 1
     critic_target_values = critic_steps[0].before
     for k in range(2):  # update k: actor → temperature → critic → Polyak target, on the k-th sampled batch
-        batch, rng = recorder.samples[k]
+        batch, _ = recorder.samples[k]  # one member's: (1, B, ...)
         actor = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].before)
         critic = with_parameters(sac_simba.Critic(args, 4, 1, 2), critic_steps[k].before)
         actor_after = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].after)
         critic_target = with_parameters(sac_simba.Critic(args, 4, 1, 2), critic_target_values)
-        torch.set_rng_state(rng)  # after building the networks: their initialisation draws random numbers too
+        noise, next_noise = recorder.member_randn(k, *batch.actions.shape[1:], count=2)  # the agent's draws, in its order
         alpha = log_alpha.detach().exp()
-        actions, log_prob = actor.sample(batch.obs, torch.randn_like(batch.actions))  # the agent's draws, in its order
-        q = critic(batch.obs, actions)
+        actions, log_prob = actor.sample(batch.obs, noise)
+        q = critic(batch.obs, actions)[0]
         # the actor maximises the *smaller* twin (clipped double-Q), minus the entropy term
         assert_gradients_equal((alpha * log_prob - torch.minimum(q[0], q[1])).mean(), actor, actor_steps[k])
         alpha_loss = -(log_alpha.exp() * (log_prob.detach() + target_entropy)).mean()
@@ -305,13 +315,11 @@ def test_sac_update_wiring(monkeypatch, runs_dir):
         alpha_optimizer.step()
 
         with torch.no_grad():
-            next_actions, next_log_prob = actor_after.sample(
-                batch.next_obs, torch.randn_like(batch.actions)
-            )  # the updated actor proposes a'
-            next_q = critic_target(batch.next_obs, next_actions)
-            soft_value = torch.minimum(next_q[0], next_q[1]) - log_alpha.exp() * next_log_prob  # the updated α
-            y = batch.rewards + args.gamma * (1 - batch.terminated) * soft_value
-        q = critic(batch.obs, batch.actions)
+            next_actions, next_log_prob = actor_after.sample(batch.next_obs, next_noise)  # the updated actor proposes a'
+            next_q = critic_target(batch.next_obs, next_actions)[0]
+            soft_value = torch.minimum(next_q[0], next_q[1]) - log_alpha.exp() * next_log_prob[0]  # the updated α
+            y = batch.rewards[0] + args.gamma * (1 - batch.terminated[0]) * soft_value
+        q = critic(batch.obs, batch.actions)[0]
         assert_gradients_equal(((q[0] - y) ** 2).mean() + ((q[1] - y) ** 2).mean(), critic, critic_steps[k])
         critic_target_values = polyak(critic_target_values, critic_steps[k].after, args.tau)
 
@@ -362,7 +370,7 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
     assert len(actor_steps) == len(critic_steps) == 2
     num_critics = 2 if critics == "on" else 1
     space = envs.make(args.env_id).single_action_space
-    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"]
+    stored_obs = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")["replay"]["obs"][0]
 
     def normalise(x, rows):  # statistics of the first `rows` stored (= acted-on) observations
         seen = stored_obs[:rows]
@@ -375,17 +383,17 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
     alpha_optimizer = torch.optim.Adam([log_alpha], args.alpha_learning_rate)
     critic_target_values = critic_steps[0].before
     for k in range(2):  # update k follows vector step 32 + k, after 66 + 2k acted-on observations
-        batch, rng = recorder.samples[k]
+        batch, _ = recorder.samples[k]  # one member's: (1, B, ...)
         assert batch.discount is not None and (batch.discount < args.gamma**2).any()  # some 3-step windows
         x, next_x = normalise(batch.obs, 66 + 2 * k), normalise(batch.next_obs, 66 + 2 * k)
         actor = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].before)
         critic = critic_with(critic_steps[k].before)
         actor_after = with_parameters(sac_simba.Actor(args, 4, space), actor_steps[k].after)
         critic_target = critic_with(critic_target_values)
-        torch.set_rng_state(rng)
+        noise, next_noise = recorder.member_randn(k, *batch.actions.shape[1:], count=2)
         alpha = log_alpha.detach().exp()
-        actions, log_prob = actor.sample(x, torch.randn_like(batch.actions))
-        q = (critic(x, actions).softmax(-1) * atoms).sum(-1)  # (critics, B) expected values
+        actions, log_prob = actor.sample(x, noise)
+        q = (critic(x, actions)[0].softmax(-1) * atoms).sum(-1)  # (critics, B) expected values
         assert_gradients_equal((alpha * log_prob - q.min(dim=0).values).mean(), actor, actor_steps[k])
         alpha_loss = -(log_alpha.exp() * (log_prob.detach() - 0.5)).mean()  # H̄ = −|A|/2
         alpha_optimizer.zero_grad()
@@ -393,8 +401,9 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
         alpha_optimizer.step()
 
         with torch.no_grad():
-            next_actions, next_log_prob = actor_after.sample(next_x, torch.randn_like(batch.actions))
-            next_probs = critic_target(next_x, next_actions).softmax(-1)  # (critics, B, K)
+            next_actions, next_log_prob = actor_after.sample(next_x, next_noise)
+            next_log_prob = next_log_prob[0]
+            next_probs = critic_target(next_x, next_actions)[0].softmax(-1)  # (critics, B, K)
             if num_critics == 2:
                 means = (next_probs * atoms).sum(-1)
                 first_lower = (means[0] <= means[1])[:, None]
@@ -403,10 +412,10 @@ def test_sac_distributional_n_step_normalised_update_wiring(critics, convex_lamb
                 next_probs = convex_lambda * lower + (1 - convex_lambda) * upper
             else:
                 next_probs = next_probs[0]
-            d = batch.discount * (1 - batch.terminated)
-            soft_support = batch.rewards[:, None] + d[:, None] * (atoms - log_alpha.exp() * next_log_prob[:, None])
+            d = batch.discount[0] * (1 - batch.terminated[0])
+            soft_support = batch.rewards[0][:, None] + d[:, None] * (atoms - log_alpha.exp() * next_log_prob[:, None])
             target = triangle_projection(atoms, soft_support, next_probs)
-        log_probs = critic(x, batch.actions).log_softmax(-1)
+        log_probs = critic(x, batch.actions)[0].log_softmax(-1)
         loss = sum(-(target * log_probs[i]).sum(-1).mean() for i in range(num_critics))
         assert_gradients_equal(loss, critic, critic_steps[k])
         critic_target_values = polyak(critic_target_values, critic_steps[k].after, args.tau)
