@@ -62,7 +62,9 @@ class TrainingSession:
     def __init__(self, run: Run, agent: str, env: TorchVecEnv, evaluator: Evaluator, /, **state: Any) -> None:
         self.run, self.agent, self.env, self.evaluator, self.args = run, agent, env, evaluator, run.args
         # name → object with state_dict()/load_state_dict(): what a checkpoint holds and a resume loads, the env included
-        self.state = state | {"env": env}
+        # the members' generators load last: loading a state may draw from them (re-injected heads on resume)
+        members = {"members": state.pop("members")} if "members" in state else {}
+        self.state = state | {"env": env} | members
         self.count = len(run.members)
 
     # ---- start and resume -------------------------------------------------------------------------------------
