@@ -194,22 +194,22 @@ _COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)
 # authors run them) where a remedy changed: the five *-remedies cases (C-CHAIN's schedule, Parseval's s = 2 and width
 # factor, weight clipping's κ/√fan_in bounds) and the two ReGraMa cases (pre-activation gradient scores)
 DIGESTS = {
-    "td3-remedies": "152256cb4b236869",
-    "td3-scale-redo": "13d82da2e84f24c8",
-    "td3-cbp-oracle": "acc369f7a1c6fb9d",
-    "td3-inject-cir": "3d93092992523c34",
-    "sac-mlp-remedies": "6d2dc18c6ac726ba",
+    "td3-remedies": "7a79976e6b20017e",
+    "td3-scale-redo": "807bedd6ecc4e15a",
+    "td3-cbp-oracle": "09bdecb7887d7e1b",
+    "td3-inject-cir": "d942517f44ed916d",
+    "sac-mlp-remedies": "6d1c94fd0d8d0502",
     "sac-simba-cbp": "b8276433483a57c3",
     "sac-c51-inject": "8b0e704d8de91628",
     "sac-regrama-oracle": "08374ac69d79f158",
-    "ddqn-remedies": "64dfef14bb891366",
-    "ddqn-minatar-redo": "f1abaac90791996f",
-    "ddqn-oracle-sp": "8768c49263cd7185",
-    "ppo-remedies": "b73255b8279a9f3b",
-    "ppo-continuous-redo": "8e834732717d49bb",
-    "ppo-oracle-cbp": "70eb56d6c5a05ae3",
-    "ppo-atari-regrama": "5e12417fe4b41803",
-    "gtr-remedies": "7e39ca1332e2d409",
+    "ddqn-remedies": "a63569f0d4af8533",
+    "ddqn-minatar-redo": "84560073cf838db0",
+    "ddqn-oracle-sp": "ec065e5b011bdc7c",
+    "ppo-remedies": "b8f555730a6e9e97",
+    "ppo-continuous-redo": "e50184f6ce8e7c4d",
+    "ppo-oracle-cbp": "5254fcb82a4c6719",
+    "ppo-atari-regrama": "07022dc1f98ec9b9",
+    "gtr-remedies": "d23d3809b164ef72",
 }
 
 
