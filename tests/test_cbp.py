@@ -144,7 +144,7 @@ def test_cbp_on_ensemble_layers_replaces_each_members_own_least_useful_unit():
         critic.layers[0].bias.uniform_(0.5, 1.5)
         critic.layers[1].weight[0, 2].mul_(1e-3)
         critic.layers[1].weight[1, 5].mul_(1e-3)
-    obs, action = torch.randn(32, 3), torch.randn(32, 1)
+    obs, action = torch.randn(1, 32, 3), torch.randn(1, 32, 1)  # one member: its two critics are the ensemble's entries
     critic(obs, action).sum().backward()
     optimizer.step()  # Adam state everywhere
     with torch.no_grad():

@@ -462,14 +462,14 @@ def test_grama_scores_of_twin_critics_are_per_member_and_ignore_forwards_that_do
     critic = td3.TwinCritic(3, 1, (6, 6))
     layers = list(critic.layers[:-1])
     gradients = PreactivationGradients(layers)
-    obs, action, target = torch.randn(12, 3), torch.randn(12, 1), torch.randn(12)
+    obs, action, target = torch.randn(1, 12, 3), torch.randn(1, 12, 1), torch.randn(1, 1, 12)  # one member, two critics
     (critic(obs, action) - target).square().mean(-1).sum().backward()  # one MSE per member, summed
     with frozen(critic):  # an actor loss through the critic: its units do not train here
         critic(obs, action.clone().requires_grad_()).sum().backward()
     with torch.no_grad():
         critic(obs, action)
     expected = _mean_abs_preactivation_gradients(
-        layers, 12, lambda row: (critic(obs[row : row + 1], action[row : row + 1]) - target[row : row + 1]).square().sum()
+        layers, 12, lambda row: (critic(obs[:, row : row + 1], action[:, row : row + 1]) - target[..., row : row + 1]).square().sum()
     )
     for layer, magnitude in zip(layers, expected):
         torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean(dim=-1, keepdim=True))

@@ -57,8 +57,8 @@ def test_layer_norm_normalises_each_hidden_preactivation_and_the_twin_critic_mem
         for norm in (critic.layers[0].norm, critic.layers[1].norm):
             norm.weight.uniform_(0.5, 2.0)  # distinct affines per member, so a wrong index in member() shows
             norm.bias.normal_()
-    obs, action = torch.randn(7, 3), torch.randn(7, 1)
-    torch.testing.assert_close(critic.q1(obs, action), critic(obs, action)[0])
+    obs, action = torch.randn(1, 7, 3), torch.randn(1, 7, 1)  # one member
+    torch.testing.assert_close(critic.q1(obs, action), critic(obs, action)[:, 0])
 
 
 def test_nap_keeps_every_weight_norm_at_its_initial_value():

@@ -87,8 +87,8 @@ def test_redo_on_ensemble_layers_recycles_per_member():
     critic = TwinCritic(3, 1, (8, 8))
     optimizer = adam(critic.parameters(), 1e-3, torch.device("cpu"))
     with torch.no_grad():
-        critic.layers[0].bias[1, 0, :3] = -50.0  # three dead units in member 1 only
-    obs, action = torch.randn(32, 3), torch.randn(32, 1)
+        critic.layers[0].bias[1, 0, :3] = -50.0  # three dead units in entry 1 (the second critic) only
+    obs, action = torch.randn(1, 32, 3), torch.randn(1, 32, 1)
     before = critic(obs, action).detach()
     member0 = [p[0].detach().clone() for p in critic.parameters()]
     hidden, _ = ActivationProbe(critic.layers[:-1], critic.layers[-1])(lambda: critic(obs, action))
