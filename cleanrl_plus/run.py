@@ -114,6 +114,7 @@ class MemberRun:
     recorded_args: dict[str, Any] | None = None  # the flags args.json records
     opened: bool = False  # whether the run has started writing (open)
     diverged: bool = False  # stopped by a NaN/inf: its summary says where, its checkpoint is the last good one
+    divergence: tuple[int, str, Any] | None = None  # (step, quantity, value) once diverged
 
     def open(self) -> None:
         """Start writing: create and lock a fresh run's directory and record its flags (a resumed run's directory is
@@ -154,9 +155,10 @@ class MemberRun:
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json(self.dir / "summary.json", summary)
 
-    def mark_diverged(self, step: int, quantity: str, summary: dict[str, Any]) -> None:
+    def mark_diverged(self, step: int, quantity: str, summary: dict[str, Any], value: Any = "not finite") -> None:
         """Record the divergence in summary.json (the checkpoint stays the last good one); the member logs no more."""
         self.diverged = True
+        self.divergence = (step, quantity, value)
         self.write_summary(summary | {"diverged": {"step": step, "quantity": quantity}})
         self.logger.flush()
 
@@ -216,6 +218,16 @@ class Run:
     def stop_if_all_diverged(self, step: int) -> None:
         """A group goes on while any member still trains; once every member diverged, the run stops with one line."""
         if all(member.diverged for member in self.members):
+            if len(self.members) == 1:  # a one-seed run says where and what
+                member = self.members[0]
+                diverged_at, quantity, value = member.divergence
+                kept = member.checkpoint_step
+                where = f"the last good checkpoint (step {kept}) is kept" if kept is not None else "no checkpoint was written"
+                self.close()
+                raise RunFailure(
+                    f"training diverged at step {diverged_at}: {quantity} is {value} — {where}; lower --learning-rate "
+                    "or change the flags and start a new run"
+                )
             kept = [member.checkpoint_step for member in self.members]
             where = "the last good checkpoints are kept" if any(k is not None for k in kept) else "no checkpoint was written"
             self.close()

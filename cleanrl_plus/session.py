@@ -193,7 +193,12 @@ class TrainingSession:
             bad = next((q for q, v in member_values.items() if isinstance(v, float) and not math.isfinite(v)), None)
             if bad is None or member.diverged:
                 continue
-            member.mark_diverged(global_step, bad, self.summary(k, global_step, self.num_updates, False, time.perf_counter()))
+            member.mark_diverged(
+                global_step,
+                bad,
+                self.summary(k, global_step, self.num_updates, False, time.perf_counter()),
+                member_values[bad],
+            )
             self.run.logger.muted.add(k)
             print(
                 f"{self.agent}: {member.dir.name} diverged at step {global_step} ({bad} is {member_values[bad]})", flush=True

@@ -15,6 +15,7 @@ from agents import ddqn, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.members import Members
 from cleanrl_plus.normalization import ObservationNormalizer
 from cleanrl_plus.replay import ReplayBuffer
 from envs.continual import PRESETS, ContinualArgs
@@ -228,10 +229,10 @@ def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_d
     plasticity = Plasticity(
         ddqn.Args(), Network("critic", net, optimizer, lambda b: None, lambda: torch.nn.Linear(3, 2)), logger=None
     )
-    replay = ReplayBuffer(8, (3,), (2,))
-    replay.add(torch.ones(2, 3), torch.ones(2, 2), torch.ones(2), torch.ones(2, 3), torch.zeros(2))
+    replay = ReplayBuffer(8, (3,), (2,), Members((0,)))  # one member: (1, rows, ...)
+    replay.add(torch.ones(1, 2, 3), torch.ones(1, 2, 2), torch.ones(1, 2), torch.ones(1, 2, 3), torch.zeros(1, 2))
     normalizer = ObservationNormalizer((3,), enabled=True)
-    normalizer(torch.full((4, 3), 5.0), update=True)
+    normalizer(torch.full((1, 4, 3), 5.0), update=True)
     weights = net.weight.detach().clone()
 
     plasticity.on_task_switch(ContinualArgs(), replay, [normalizer])
@@ -240,8 +241,8 @@ def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_d
     plasticity.on_task_switch(ContinualArgs(oracle=True), replay, [normalizer])
     assert not torch.equal(net.weight, weights) and len(replay) == 0 and normalizer.rms.count == 0
     assert not optimizer.state
-    replay.add(torch.full((1, 3), 7.0), torch.ones(1, 2), torch.ones(1), torch.ones(1, 3), torch.zeros(1))
-    assert torch.equal(replay.sample(4).obs, torch.full((4, 3), 7.0))  # sampling sees only what came after the clear
+    replay.add(torch.full((1, 1, 3), 7.0), torch.ones(1, 1, 2), torch.ones(1, 1), torch.ones(1, 1, 3), torch.zeros(1, 1))
+    assert torch.equal(replay.sample(4).obs, torch.full((1, 4, 3), 7.0))  # sampling sees only what came after the clear
 
 
 TINY = dict(

@@ -469,7 +469,9 @@ def test_grama_scores_of_twin_critics_are_per_member_and_ignore_forwards_that_do
     with torch.no_grad():
         critic(obs, action)
     expected = _mean_abs_preactivation_gradients(
-        layers, 12, lambda row: (critic(obs[:, row : row + 1], action[:, row : row + 1]) - target[..., row : row + 1]).square().sum()
+        layers,
+        12,
+        lambda row: (critic(obs[:, row : row + 1], action[:, row : row + 1]) - target[..., row : row + 1]).square().sum(),
     )
     for layer, magnitude in zip(layers, expected):
         torch.testing.assert_close(gradients.scores(layer), magnitude / magnitude.mean(dim=-1, keepdim=True))

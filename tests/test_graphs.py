@@ -199,8 +199,10 @@ def test_remedy_state_changes_in_place_so_a_captured_step_keeps_updating_it():
     )
     pointers, values = [], []
     for update in range(6):
-        obs, action = torch.randn(32, 3), torch.randn(32, 1)
-        loss = hooks.loss("critic", critic(obs, action).square().mean(), reference=(torch.randn(32, 3), torch.randn(32, 1)))
+        obs, action = torch.randn(1, 32, 3), torch.randn(1, 32, 1)  # one member
+        loss = hooks.loss(
+            "critic", critic(obs, action).square().mean((1, 2)), reference=(torch.randn(1, 32, 3), torch.randn(1, 32, 1))
+        ).sum()
         optimizer.zero_grad()
         loss.backward()
         hooks.step("critic")
