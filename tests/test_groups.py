@@ -4,11 +4,9 @@ group; a member that diverges stops alone."""
 
 from __future__ import annotations
 
+import importlib
 import json
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +14,9 @@ import torch
 
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.members import MemberEnvs
-from tests.conftest import REPO, cli_in_process, run_script
-from tests.test_reliability import _scalars
+from tests.conftest import cli_in_process, run_script
+from tests.test_reliability import _kill_after_a_checkpoint, _scalars
 
 # rl-zoo's CartPole recipe, shortened: 2 iterations of 8 envs × 32 steps, 4 epochs × 4 minibatches (32 updates)
 FLAGS = [
@@ -130,9 +127,16 @@ def test_each_member_of_a_gtr_group_is_the_one_seed_run_of_its_seed(tmp_path):
 
 def test_changing_one_members_seed_leaves_the_other_members_unchanged(tmp_path):
     """Members never couple: (3, 7, 5) and (3, 8, 5) log bit-identical series and checkpoints for seeds 3 and 5."""
-    flags = [*FLAGS, "--reg.l2-init", "1e-2", "--cchain.enabled", "--normalize-obs"]
-    train("ppo", [*flags, "--seeds", "3", "7", "5"], tmp_path, "a")
-    train("ppo", [*flags, "--seeds", "3", "8", "5"], tmp_path, "b")
+    assert_seeds_3_and_5_unchanged_by_the_middle_seed(
+        "ppo", [*FLAGS, "--reg.l2-init", "1e-2", "--cchain.enabled", "--normalize-obs"], tmp_path
+    )
+
+
+def assert_seeds_3_and_5_unchanged_by_the_middle_seed(agent: str, flags: list[str], tmp_path: Path) -> dict[str, list]:
+    """Train the groups (3, 7, 5) and (3, 8, 5); seeds 3 and 5 log the same series and end with the same checkpoint, bit
+    for bit. Returns seed 3's series."""
+    train(agent, [*flags, "--seeds", "3", "7", "5"], tmp_path, "a")
+    train(agent, [*flags, "--seeds", "3", "8", "5"], tmp_path, "b")
     for seed in (3, 5):
         first, second = member_dir(tmp_path, "a", seed, True), member_dir(tmp_path, "b", seed, True)
         expected, got = _scalars(first), _scalars(second)
@@ -144,6 +148,7 @@ def test_changing_one_members_seed_leaves_the_other_members_unchanged(tmp_path):
         for state in (a, b):
             state.pop("rng")
         assert_close_states(a, b, f"seed {seed}", tolerance=0.0)
+    return _scalars(member_dir(tmp_path, "a", 3, True))
 
 
 def test_a_member_that_diverges_stops_alone_and_the_others_are_unchanged(tmp_path, monkeypatch):
@@ -175,51 +180,18 @@ def test_a_member_that_diverges_stops_alone_and_the_others_are_unchanged(tmp_pat
                 assert got[tag] == expected[tag], (k, tag)
 
 
-def _kill_group_after_a_checkpoint(command: list[str], run_dir: Path, after_step: int, delay: float) -> int:
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, checkpoint_step = time.time() + 120, 0
-    while checkpoint_step <= after_step and time.time() < deadline and process.poll() is None:
-        time.sleep(0.02)
-        try:
-            checkpoint_step = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
-        except UserError:
-            pass
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL, "the group finished before it could be killed; lengthen it"
-    return load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
-
-
-def test_a_killed_group_resumes_as_a_group_and_logs_what_a_straight_group_logs(tmp_path):
-    """kill -9 after a checkpoint, then `--resume` of one member's directory: the whole group continues, and every member
-    logs the straight group's series, tag by tag, and ends with its checkpoint, bit for bit (CPU)."""
-    flags = [
-        *FLAGS,
-        "--total-timesteps",
-        "3072",
-        "--checkpoint-every",
-        "512",
-        "--eval-every",
-        "512",
-        "--log-every",
-        "256",
-        "--reg.l2-init",
-        "1e-2",
-        "--runs-dir",
-        str(tmp_path),
-    ]
+def assert_a_killed_group_resumes_as_the_straight_group(agent: str, flags: list[str], tmp_path: Path, after_step: int) -> None:
+    """kill -9 a group of seeds 3 and 7 `delay` after a checkpoint past `after_step`, `--resume` it from the second
+    member's directory (any member resumes them all), run the same group straight in-process, and compare member by
+    member: the same tags at the same steps with the same values, and the same checkpoint, bit for bit (CPU)."""
     seeds = ["--seeds", "3", "7"]
-    first = tmp_path / "killed__3"
-    checkpoint_step = _kill_group_after_a_checkpoint(
-        [sys.executable, "agents/ppo.py", *flags, *seeds, "--run-name", "killed"], first, 512, 0.2
-    )
-    assert 512 <= checkpoint_step < 3072
-    result = run_script("agents/ppo.py", "--resume", str(tmp_path / "killed__7"))  # any member resumes them all
+    command = [sys.executable, f"agents/{agent}.py", *flags, *seeds, "--run-name", "killed"]
+    checkpoint_step = _kill_after_a_checkpoint(command, tmp_path / "killed__3", after_step, 0.2)
+    assert after_step <= checkpoint_step
+    result = run_script(f"agents/{agent}.py", "--resume", str(tmp_path / "killed__7"))
     assert result.returncode == 0, result.stderr
-    from agents import ppo
-
-    ppo.main(parse_args(ppo.Args, [*flags, *seeds, "--run-name", "straight"]))
+    module = importlib.import_module(f"agents.{agent}")
+    module.main(parse_args(module.Args, [*flags, *seeds, "--run-name", "straight"]))
     for seed in (3, 7):
         expected, got = _scalars(tmp_path / f"straight__{seed}"), _scalars(tmp_path / f"killed__{seed}")
         assert sorted(got) == sorted(expected)
@@ -230,6 +202,13 @@ def test_a_killed_group_resumes_as_a_group_and_logs_what_a_straight_group_logs(t
         a = load_checkpoint(tmp_path / f"straight__{seed}" / "checkpoint.pt")
         b = load_checkpoint(tmp_path / f"killed__{seed}" / "checkpoint.pt")
         assert_close_states(a, b, f"seed {seed}", tolerance=0.0)
+
+
+def test_a_killed_group_resumes_as_a_group_and_logs_what_a_straight_group_logs(tmp_path):
+    flags = [*FLAGS, "--total-timesteps", "3072", "--checkpoint-every", "512", "--eval-every", "512", "--log-every", "256"]
+    assert_a_killed_group_resumes_as_the_straight_group(
+        "ppo", [*flags, "--reg.l2-init", "1e-2", "--runs-dir", str(tmp_path)], tmp_path, 512
+    )
 
 
 def test_group_flags_that_cannot_be_per_member_are_refused_in_one_line(runs_dir, monkeypatch, capsys):

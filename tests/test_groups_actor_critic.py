@@ -5,14 +5,12 @@ float tolerance: batched and single kernels round differently), members never co
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 import torch
 
 from cleanrl_plus.checkpoint import load_checkpoint
-from tests.conftest import run_script
-from tests.test_groups import _kill_group_after_a_checkpoint, assert_close_states, member_dir, train
+from tests.test_groups import assert_a_killed_group_resumes_as_the_straight_group, assert_close_states, member_dir, train
 from tests.test_reliability import _scalars
 
 PENDULUM = ["--threads", "1", "--env-id", "torch:Pendulum-v1", "--buffer-size", "1000", "--batch-size", "32"]
@@ -171,24 +169,4 @@ def test_a_killed_td3_group_resumes_as_a_group_and_logs_what_a_straight_group_lo
     series, tag by tag, and ends with its checkpoint, bit for bit (CPU, one thread)."""
     flags = [*TD3_FLAGS, "--total-timesteps", "800", "--checkpoint-every", "200", "--eval-every", "200"]
     flags += ["--normalize-obs", "--reg.l2-init", "1e-2", "--runs-dir", str(tmp_path)]
-    seeds = ["--seeds", "3", "7"]
-    checkpoint_step = _kill_group_after_a_checkpoint(
-        [sys.executable, "agents/td3.py", *flags, *seeds, "--run-name", "killed"], tmp_path / "killed__3", 200, 0.2
-    )
-    assert 200 <= checkpoint_step < 800
-    result = run_script("agents/td3.py", "--resume", str(tmp_path / "killed__7"))  # any member resumes them all
-    assert result.returncode == 0, result.stderr
-    from agents import td3
-    from cleanrl_plus.config import parse_args
-
-    td3.main(parse_args(td3.Args, [*flags, *seeds, "--run-name", "straight"]))
-    for seed in (3, 7):
-        expected, got = _scalars(tmp_path / f"straight__{seed}"), _scalars(tmp_path / f"killed__{seed}")
-        assert sorted(got) == sorted(expected)
-        for tag in expected:
-            assert [s for s, _ in got[tag]] == [s for s, _ in expected[tag]], tag
-            if tag != "charts/SPS":
-                assert got[tag] == expected[tag], (seed, tag)
-        a = load_checkpoint(tmp_path / f"straight__{seed}" / "checkpoint.pt")
-        b = load_checkpoint(tmp_path / f"killed__{seed}" / "checkpoint.pt")
-        assert_close_states(a, b, f"seed {seed}", tolerance=0.0)
+    assert_a_killed_group_resumes_as_the_straight_group("td3", flags, tmp_path, 200)

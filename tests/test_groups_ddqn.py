@@ -5,14 +5,18 @@ writes ordinary runs that `cleanrl-plus eval` loads, and a killed group resumes 
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from cleanrl_plus.checkpoint import load_checkpoint
 from commands.eval import EvalArgs, evaluate_run
-from tests.conftest import run_script
-from tests.test_groups import _kill_group_after_a_checkpoint, assert_close_states, member_dir, train
+from tests.test_groups import (
+    assert_a_killed_group_resumes_as_the_straight_group,
+    assert_close_states,
+    assert_seeds_3_and_5_unchanged_by_the_middle_seed,
+    member_dir,
+    train,
+)
 from tests.test_reliability import _scalars
 
 # rl-zoo's CartPole recipe, shortened: 1 env, 256 random-ish steps, then 16 gradient steps every 32 env steps
@@ -118,19 +122,7 @@ def test_changing_one_ddqn_members_seed_leaves_the_other_members_unchanged(tmp_p
     """Members never couple: (3, 7, 5) and (3, 8, 5) log bit-identical series and checkpoints for seeds 3 and 5, with
     SWD sampling, C-CHAIN and gradient clipping on."""
     flags = [*FLAGS, *REMEDIES, "--total-timesteps", "512", "--swd.enabled", "--swd.decay-steps", "200", "--cchain.enabled"]
-    train("ddqn", [*flags, "--seeds", "3", "7", "5"], tmp_path, "a")
-    train("ddqn", [*flags, "--seeds", "3", "8", "5"], tmp_path, "b")
-    for seed in (3, 5):
-        first, second = member_dir(tmp_path, "a", seed, True), member_dir(tmp_path, "b", seed, True)
-        expected, got = _scalars(first), _scalars(second)
-        assert sorted(got) == sorted(expected) and "losses/td_loss" in expected
-        for tag in expected:
-            if tag != "charts/SPS":
-                assert got[tag] == expected[tag], (seed, tag)
-        a, b = (load_checkpoint(d / "checkpoint.pt") for d in (first, second))
-        for state in (a, b):
-            state.pop("rng")
-        assert_close_states(a, b, f"seed {seed}", tolerance=0.0)
+    assert "losses/td_loss" in assert_seeds_3_and_5_unchanged_by_the_middle_seed("ddqn", flags, tmp_path)
 
 
 def test_a_minatar_group_writes_one_ordinary_run_per_member_that_eval_loads(tmp_path):
@@ -166,25 +158,4 @@ def test_a_killed_ddqn_group_resumes_as_a_group_and_logs_what_a_straight_group_l
         *("--total-timesteps", "4096", "--checkpoint-every", "512", "--eval-every", "1024", "--log-every", "256"),
         *("--runs-dir", str(tmp_path)),
     ]
-    seeds = ["--seeds", "3", "7"]
-    first = tmp_path / "killed__3"
-    checkpoint_step = _kill_group_after_a_checkpoint(
-        [sys.executable, "agents/ddqn.py", *flags, *seeds, "--run-name", "killed"], first, 512, 0.2
-    )
-    assert 512 <= checkpoint_step < 4096
-    result = run_script("agents/ddqn.py", "--resume", str(tmp_path / "killed__7"))  # any member resumes them all
-    assert result.returncode == 0, result.stderr
-    from agents import ddqn
-    from cleanrl_plus.config import parse_args
-
-    ddqn.main(parse_args(ddqn.Args, [*flags, *seeds, "--run-name", "straight"]))
-    for seed in (3, 7):
-        expected, got = _scalars(tmp_path / f"straight__{seed}"), _scalars(tmp_path / f"killed__{seed}")
-        assert sorted(got) == sorted(expected)
-        for tag in expected:
-            assert [s for s, _ in got[tag]] == [s for s, _ in expected[tag]], tag
-            if tag != "charts/SPS":
-                assert got[tag] == expected[tag], (seed, tag)
-        a = load_checkpoint(tmp_path / f"straight__{seed}" / "checkpoint.pt")
-        b = load_checkpoint(tmp_path / f"killed__{seed}" / "checkpoint.pt")
-        assert_close_states(a, b, f"seed {seed}", tolerance=0.0)
+    assert_a_killed_group_resumes_as_the_straight_group("ddqn", flags, tmp_path, 512)
