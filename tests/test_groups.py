@@ -15,8 +15,8 @@ import torch
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
 from cleanrl_plus.members import MemberEnvs
-from tests.conftest import cli_in_process, run_script
-from tests.test_reliability import _kill_after_a_checkpoint, _scalars
+from conftest import cli_in_process, run_script
+from test_reliability import _kill_after_a_checkpoint, _scalars
 
 # rl-zoo's CartPole recipe, shortened: 2 iterations of 8 envs × 32 steps, 4 epochs × 4 minibatches (32 updates)
 FLAGS = [

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from cleanrl_plus.checkpoint import load_checkpoint
-from tests.test_groups import assert_a_killed_group_resumes_as_the_straight_group, assert_close_states, member_dir, train
-from tests.test_reliability import _scalars
+from test_groups import assert_a_killed_group_resumes_as_the_straight_group, assert_close_states, member_dir, train
+from test_reliability import _scalars
 
 PENDULUM = ["--threads", "1", "--env-id", "torch:Pendulum-v1", "--buffer-size", "1000", "--batch-size", "32"]
 # TD3: 300 steps, learning from step 100: 200 critic and 100 actor updates

@@ -10,14 +10,14 @@ import pytest
 
 from cleanrl_plus.checkpoint import load_checkpoint
 from commands.eval import EvalArgs, evaluate_run
-from tests.test_groups import (
+from test_groups import (
     assert_a_killed_group_resumes_as_the_straight_group,
     assert_close_states,
     assert_seeds_3_and_5_unchanged_by_the_middle_seed,
     member_dir,
     train,
 )
-from tests.test_reliability import _scalars
+from test_reliability import _scalars
 
 # rl-zoo's CartPole recipe, shortened: 1 env, 256 random-ish steps, then 16 gradient steps every 32 env steps
 # (256 updates in 768 steps), a target copy every 64 steps, ReDo every 32 updates and an L2-init penalty
