@@ -1,6 +1,7 @@
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -56,9 +57,19 @@ def cli_in_process(agent: str, argv: list[str], monkeypatch, capsys):
 
 
 def assert_states_equal(a, b, where: str) -> None:
-    """Two checkpoint states (nested dicts, lists and tensors) equal to the bit; `where` names the first difference."""
-    if isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), f"{where} differs after resume"
+    """Two checkpoint states (nested dicts, lists, tensors, arrays) equal to the bit; `where` names the first difference.
+    NaN equals NaN at the same place (LEAST's histories hold NaN where no episode reached a step); pickled simulators
+    (bytes) compare by type only, as equal objects may pickle to different bytes (test what they restore instead)."""
+    if isinstance(a, bytes):
+        assert isinstance(b, bytes), where
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype, where
+        if a.is_floating_point():
+            assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()]), where
+        else:
+            assert torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), where
         for key in a:
@@ -68,4 +79,4 @@ def assert_states_equal(a, b, where: str) -> None:
         for i, (x, y) in enumerate(zip(a, b)):
             assert_states_equal(x, y, f"{where}[{i}]")
     else:
-        assert a == b, where
+        assert a == b or (a != a and b != b), where  # a NaN float equals a NaN float

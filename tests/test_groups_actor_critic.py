@@ -8,10 +8,16 @@ import math
 
 import pytest
 import torch
+from test_groups import (
+    assert_a_killed_group_resumes_as_the_straight_group,
+    assert_close_states,
+    assert_seeds_3_and_5_unchanged_by_the_middle_seed,
+    member_dir,
+    train,
+)
+from test_reliability import _scalars
 
 from cleanrl_plus.checkpoint import load_checkpoint
-from test_groups import assert_a_killed_group_resumes_as_the_straight_group, assert_close_states, member_dir, train
-from test_reliability import _scalars
 
 PENDULUM = ["--threads", "1", "--env-id", "torch:Pendulum-v1", "--buffer-size", "1000", "--batch-size", "32"]
 # TD3: 300 steps, learning from step 100: 200 critic and 100 actor updates
@@ -91,41 +97,14 @@ INDEPENDENCE = {
 }
 
 
-def assert_same_states(a, b, where: str) -> None:
-    """Bit-identical states; NaN equals NaN (LEAST's histories hold NaN where no episode reached a step)."""
-    if isinstance(a, torch.Tensor):
-        assert a.shape == b.shape and a.dtype == b.dtype, where
-        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_same_states(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same_states(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
-
-
 @pytest.mark.parametrize("agent", sorted(INDEPENDENCE))
 def test_changing_one_members_seed_leaves_the_other_members_unchanged(agent, tmp_path):
     """(3, 7, 5) and (3, 8, 5) log bit-identical series and checkpoints for seeds 3 and 5: exploration, sampling, LEAST's
     histories and stops, and SAC's temperature are each member's own."""
-    flags = INDEPENDENCE[agent]
-    train(agent, [*flags, "--seeds", "3", "7", "5"], tmp_path, "a")
-    train(agent, [*flags, "--seeds", "3", "8", "5"], tmp_path, "b")
-    stopped = 0.0
-    for seed in (3, 5):
-        first, second = member_dir(tmp_path, "a", seed, True), member_dir(tmp_path, "b", seed, True)
-        expected, got = _scalars(first), _scalars(second)
-        assert sorted(got) == sorted(expected)
-        for tag in expected:
-            if tag != "charts/SPS":
-                assert got[tag] == expected[tag], (seed, tag)
-        a, b = _checkpoint(first), _checkpoint(second)
-        assert_same_states(a, b, f"seed {seed}")
-        stopped += float(a["plasticity"]["least"]["stopped"].sum())
+    assert_seeds_3_and_5_unchanged_by_the_middle_seed(agent, INDEPENDENCE[agent], tmp_path)
+    stopped = sum(
+        float(_checkpoint(member_dir(tmp_path, "a", seed, True))["plasticity"]["least"]["stopped"].sum()) for seed in (3, 5)
+    )
     assert stopped > 0, "LEAST stopped no episode: the test would not see its per-member stops"
     changed = _checkpoint(member_dir(tmp_path, "b", 8, True))
     assert not torch.equal(changed["replay"]["actions"], _checkpoint(member_dir(tmp_path, "a", 7, True))["replay"]["actions"])

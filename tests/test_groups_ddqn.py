@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from cleanrl_plus.checkpoint import load_checkpoint
-from commands.eval import EvalArgs, evaluate_run
 from test_groups import (
     assert_a_killed_group_resumes_as_the_straight_group,
     assert_close_states,
@@ -18,6 +15,9 @@ from test_groups import (
     train,
 )
 from test_reliability import _scalars
+
+from cleanrl_plus.checkpoint import load_checkpoint
+from commands.eval import EvalArgs, evaluate_run
 
 # rl-zoo's CartPole recipe, shortened: 1 env, 256 random-ish steps, then 16 gradient steps every 32 env steps
 # (256 updates in 768 steps), a target copy every 64 steps, ReDo every 32 updates and an L2-init penalty

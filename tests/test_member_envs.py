@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import assert_states_equal
 
 import envs
 from cleanrl_plus.errors import UserError
@@ -130,7 +131,7 @@ def test_a_group_of_one_is_the_plain_env():
         assert torch.equal(plain.reset(), group.reset(seed=4)) and group.members == 1
         generators = [torch.Generator().manual_seed(0)]
         drive(group, [plain], 60, generators)
-        assert_same(group.state_dict(), plain.state_dict(), env_id)
+        assert_states_equal(group.state_dict(), plain.state_dict(), env_id)
         assert group.drain_episode_stats() == plain.drain_episode_stats()
 
 
@@ -176,27 +177,6 @@ def test_each_member_draws_the_schedule_of_its_own_seed(env_id):
 
 
 # --- checkpoints --------------------------------------------------------------------------------------------------
-def assert_same(a, b, where: str) -> None:
-    """Two states equal to the bit (nested dicts, lists, tensors, arrays); pickled simulators only by their type, as
-    equal objects may pickle to different bytes (test what they restore instead)."""
-    if isinstance(a, bytes):
-        assert isinstance(b, bytes), where
-    elif isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), where
-    elif isinstance(a, np.ndarray):
-        np.testing.assert_array_equal(a, b, err_msg=where)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_same(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
-
-
 CHECKPOINTED = [
     "torch:CartPole-v1",
     "torch:Pendulum-v1",
@@ -217,8 +197,8 @@ def test_member_states_are_one_seed_states_and_restore_the_group(env_id):
     drive(group, singles, min(steps, 60), generators)
     states = [group.member_state_dict(k) for k in range(len(SEEDS))]
     for k, (state, single) in enumerate(zip(states, singles)):
-        assert_same(state, single.state_dict(), f"member {k}'s state")
-    assert_same(group.state_dict(), {"members": states}, "the group's checkpoint")
+        assert_states_equal(state, single.state_dict(), f"member {k}'s state")
+    assert_states_equal(group.state_dict(), {"members": states}, "the group's checkpoint")
     # restored into envs of other seeds (continual: the same, as schedules are drawn from them, not checkpointed)
     other = SEEDS if env_id.startswith("continual:") else tuple(seed + 1 for seed in SEEDS)
     alone = [envs.make(env_id, N, seed=seed, **env_kwargs) for seed in other]  # a member's state restores its run
