@@ -242,24 +242,13 @@ class Policy(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Policy and value network: separate MLPs on `in_features` inputs, or, given a `torso`, two heads (MLPs of `hidden`;
-    () = one linear layer) on the features of that one torso, whose gradient then sums both losses' (CleanRL's ppo_atari)."""
+    """Policy and value network: separate MLPs, or two heads on the features of one torso (`critic` then is
+    `nn.Sequential(torso, value head)` on the policy's torso), whose gradient sums both losses' (CleanRL's ppo_atari).
+    make_actor_critic builds either."""
 
-    def __init__(
-        self,
-        members: int,
-        in_features: int,
-        action_space: gym.Space,
-        hidden: tuple[int, ...],
-        activation: str,
-        norm="none",
-        torso=None,
-    ):
+    def __init__(self, policy: Policy, critic: nn.Module, shares_torso: bool):
         super().__init__()
-        self.shares_torso = torso is not None
-        self.policy = Policy(members, in_features, action_space, hidden, activation, norm, torso)
-        value_head = ppo_mlp(members, in_features, 1, hidden, activation, out_std=1.0, norm=norm)
-        self.critic = value_head if torso is None else nn.Sequential(torso, value_head)
+        self.policy, self.critic, self.shares_torso = policy, critic, shares_torso
 
     @property
     def torso(self) -> nn.Module:
@@ -291,11 +280,13 @@ def make_actor_critic(
     activation: str,
     norm: str = "none",
 ) -> ActorCritic:
-    """Separate MLPs for vector observations; the shared Nature CNN with its two heads for frame stacks."""
-    if len(obs_shape) == 1:
-        return ActorCritic(members, obs_shape[0], action_space, hidden, activation, norm)
-    torso = orthogonal_nature_cnn(members, obs_shape, norm, activation)
-    return ActorCritic(members, torso.features, action_space, hidden, activation, norm, torso)
+    """Separate MLPs (of `hidden`) for vector observations; for frame stacks, the Nature CNN shared by a policy head and
+    a value head (MLPs of `hidden`; () = one linear layer)."""
+    torso = None if len(obs_shape) == 1 else orthogonal_nature_cnn(members, obs_shape, norm, activation)
+    in_features = obs_shape[0] if torso is None else torso.features
+    policy = Policy(members, in_features, action_space, hidden, activation, norm, torso)
+    value_head = ppo_mlp(members, in_features, 1, hidden, activation, out_std=1.0, norm=norm)
+    return ActorCritic(policy, value_head if torso is None else nn.Sequential(torso, value_head), torso is not None)
 
 
 def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float | torch.Tensor) -> torch.Tensor:

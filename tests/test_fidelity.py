@@ -34,7 +34,7 @@ CPU = torch.device("cpu")
 
 def _ppo_agent(space: gym.Space, hidden=(32, 32), seed: int = 0) -> ppo.ActorCritic:
     torch.manual_seed(seed)
-    return ppo.ActorCritic(1, 4, space, hidden, "tanh")  # one member: its observations are (1, B, 4)
+    return ppo.make_actor_critic(1, (4,), space, hidden, "tanh")  # one member: its observations are (1, B, 4)
 
 
 def _torch_layout(layer: EnsembleLinear) -> tuple[torch.Tensor, torch.Tensor]:
