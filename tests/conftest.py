@@ -80,3 +80,18 @@ def assert_states_equal(a, b, where: str) -> None:
             assert_states_equal(x, y, f"{where}[{i}]")
     else:
         assert a == b or (a != a and b != b), where  # a NaN float equals a NaN float
+
+
+def cpu_fingerprint() -> tuple[str, str]:
+    """("vendor capability", "vendor"), e.g. ("GenuineIntel AVX512", "GenuineIntel"): the keys under which digests of
+    this machine's numbers may be recorded. The same code rounds differently on another CPU (its BLAS and vector kernels
+    block sums differently), so bit-for-bit digests are kept per CPU."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    vendor = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "unknown")
+    return f"{vendor} {torch.backends.cpu.get_cpu_capability()}", vendor
+
+
+def digests_for_this_cpu(tables: dict[str, dict[str, str]]) -> dict[str, str] | None:
+    """The table recorded on this machine's CPU ("vendor capability" first, then the vendor alone), or None."""
+    return next((tables[key] for key in cpu_fingerprint() if key in tables), None)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import cpu_fingerprint, digests_for_this_cpu
 
 DIGEST_TORCH = "2.13.0+cpu"
 RECORD = os.environ.get("CLEANRL_PLUS_RECORD_DIGESTS") == "1"
@@ -193,10 +194,10 @@ _COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)
 # sha256 prefixes recorded at 03c5bcc, before the wiring redesign (issue #26); re-recorded for issue #27 (remedies as their
 # authors run them) where a remedy changed (the five *-remedies cases and the two ReGraMa cases), and for issue #30 (every
 # member draws from its own generators through batched layers: 13 of 16 changed).
-# The same code rounds differently on another CPU (its BLAS and vector kernels block sums differently), so the digests are
-# kept per CPU, under "vendor capability" or the vendor alone: AuthenticAMD on the 2-core AMD EPYC box (where CI has
-# run them), GenuineIntel AVX512 on a 2-core Xeon at a7952b8, the same numbers as the AMD table's code. A CPU with no
-# table skips; record one (CLEANRL_PLUS_RECORD_DIGESTS=1) at a commit whose numbers another table vouches for.
+# Kept per CPU (tests/conftest.py cpu_fingerprint: other CPUs round differently), under "vendor capability" or the
+# vendor alone: AuthenticAMD on the 2-core AMD EPYC box (where CI has run them), GenuineIntel AVX512 on a 2-core Xeon at
+# a7952b8, the same code as the AMD table's. A CPU with no table skips; record one (CLEANRL_PLUS_RECORD_DIGESTS=1) at a
+# commit whose numbers another table vouches for.
 DIGESTS_BY_CPU = {
     "AuthenticAMD": {
         "td3-remedies": "7a79976e6b20017e",
@@ -237,16 +238,7 @@ DIGESTS_BY_CPU = {
 }
 
 
-def cpu_fingerprint() -> tuple[str, str]:
-    """("vendor capability", "vendor"), e.g. ("GenuineIntel AVX512", "GenuineIntel"): the keys this machine's digests may
-    be recorded under in DIGESTS_BY_CPU."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    vendor = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "unknown")
-    return f"{vendor} {torch.backends.cpu.get_cpu_capability()}", vendor
-
-
-DIGESTS = next((DIGESTS_BY_CPU[key] for key in cpu_fingerprint() if key in DIGESTS_BY_CPU), None)
+DIGESTS = digests_for_this_cpu(DIGESTS_BY_CPU)
 
 
 def _args(agent: str, flags: dict, runs_dir: str):
