@@ -58,6 +58,36 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     write_atomically(path, lambda file: torch.save({"format": CHECKPOINT_FORMAT} | state, file))
 
 
+PENDING_SUFFIX = ".pending"
+
+
+def pending_path(path: Path) -> Path:
+    """Where a group writes a member's next checkpoint, complete, before any member's checkpoint is replaced."""
+    return Path(path).with_suffix(Path(path).suffix + PENDING_SUFFIX)
+
+
+def finish_group_checkpoint(paths: list[Path]) -> None:
+    """A group replaces its members' checkpoints only once every member's next one is written (`pending_path`), so a
+    kill between two replacements cannot leave members at different steps. If a kill came in between, complete what
+    was started: every pending checkpoint replaces its member's when the others already hold that step; otherwise
+    (a kill while they were being written) the pending ones are dropped and the old, consistent checkpoints stay."""
+    pending = {path: pending_path(path) for path in paths if pending_path(path).exists()}
+    if not pending:
+        return
+    steps = {int(torch.load(p, map_location="cpu", weights_only=False)["global_step"]) for p in pending.values()}
+    held = [
+        int(torch.load(path, map_location="cpu", weights_only=False)["global_step"]) if path.exists() else None
+        for path in paths
+        if path not in pending
+    ]
+    if len(steps) == 1 and all(step in steps for step in held):
+        for path, next_checkpoint in pending.items():
+            os.replace(next_checkpoint, path)
+    else:
+        for next_checkpoint in pending.values():
+            next_checkpoint.unlink()
+
+
 def first_non_finite(state: Any, skip: tuple[str, ...] = ("replay", "rng", "env", "plasticity.least")) -> str | None:
     """The name of the first floating tensor in a (nested) checkpoint state holding NaN or ±inf, or None.
 

@@ -22,7 +22,15 @@ import numpy as np
 import torch
 
 import envs
-from cleanrl_plus.checkpoint import CHECKPOINT_NAME, first_non_finite, load_checkpoint, save_checkpoint, write_atomically
+from cleanrl_plus.checkpoint import (
+    CHECKPOINT_NAME,
+    finish_group_checkpoint,
+    first_non_finite,
+    load_checkpoint,
+    pending_path,
+    save_checkpoint,
+    write_atomically,
+)
 from cleanrl_plus.config import RunArgs, agent_of, check_resume, parse_args, read_saved_args, validate_args
 from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
 from cleanrl_plus.graphs import check_flags
@@ -131,10 +139,10 @@ class MemberRun:
         if self.args.track:  # before the TensorBoard writer exists: W&B hooks it when it is made
             self.wandb_run = start_wandb(self.args, self.dir, self.resumed is not None)
 
-    def save(self, state: dict[str, Any], summary: dict[str, Any]) -> bool:
-        """Checkpoint and summary, after every event logged so far: a kill right after keeps the curves it continues.
-        A state holding NaN/inf is never written over the last good checkpoint: the member is marked diverged instead
-        (returns False)."""
+    def prepare_save(self, state: dict[str, Any], summary: dict[str, Any]) -> bool:
+        """The first half of a checkpoint: every event logged so far handed to the OS, then the checkpoint written in
+        full beside the current one (checkpoint.pt.pending), so that a kill right after keeps the curves it continues.
+        A state holding NaN/inf is never written: the member is marked diverged instead (returns False)."""
         step = state["global_step"]
         bad = first_non_finite(state)
         if bad is not None:
@@ -147,10 +155,17 @@ class MemberRun:
         if self.args_to_record is not None:
             write_json(self.dir / "args.json", self.args_to_record)
             self.args_to_record = None
-        save_checkpoint(self.dir / CHECKPOINT_NAME, state)
+        save_checkpoint(pending_path(self.dir / CHECKPOINT_NAME), state)
+        return True
+
+    def commit_save(self, step: int, summary: dict[str, Any]) -> None:
+        """The second half, once every member of the group has its pending checkpoint: it becomes the checkpoint."""
+        try:
+            os.replace(pending_path(self.dir / CHECKPOINT_NAME), self.dir / CHECKPOINT_NAME)
+        except OSError as error:
+            raise file_system_error(self.dir, error) from None
         self.checkpoint_step = step
         self.write_summary(summary)
-        return True
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json(self.dir / "summary.json", summary)
@@ -298,6 +313,7 @@ def start_run(args: RunArgs) -> Run:
     if args.resume:
         # Everything is checked before anything in a run directory is written: a refused resume changes nothing.
         run_dirs = group_of(Path(args.resume))
+        finish_group_checkpoint([run_dir / CHECKPOINT_NAME for run_dir in run_dirs])
         members = []
         for run_dir in run_dirs:
             saved = read_saved_args(run_dir)  # members differ only in their seed and the schedule seed it defaulted

@@ -267,9 +267,17 @@ class TrainingSession:
         self.progress.update(global_step)
 
     def _save(self, checkpoints: list[dict[str, Any]], global_step: int, num_updates: int, finished: bool, now: float) -> None:
+        summaries = [self.summary(k, global_step, num_updates, finished, now) for k in range(len(checkpoints))]
+        prepared = []
         for k, (member, checkpoint) in enumerate(zip(self.run.members, checkpoints)):
-            if not member.diverged and not member.save(checkpoint, self.summary(k, global_step, num_updates, finished, now)):
-                self.run.logger.muted.add(k)  # NaN/inf in its state: marked diverged by save, the last good checkpoint kept
+            if member.diverged:
+                continue
+            if member.prepare_save(checkpoint, summaries[k]):
+                prepared.append(k)
+            else:
+                self.run.logger.muted.add(k)  # NaN/inf in its state: marked diverged, the last good checkpoint kept
+        for k in prepared:  # every member's next checkpoint is written: only now is any replaced (a kill keeps them in step)
+            self.run.members[k].commit_save(global_step, summaries[k])
         if all(member.diverged for member in self.run.members):
             self.run.stop_if_all_diverged(global_step)
 

@@ -221,3 +221,27 @@ def test_group_flags_that_cannot_be_per_member_are_refused_in_one_line(runs_dir,
         result = cli_in_process("ppo", [*FLAGS, "--runs-dir", runs_dir, "--seeds", "3", "4", *flags], monkeypatch, capsys)
         assert result.returncode == 2 and says in result.stderr and len(result.stderr.strip().splitlines()) == 1, flags
         assert not Path(runs_dir).exists() or not any(Path(runs_dir).iterdir())
+
+
+def test_a_group_checkpoint_cut_short_by_a_kill_is_completed_or_dropped_as_a_whole(tmp_path):
+    """Members' checkpoints are replaced only once every member's next one is written (checkpoint.pt.pending): a kill
+    between two replacements is completed on resume, a kill while they were being written leaves the old ones."""
+    from cleanrl_plus.checkpoint import finish_group_checkpoint, pending_path, save_checkpoint
+
+    paths = [tmp_path / name / "checkpoint.pt" for name in ("a", "b", "c")]
+    for path in paths:
+        path.parent.mkdir()
+        save_checkpoint(path, {"global_step": 100})
+
+    def steps() -> list[int]:
+        return [load_checkpoint(path)["global_step"] for path in paths]
+
+    save_checkpoint(paths[0], {"global_step": 200})  # a's replaced; the kill came before b's and c's
+    for path in paths[1:]:
+        save_checkpoint(pending_path(path), {"global_step": 200})
+    finish_group_checkpoint(paths)
+    assert steps() == [200, 200, 200] and not any(pending_path(path).exists() for path in paths)
+
+    save_checkpoint(pending_path(paths[0]), {"global_step": 300})  # killed while b's and c's were being written
+    finish_group_checkpoint(paths)
+    assert steps() == [200, 200, 200] and not pending_path(paths[0]).exists()
