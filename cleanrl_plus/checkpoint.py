@@ -19,9 +19,9 @@ CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2
 
 
-def write_atomically(path: Path, write: Any) -> None:
+def write_atomically(path: Path, write: Any, named: Path | None = None) -> None:
     """`write(file)` into path.tmp, fsync, then rename: a kill or a full disk mid-write leaves the previous file
-    intact, and a failed write leaves no temporary file behind."""
+    intact, and a failed write leaves no temporary file behind. An error names `named` (default: path)."""
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
@@ -35,7 +35,7 @@ def write_atomically(path: Path, write: Any) -> None:
         tmp.unlink(missing_ok=True)
         if cause is None:
             raise
-        raise file_system_error(path, cause) from None
+        raise file_system_error(named or path, cause) from None
 
 
 def _os_error_behind(error: BaseException, folder: Path) -> OSError | None:
@@ -54,8 +54,8 @@ def _os_error_behind(error: BaseException, folder: Path) -> OSError | None:
     return None
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    write_atomically(path, lambda file: torch.save({"format": CHECKPOINT_FORMAT} | state, file))
+def save_checkpoint(path: Path, state: dict[str, Any], named: Path | None = None) -> None:
+    write_atomically(path, lambda file: torch.save({"format": CHECKPOINT_FORMAT} | state, file), named)
 
 
 PENDING_SUFFIX = ".pending"

@@ -155,7 +155,7 @@ class MemberRun:
         if self.args_to_record is not None:
             write_json(self.dir / "args.json", self.args_to_record)
             self.args_to_record = None
-        save_checkpoint(pending_path(self.dir / CHECKPOINT_NAME), state)
+        save_checkpoint(pending_path(self.dir / CHECKPOINT_NAME), state, named=self.dir / CHECKPOINT_NAME)
         return True
 
     def commit_save(self, step: int, summary: dict[str, Any]) -> None:
@@ -166,6 +166,13 @@ class MemberRun:
             raise file_system_error(self.dir, error) from None
         self.checkpoint_step = step
         self.write_summary(summary)
+
+    def save(self, state: dict[str, Any], summary: dict[str, Any]) -> bool:
+        """Both halves at once, for a member saved on its own; False (nothing written) for a non-finite state."""
+        if not self.prepare_save(state, summary):
+            return False
+        self.commit_save(state["global_step"], summary)
+        return True
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json(self.dir / "summary.json", summary)
