@@ -1,3 +1,5 @@
+import functools
+import hashlib
 import sys
 from pathlib import Path
 
@@ -82,16 +84,66 @@ def assert_states_equal(a, b, where: str) -> None:
         assert a == b or (a != a and b != b), where  # a NaN float equals a NaN float
 
 
-def cpu_fingerprint() -> tuple[str, str]:
-    """("vendor capability", "vendor"), e.g. ("GenuineIntel AVX512", "GenuineIntel"): the keys under which digests of
-    this machine's numbers may be recorded. The same code rounds differently on another CPU (its BLAS and vector kernels
-    block sums differently), so bit-for-bit digests are kept per CPU."""
+@functools.cache
+def rounding_fingerprint() -> str:
+    """A short hash of what this machine's kernels return on fixed inputs: the transcendental functions the agents use
+    (MKL's vector math picks its code path by CPU model, not only by instruction set), batched and plain matrix products
+    at the agents' sizes, a convolution, reductions, layer norm and one fused Adam step, on one thread as the tests run.
+    Two machines with the same fingerprint round these alike; two with different ones do not."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _hash_of_kernel_outputs()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _hash_of_kernel_outputs() -> str:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(10, 256, 64, generator=generator)
+    w = torch.randn(10, 64, 64, generator=generator) / 8
+    b = torch.randn(10, 1, 64, generator=generator)
+    images = torch.randn(4, 4, 10, 10, generator=generator)
+    kernel = torch.randn(16, 4, 3, 3, generator=generator)
+    parameter, gradient = torch.randn(4096, generator=generator), torch.randn(4096, generator=generator)
+    optimizer = torch.optim.Adam([parameter], lr=1e-3, fused=True)
+    parameter.grad = gradient
+    optimizer.step()
+    outputs = [
+        *(f(x) for f in (torch.tanh, torch.exp, torch.sigmoid, torch.sin, torch.cos, torch.expm1, torch.erf)),
+        torch.log(x.abs() + 1e-3),
+        torch.log1p(x.abs()),
+        x.softmax(-1),
+        x.log_softmax(-1),
+        x.logsumexp(-1),
+        torch.bmm(x, w),
+        torch.baddbmm(b, x, w),
+        torch.bmm(x.transpose(1, 2), x),
+        torch.nn.functional.linear(x[0], w[0], b[0, 0]),
+        torch.nn.functional.linear(x[0, :, :4], w[0, :, :4]),
+        torch.nn.functional.conv2d(images, kernel),
+        x.sum(),
+        x.mean(1),
+        x.std(-1),
+        x.square().sum(-1).sqrt(),
+        torch.nn.functional.layer_norm(x, (64,)),
+        parameter.detach(),
+    ]
+    return hashlib.sha256(b"".join(t.contiguous().numpy().tobytes() for t in outputs)).hexdigest()[:12]
+
+
+def cpu_fingerprint() -> tuple[str, str, str]:
+    """("rounding <hash>", "vendor capability", "vendor"), e.g. ("rounding 3f0c…", "GenuineIntel AVX512",
+    "GenuineIntel"): the keys under which digests of this machine's numbers may be recorded, most specific first. The
+    same code rounds differently on another CPU (its BLAS and vector kernels block sums and approximate functions
+    differently; two AMD EPYC boxes here did), so bit-for-bit digests are kept per CPU."""
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
     vendor = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "unknown")
-    return f"{vendor} {torch.backends.cpu.get_cpu_capability()}", vendor
+    return f"rounding {rounding_fingerprint()}", f"{vendor} {torch.backends.cpu.get_cpu_capability()}", vendor
 
 
 def digests_for_this_cpu(tables: dict[str, dict[str, str]]) -> dict[str, str] | None:
-    """The table recorded on this machine's CPU ("vendor capability" first, then the vendor alone), or None."""
+    """The table recorded on this machine: under its rounding fingerprint, else "vendor capability", else the vendor
+    alone (tables recorded before fingerprints existed); None if none."""
     return next((tables[key] for key in cpu_fingerprint() if key in tables), None)

@@ -180,12 +180,14 @@ def _scale_flags(**overrides):
 
 
 # sha256 prefixes of actor, critic, critic_target, normalizer and log_alpha after 300 steps (200 updates), recorded at
-# 2908a16, before the many-env flags existed, on the AMD box; on a 2-core Xeon at a7952b8 (the same code). torch's kernels
-# may round differently in another version, and other CPUs round differently (tests/conftest.py cpu_fingerprint)
+# 2908a16, before the many-env flags existed, on the AMD box; on a 2-core Xeon at a7952b8 and an AVX2-only AMD box at
+# f721952 (the same code). torch's kernels may round differently in another version, and other CPUs round differently
+# (tests/conftest.py cpu_fingerprint)
 DEFAULT_RUN_DIGESTS = digests_for_this_cpu(
     {
         "AuthenticAMD": {"simba": "4464b9d7f9540824", "mlp-cdq-least": "dcad39cf00c51616"},
         "GenuineIntel AVX512": {"simba": "2632a99bb3c9c2fb", "mlp-cdq-least": "f6cbf2d3b4a10267"},
+        "rounding edbab6e58151": {"simba": "4464b9d7f9540824", "mlp-cdq-least": "dcad39cf00c51616"},
     }
 )
 DIGEST_TORCH = "2.13.0+cpu"

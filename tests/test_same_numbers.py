@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import cpu_fingerprint, digests_for_this_cpu
+from conftest import cpu_fingerprint, digests_for_this_cpu, rounding_fingerprint
 
 DIGEST_TORCH = "2.13.0+cpu"
 RECORD = os.environ.get("CLEANRL_PLUS_RECORD_DIGESTS") == "1"
@@ -194,9 +194,11 @@ _COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)
 # sha256 prefixes recorded at 03c5bcc, before the wiring redesign (issue #26); re-recorded for issue #27 (remedies as their
 # authors run them) where a remedy changed (the five *-remedies cases and the two ReGraMa cases), and for issue #30 (every
 # member draws from its own generators through batched layers: 13 of 16 changed).
-# Kept per CPU (tests/conftest.py cpu_fingerprint: other CPUs round differently), under "vendor capability" or the
-# vendor alone: AuthenticAMD on the 2-core AMD EPYC box (where CI has run them), GenuineIntel AVX512 on a 2-core Xeon at
-# a7952b8, the same code as the AMD table's. A CPU with no table skips; record one (CLEANRL_PLUS_RECORD_DIGESTS=1) at a
+# Kept per CPU (tests/conftest.py cpu_fingerprint: other CPUs round differently), under the machine's rounding fingerprint,
+# "vendor capability" or the vendor alone. "AuthenticAMD": the 2-core AMD EPYC box where CI has run them;
+# "GenuineIntel AVX512": a 2-core Xeon at a7952b8, the same code as the AMD table's; "rounding edbab6e58151": a 2-core
+# AMD EPYC with AVX2 only at f721952 (the same code), where 4 of 16 cases round apart from the first AMD box (C51's
+# softmax over atoms, the Atari convolutions). A CPU with no table skips; record one (CLEANRL_PLUS_RECORD_DIGESTS=1) at a
 # commit whose numbers another table vouches for.
 DIGESTS_BY_CPU = {
     "AuthenticAMD": {
@@ -234,6 +236,24 @@ DIGESTS_BY_CPU = {
         "ppo-oracle-cbp": "150f52d56826b419",
         "ppo-atari-regrama": "8d17e91744f84d0b",
         "gtr-remedies": "3ffb5e4119283d9f",
+    },
+    "rounding edbab6e58151": {
+        "td3-remedies": "7a79976e6b20017e",
+        "td3-scale-redo": "6bcdceb40f5cedca",
+        "td3-cbp-oracle": "d56c93bb57177bd0",
+        "td3-inject-cir": "d942517f44ed916d",
+        "sac-mlp-remedies": "6d1c94fd0d8d0502",
+        "sac-simba-cbp": "b8276433483a57c3",
+        "sac-c51-inject": "8a7b511a706bfb50",
+        "sac-regrama-oracle": "08374ac69d79f158",
+        "ddqn-remedies": "a63569f0d4af8533",
+        "ddqn-minatar-redo": "84560073cf838db0",
+        "ddqn-oracle-sp": "ec065e5b011bdc7c",
+        "ppo-remedies": "b8f555730a6e9e97",
+        "ppo-continuous-redo": "e50184f6ce8e7c4d",
+        "ppo-oracle-cbp": "5254fcb82a4c6719",
+        "ppo-atari-regrama": "d747d8d8018360b6",
+        "gtr-remedies": "d23d3809b164ef72",
     },
 }
 
@@ -295,3 +315,38 @@ def test_a_run_gives_the_numbers_it_gave_when_recorded(name, runs_dir):
         print(f'\n    "{name}": "{digest.hexdigest()[:16]}",')
         return
     assert digest.hexdigest()[:16] == DIGESTS[name], f"{name}: the run's numbers changed"
+
+
+def test_the_table_of_this_machine_is_found_by_its_most_specific_key():
+    """A table under this machine's rounding fingerprint wins over one under its vendor and capability, which wins over
+    one under its vendor alone (a table recorded on another box of the same vendor rounds apart in places)."""
+    vendor = cpu_fingerprint()[-1]
+    rounding, vendor_capability = f"rounding {rounding_fingerprint()}", f"{vendor} {torch.backends.cpu.get_cpu_capability()}"
+    tables = {vendor: {"case": "vendor"}, vendor_capability: {"case": "capability"}, rounding: {"case": "rounding"}}
+    assert digests_for_this_cpu(tables) == {"case": "rounding"}
+    del tables[rounding]
+    assert digests_for_this_cpu(tables) == {"case": "capability"}
+    del tables[vendor_capability]
+    assert digests_for_this_cpu(tables) == {"case": "vendor"}
+    assert digests_for_this_cpu({"rounding 000000000000": {}, "OtherVendor AVX2": {}}) is None
+
+
+def _fingerprint_in_a_new_process(threads: int, capability: str = "") -> str:
+    import subprocess
+    import sys
+
+    code = f"import sys, torch; torch.set_num_threads({threads}); sys.path.insert(0, 'tests'); import conftest; "
+    code += "print(conftest.rounding_fingerprint())"
+    env = os.environ | ({"ATEN_CPU_CAPABILITY": capability} if capability else {})
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_rounding_fingerprint_names_the_kernels_not_the_thread_count():
+    """The same on one thread and on two (reductions split by threads round apart: the tests run on one), and different
+    where torch runs its plain C++ kernels instead of this CPU's vector ones."""
+    fingerprint = _fingerprint_in_a_new_process(threads=1)
+    assert fingerprint == _fingerprint_in_a_new_process(threads=2)
+    if torch.backends.cpu.get_cpu_capability() != "DEFAULT":
+        assert fingerprint != _fingerprint_in_a_new_process(threads=1, capability="default")
