@@ -194,7 +194,9 @@ DIGEST_TORCH = "2.13.0+cpu"
 
 
 @pytest.mark.skipif(torch.__version__ != DIGEST_TORCH, reason=f"digests recorded with torch {DIGEST_TORCH}")
-@pytest.mark.skipif(DEFAULT_RUN_DIGESTS is None, reason=f"no digests recorded on this CPU ({cpu_fingerprint()[0]})")
+@pytest.mark.skipif(
+    DEFAULT_RUN_DIGESTS is None, reason=f"no digests recorded for this machine ({', '.join(cpu_fingerprint()[:2])})"
+)
 @pytest.mark.parametrize("name", ["simba", "mlp-cdq-least"])
 def test_runs_without_the_many_env_flags_are_unchanged_bit_for_bit(name, runs_dir):
     """The flags are off by default: a run without them draws, stores and updates exactly as before they existed

@@ -299,7 +299,9 @@ def _policy_digest(module, args, run_dir: str, digest) -> None:
 
 
 @pytest.mark.skipif(torch.__version__ != DIGEST_TORCH, reason=f"digests recorded with torch {DIGEST_TORCH}")
-@pytest.mark.skipif(DIGESTS is None and not RECORD, reason=f"no digests recorded on this CPU ({cpu_fingerprint()[0]})")
+@pytest.mark.skipif(
+    DIGESTS is None and not RECORD, reason=f"no digests recorded for this machine ({', '.join(cpu_fingerprint()[:2])})"
+)
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_run_gives_the_numbers_it_gave_when_recorded(name, runs_dir):
     agent, flags = CASES[name]
