@@ -5,7 +5,10 @@ the env's device (the throughput ceiling an agent on that backend can reach).
 
 `cleanrl-plus bench groups --agent ppo --seeds 20` times many seeds two ways side by side, as whole sweeps (evaluation,
 logging and checkpoints included): one process per seed, then the seeds packed into groups of --members-per-process
-(cleanrl_plus.members), the same seeds, flags and --workers; it prints runs per hour and their ratio."""
+(cleanrl_plus.members), the same seeds, flags and --workers; it prints runs per hour and their ratio.
+
+`cleanrl-plus bench profile --agent ppo --seeds 10` trains one short group under torch's profiler and prints where its
+CPU time goes, operator by operator: what a group can share (many small calls) against what it cannot (arithmetic)."""
 
 from __future__ import annotations
 
@@ -76,15 +79,80 @@ class GroupBenchArgs:
     """print the result as one JSON line"""
 
 
+@dataclasses.dataclass
+class ProfileArgs:
+    agent: str = "ppo"
+    """the agent (td3, sac_simba, ddqn, ppo, gtr)"""
+    env_id: str = "continual:obs-offset:torch:CartPole-v1"
+    """the task"""
+    flags: str = ""
+    """flags for the run (empty: `cleanrl-plus compare`'s PPO recipe for ppo/gtr, the agent's defaults otherwise)"""
+    seeds: int = 10
+    """members of the group, seeds 1 … N, trained in this process on one thread"""
+    total_timesteps: int = 8_192
+    """env steps of each member; keep it short: the profiler holds every operator call in memory until the run ends"""
+    rows: int = 20
+    """operators to list, the costliest first"""
+    json_out: bool = False
+    """print the result as one JSON line"""
+
+
+def default_flags(agent: str) -> str:
+    from commands.compare import CONTINUAL_CARTPOLE_FLAGS
+
+    return CONTINUAL_CARTPOLE_FLAGS if agent in ("ppo", "gtr") else ""
+
+
+def bench_profile(args: ProfileArgs) -> dict:
+    """Self CPU time per torch operator of one group's run (flags, then seeds, steps and one thread, in that order)."""
+    from pathlib import Path
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from cleanrl_plus.config import parse_args
+
+    module = agent_module(args.agent)
+    seeds = [str(seed) for seed in range(1, args.seeds + 1)]
+    with tempfile.TemporaryDirectory() as runs_dir:
+        argv = [*shlex.split(args.flags or default_flags(args.agent)), "--env-id", args.env_id, "--seeds", *seeds]
+        argv += ["--total-timesteps", str(args.total_timesteps), "--threads", "1", "--runs-dir", runs_dir, "--no-progress"]
+        agent_args = parse_args(module.Args, argv)
+        start = time.process_time()
+        with profile(activities=[ProfilerActivity.CPU]) as profiler:
+            module.main(agent_args)
+        cpu = time.process_time() - start
+        summaries = [json.loads(path.read_text()) for path in Path(runs_dir).glob("*/summary.json")]
+    operators = [event for event in profiler.key_averages() if event.self_cpu_time_total > 0]
+    total = sum(event.self_cpu_time_total for event in operators)
+    operators.sort(key=lambda event: event.self_cpu_time_total, reverse=True)
+    return {
+        "agent": args.agent,
+        "env_id": args.env_id,
+        "seeds": args.seeds,
+        "total_timesteps": args.total_timesteps,
+        "trained_seeds": sorted(summary["seed"] for summary in summaries if summary["finished"]),
+        "cpu_s": round(cpu, 2),  # the run's CPU time: the operators, the Python between them and the profiler's own work
+        "profiled_cpu_s": round(total / 1e6, 3),  # the operators' own time, what each share is a part of
+        "operators": [
+            {
+                "name": event.key,
+                "self_cpu_s": round(event.self_cpu_time_total / 1e6, 3),
+                "share": round(event.self_cpu_time_total / total, 4),
+                "calls": event.count,
+            }
+            for event in operators[: args.rows]
+        ],
+    }
+
+
 def bench_groups(args: GroupBenchArgs) -> dict:
     """Wall time of the same seeds as one process per seed and as groups, run one after the other in this call."""
     import resource
     from pathlib import Path
 
     from commands import sweep
-    from commands.compare import CONTINUAL_CARTPOLE_FLAGS
 
-    flags = args.flags or (CONTINUAL_CARTPOLE_FLAGS if args.agent in ("ppo", "gtr") else "")
+    flags = args.flags or default_flags(args.agent)
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.runs_dir or scratch)
@@ -229,16 +297,29 @@ def _burnin(steps: int):
         TrainingSession.burnin_steps = 0
 
 
-def parse(argv: list[str] | None = None) -> BenchArgs | GroupBenchArgs:
-    if argv and argv[0] == "groups":
+def parse(argv: list[str] | None = None) -> BenchArgs | GroupBenchArgs | ProfileArgs:
+    if argv and argv[0] in ("groups", "profile"):
         from commands.sweep import glue_flag_values
 
-        return tyro.cli(GroupBenchArgs, args=glue_flag_values(argv[1:], ("--flags",)), prog="cleanrl-plus bench groups")
+        args_type = GroupBenchArgs if argv[0] == "groups" else ProfileArgs
+        return tyro.cli(args_type, args=glue_flag_values(argv[1:], ("--flags",)), prog=f"cleanrl-plus bench {argv[0]}")
     return tyro.cli(BenchArgs, args=argv)
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse(argv)
+    if isinstance(args, ProfileArgs):
+        result = bench_profile(args)
+        if args.json_out:
+            print(json.dumps(result))
+            return result
+        print(
+            f"{result['agent']} on {result['env_id']}, a group of {result['seeds']} for {result['total_timesteps']} steps "
+            f"each, one thread: {result['cpu_s']:.1f} s CPU, {result['profiled_cpu_s']:.1f} s in torch operators"
+        )
+        for row in result["operators"]:
+            print(f"  {row['name']:<48} {row['self_cpu_s']:8.2f} s {row['share']:7.1%} {row['calls']:>9} calls")
+        return result
     if isinstance(args, GroupBenchArgs):
         group_args = args
         result = bench_groups(group_args)

@@ -17,6 +17,7 @@ commands:
                --config sp="--reset.method shrink-perturb"
   report   IQM tables with 95% CIs and plots from run directories: cleanrl-plus report runs/ --baseline ppo
   bench    time an agent's real training loop: cleanrl-plus bench td3 --env-id Hopper-v5
+           (bench groups: seeds as groups against one per process; bench profile: a group's time per operator)
   eval     evaluate a saved run's checkpoint: cleanrl-plus eval runs/<run> --episodes 20 [--capture-video]
   remedies the agent × plasticity-remedy applicability matrix (from plasticity/catalogue.py)
 

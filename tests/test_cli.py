@@ -263,6 +263,24 @@ def test_bench_groups_times_the_same_seeds_one_per_process_and_as_a_group(tmp_pa
     assert (tmp_path / "members-2" / "logs" / "torch-CartPole-v1__ppo__seeds-1-2.log").is_file()  # one process
 
 
+def test_bench_profile_lists_a_groups_costliest_operators_first():
+    flags = "--num-envs 4 --num-steps 32 --num-minibatches 2 --update-epochs 2 --eval-every 0"
+    result = run_script(
+        "-m", "commands.cli", "bench", "profile", "--env-id", "torch:CartPole-v1", "--seeds", "3",
+        "--total-timesteps", "256", "--rows", "8", "--flags", flags, "--json-out",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["trained_seeds"] == [1, 2, 3]  # one group of three, each run to its end
+    operators = report["operators"]
+    assert len(operators) == 8 and "aten::baddbmm" in [row["name"] for row in operators]  # the members' batched layers
+    times = [row["self_cpu_s"] for row in operators]
+    assert times == sorted(times, reverse=True) and times[0] > 0
+    assert 0 < sum(row["share"] for row in operators) < 1  # shares of all the operators, not of those listed
+    assert operators[0]["share"] == pytest.approx(times[0] / report["profiled_cpu_s"], abs=2e-3)
+    assert report["profiled_cpu_s"] <= report["cpu_s"]
+
+
 def test_output_cut_short_by_the_reader_is_not_a_traceback(tmp_path):
     """`cleanrl-plus sweep … --dry-run | head -1`: the reader closes the pipe early; the command stops quietly (141)."""
     import subprocess
