@@ -110,11 +110,10 @@ def check_command(command: list[str]) -> None:
                 )
     elif argv[0] == "compare":
         parse_agent_flags(parsed.agent, [*shlex.split(parsed.flags), *shlex.split(parsed.remedy), "--env-id", parsed.env_id])
-    elif argv[0] == "bench" and argv[1:2] == ["groups"]:
-        from commands.compare import CONTINUAL_CARTPOLE_FLAGS
+    elif argv[0] == "bench" and argv[1:2] in (["groups"], ["profile"]):
+        from commands.bench import default_flags
 
-        default = CONTINUAL_CARTPOLE_FLAGS if parsed.agent in ("ppo", "gtr") else ""  # bench_groups' default flags
-        parse_agent_flags(parsed.agent, [*shlex.split(parsed.flags or default), "--env-id", parsed.env_id])
+        parse_agent_flags(parsed.agent, [*shlex.split(parsed.flags or default_flags(parsed.agent)), "--env-id", parsed.env_id])
     elif argv[0] == "bench" and parsed.agent != "env":
         parse_agent_flags(parsed.agent, [*shlex.split(parsed.agent_flags), "--env-id", parsed.env_id])
 
