@@ -60,13 +60,19 @@ class BenchArgs:
 
 
 @dataclasses.dataclass
-class GroupBenchArgs:
+class SettingArgs:
+    """One agent on one task with one set of flags: what `bench groups` and `bench profile` train."""
+
     agent: str = "ppo"
     """the agent (td3, sac_simba, ddqn, ppo, gtr)"""
-    env_id: str = "continual:cartpole-offset-small"
+    env_id: str = "continual:obs-offset:torch:CartPole-v1"
     """the task"""
     flags: str = ""
     """flags for every run (empty: `cleanrl-plus compare`'s PPO recipe for ppo/gtr, the agent's defaults otherwise)"""
+
+
+@dataclasses.dataclass
+class GroupBenchArgs(SettingArgs):
     seeds: int = 20
     """seeds, 1 … N, trained both ways"""
     members_per_process: tuple[int, ...] = (20,)
@@ -80,13 +86,7 @@ class GroupBenchArgs:
 
 
 @dataclasses.dataclass
-class ProfileArgs:
-    agent: str = "ppo"
-    """the agent (td3, sac_simba, ddqn, ppo, gtr)"""
-    env_id: str = "continual:obs-offset:torch:CartPole-v1"
-    """the task"""
-    flags: str = ""
-    """flags for the run (empty: `cleanrl-plus compare`'s PPO recipe for ppo/gtr, the agent's defaults otherwise)"""
+class ProfileArgs(SettingArgs):
     seeds: int = 10
     """members of the group, seeds 1 … N, trained in this process on one thread"""
     total_timesteps: int = 8_192
@@ -132,11 +132,11 @@ def bench_profile(args: ProfileArgs) -> dict:
         "total_timesteps": args.total_timesteps,
         "trained_seeds": sorted(summary["seed"] for summary in summaries if summary["finished"]),
         "cpu_s": round(cpu, 2),  # the run's CPU time: the operators, the Python between them and the profiler's own work
-        "profiled_cpu_s": round(total / 1e6, 3),  # the operators' own time, what each share is a part of
+        "profiled_cpu_s": total / 1e6,  # the operators' own time, what each share is a part of
         "operators": [
             {
                 "name": event.key,
-                "self_cpu_s": round(event.self_cpu_time_total / 1e6, 3),
+                "self_cpu_s": event.self_cpu_time_total / 1e6,
                 "share": round(event.self_cpu_time_total / total, 4),
                 "calls": event.count,
             }

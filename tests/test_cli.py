@@ -277,7 +277,7 @@ def test_bench_profile_lists_a_groups_costliest_operators_first():
     times = [row["self_cpu_s"] for row in operators]
     assert times == sorted(times, reverse=True) and times[0] > 0
     assert 0 < sum(row["share"] for row in operators) < 1  # shares of all the operators, not of those listed
-    assert operators[0]["share"] == pytest.approx(times[0] / report["profiled_cpu_s"], abs=2e-3)
+    assert operators[0]["share"] == pytest.approx(times[0] / report["profiled_cpu_s"], abs=1e-4)
     assert report["profiled_cpu_s"] <= report["cpu_s"]
 
 
