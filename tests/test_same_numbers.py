@@ -239,7 +239,7 @@ DIGESTS_BY_CPU = {
     },
 }
 
-# the AVX2-only AMD box rounds as the first AMD box in 12 cases; of these 4, three use C51 or the Atari CNN
+# the AVX2-only AMD box rounds as the first AMD box in 12 cases and apart in these 4 (three use C51 or the Atari CNN)
 DIGESTS_BY_CPU["rounding edbab6e58151"] = DIGESTS_BY_CPU["AuthenticAMD"] | {
     "td3-scale-redo": "6bcdceb40f5cedca",
     "td3-cbp-oracle": "d56c93bb57177bd0",
