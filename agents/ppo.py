@@ -53,7 +53,7 @@ from cleanrl_plus.run import cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from envs.continual import base_env_id
 from plasticity import Network, Plasticity, catalogue
-from plasticity.architecture import torso_settings
+from plasticity.architecture import NetArgs, torso_settings
 from plasticity.cchain import policy_churn
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
@@ -92,7 +92,18 @@ class Args(RemedyArgs, RunArgs):
     update_epochs: AtLeastOne = 10
     """passes over each rollout"""
     norm_adv: bool = True
-    """normalise advantages per minibatch"""
+    """normalise advantages"""
+    norm_adv_over: Literal["minibatch", "rollout"] = "minibatch"
+    """where advantages are normalised: per minibatch (CleanRL: (Â − mean)/(std + 1e-8)), or once over each rollout
+    (TRAC/C-CHAIN's classic control: (Â − mean)/(population std + 1e-5))"""
+    value_lambda: Annotated[float, Range(ge=0, le=1)] | None = None
+    """λ of the value targets R = GAE(γ, λ_V) + V (None: --gae-lambda, CleanRL's); 1.0 gives the discounted return-to-go,
+    bootstrapped from V(s') where an episode is cut (TRAC/C-CHAIN's classic control)"""
+    reward_scale: Positive = 1.0
+    """multiply the rewards the agent learns from by this (after --normalize-reward); logged returns stay raw"""
+    restart_episodes: bool = False
+    """start every rollout with fresh episodes: an episode still running at a rollout's end is cut there (a truncation,
+    bootstrapped) and logged (TRAC/C-CHAIN's classic-control loop)"""
     clip_coef: Positive = 0.2
     """surrogate clipping ε (also the value clipping range)"""
     anneal_clip: bool = False
@@ -103,8 +114,8 @@ class Args(RemedyArgs, RunArgs):
     """entropy bonus coefficient c_H"""
     vf_coef: NonNegative = 0.5
     """value loss coefficient c_V"""
-    max_grad_norm: Positive = 0.5
-    """gradient-norm clip (of each member's gradient, in a group)"""
+    max_grad_norm: NonNegative = 0.5
+    """gradient-norm clip (of each member's gradient, in a group); 0 = no clipping"""
     target_kl: NonNegative = 0.0
     """stop the epochs of an iteration once the approximate KL to π_old exceeds this (0 = never; costs a sync per epoch;
     one seed only)"""
@@ -112,6 +123,9 @@ class Args(RemedyArgs, RunArgs):
     """normalise observations with running statistics (clip ±10); statistics are checkpointed"""
     normalize_reward: bool = True
     """scale rewards by the running std of the discounted return (clip ±10); logged returns stay raw"""
+    init: Literal["orthogonal", "default"] = "orthogonal"
+    """initialisation of the dense layers: orthogonal (CleanRL: gain √2, 0.01 for the policy head, 1 for the value head,
+    zero biases) or torch's default nn.Linear init (uniform ±1/√fan_in, TRAC/C-CHAIN)"""
     hidden_sizes: tuple[AtLeastOne, ...] = (64, 64)
     """hidden widths of the policy and of the value network (separate networks); on Atari, of each head on the shared
     Nature CNN (() = CleanRL's linear heads)"""
@@ -130,7 +144,8 @@ class Args(RemedyArgs, RunArgs):
 
     @classmethod
     def defaults_for(cls, env_id: str, **overrides: Any) -> "Args":
-        return cls(env_id=env_id, **((ATARI_DEFAULTS if is_atari(env_id) else {}) | overrides))
+        recipe = ATARI_DEFAULTS if is_atari(env_id) else CCHAIN_CONTROL_DEFAULTS if is_cchain_control(env_id) else {}
+        return cls(env_id=env_id, **(recipe | overrides))
 
 
 # CleanRL's ppo_atari.py (= ppo_atari_envpool.py: the same numbers); γ, λ, c_V = 0.5, value clipping, grad-norm 0.5,
@@ -141,6 +156,28 @@ ATARI_DEFAULTS: dict[str, Any] = (
     | dict(clip_coef=0.1, ent_coef=0.01, normalize_obs=False, normalize_reward=False, hidden_sizes=())
     | dict(eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000)
 )
+
+
+# C-CHAIN's continual Gym Control PPO (`continual:cchain-*` ids): Tang et al. 2025, bluecontra/C-CHAIN
+# crl_gym_classic_control/control_train_aligned_vanilla.py (args, loop) + basic_utils.py (losses, targets) + networks.py,
+# which reorganise TRAC's main.ipynb. One env; 800 steps per iteration, every iteration starting fresh episodes; 5 epochs
+# of minibatch 32 (25 per epoch); one Adam (torch defaults: ε 1e-8) over both networks, lr 1e-3 (the scripts' default
+# since commit f5ff6d2; 1e-2 in 6412a34 and in TRAC's notebook: --learning-rate 0.01), constant; no gradient clipping;
+# clip 0.2, entropy 0.01, value loss 0.5·MSE (c_V = 1 on our ½E[(V − R)²]) unclipped; GAE(0.99, 0.95) advantages
+# normalised over the iteration, value targets the discounted return-to-go (λ_V = 1); rewards /20; raw observations;
+# separate 3 × 256 LeakyReLU(0.1) MLPs with torch's default init. No evaluation in their scripts: ours runs only at
+# each level's end. The run length is the preset's schedule (10 levels × 160k steps; MountainCar 5 × 320k).
+CCHAIN_CONTROL_DEFAULTS: dict[str, Any] = (
+    dict(total_timesteps=1_600_000, num_envs=1, num_steps=800, num_minibatches=25, update_epochs=5)
+    | dict(learning_rate=1e-3, anneal_lr=False, adam_eps=1e-8, max_grad_norm=0.0)
+    | dict(clip_coef=0.2, clip_vloss=False, ent_coef=0.01, vf_coef=1.0, gamma=0.99, gae_lambda=0.95, value_lambda=1.0)
+    | dict(norm_adv_over="rollout", normalize_obs=False, normalize_reward=False, reward_scale=1 / 20, restart_episodes=True)
+    | dict(hidden_sizes=(256, 256, 256), init="default", net=NetArgs(activation="leaky-relu"), eval_every=0)
+)
+
+
+def is_cchain_control(env_id: str) -> bool:
+    return env_id.startswith("continual:cchain-")
 
 
 def is_atari(env_id: str) -> bool:
@@ -160,15 +197,17 @@ def ppo_mlp(
     activation: str,
     out_std: float,
     norm: str = "none",
+    init: str = "orthogonal",
 ) -> nn.Sequential:
-    """Orthogonally initialised MLP of each member; `activation` tanh/relu/crelu/fourier and `norm` as --net.*
-    (cleanrl_plus.nn)."""
+    """MLP of each member, orthogonally initialised (`out_std` the head's gain) or with nn.Linear's init (`init`
+    "default"); `activation` and `norm` as --net.* (cleanrl_plus.nn)."""
+    initialise = layer_init if init == "orthogonal" else lambda layer, std=None: layer
     layers: list[nn.Module] = []
     for width in hidden:
         layer = hidden_linear(members, in_features, units_for(width, activation), norm)
-        layers += [layer_init(layer), ACTIVATIONS[activation]()]
+        layers += [initialise(layer), ACTIVATIONS[activation]()]
         in_features = width
-    layers.append(layer_init(EnsembleLinear(members, in_features, out_features), std=out_std))
+    layers.append(initialise(EnsembleLinear(members, in_features, out_features), std=out_std))
     return nn.Sequential(*layers)
 
 
@@ -186,11 +225,12 @@ class Policy(nn.Module):
         activation: str,
         norm="none",
         torso=None,
+        init="orthogonal",
     ):
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)  # action dimensions or actions
-        head = ppo_mlp(members, in_features, self.outputs, hidden, activation, out_std=0.01, norm=norm)
+        head = ppo_mlp(members, in_features, self.outputs, hidden, activation, out_std=0.01, norm=norm, init=init)
         self.net = head if torso is None else nn.Sequential(torso, head)
         if self.continuous:
             self.log_std = nn.Parameter(torch.zeros(members, self.outputs))
@@ -279,13 +319,14 @@ def make_actor_critic(
     hidden: tuple[int, ...],
     activation: str,
     norm: str = "none",
+    init: str = "orthogonal",
 ) -> ActorCritic:
-    """Separate MLPs (of `hidden`) for vector observations; for frame stacks, the Nature CNN shared by a policy head and
-    a value head (MLPs of `hidden`; () = one linear layer)."""
+    """Separate MLPs (of `hidden`, initialised as `init` says) for vector observations; for frame stacks, the Nature CNN
+    shared by a policy head and a value head (MLPs of `hidden`; () = one linear layer)."""
     torso = None if len(obs_shape) == 1 else orthogonal_nature_cnn(members, obs_shape, norm, activation)
     in_features = obs_shape[0] if torso is None else torso.features
-    policy = Policy(members, in_features, action_space, hidden, activation, norm, torso)
-    value_head = ppo_mlp(members, in_features, 1, hidden, activation, out_std=1.0, norm=norm)
+    policy = Policy(members, in_features, action_space, hidden, activation, norm, torso, init)
+    value_head = ppo_mlp(members, in_features, 1, hidden, activation, out_std=1.0, norm=norm, init=init)
     return ActorCritic(policy, value_head if torso is None else nn.Sequential(torso, value_head), torso is not None)
 
 
@@ -369,7 +410,9 @@ def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | N
     env, evaluator = make_envs(args, device)
     check_spaces(env, args.env_id, agent_name, frames)
     space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
-    new_agent = lambda: members.build(lambda k: make_actor_critic(k, obs_shape, space, args.hidden_sizes, activation, norm))
+    new_agent = lambda: members.build(
+        lambda k: make_actor_critic(k, obs_shape, space, args.hidden_sizes, activation, norm, args.init)
+    )
     agent = new_agent().to(device)
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
     optimizer = make_optimizer(args, agent.parameters(), device, **adam_settings)
@@ -385,7 +428,9 @@ def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | N
     storage = RolloutStorage.for_env(args.num_steps, env, device, members, extra_features)
     to_env = envs.action_clipper(space, device)  # the stored action stays unclipped
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
-    new_policy = lambda: members.build(lambda k: Policy(k, obs_shape[0], space, args.hidden_sizes, activation, norm))
+    new_policy = lambda: members.build(
+        lambda k: Policy(k, obs_shape[0], space, args.hidden_sizes, activation, norm, init=args.init)
+    )
     network = plasticity_network(agent, optimizer, lambda: new_agent().to(device), lambda: new_policy().to(device), args)
     plasticity = Plasticity(args, network, logger=run.logger, members=K)
 
@@ -396,7 +441,9 @@ def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | N
             return agent.policy.sample(obs, noise)
 
     def estimate_advantages() -> None:  # V(s) and V(s') in two batched passes, then GAE; captured, never compiled (dynamo
-        storage.compute_advantages(agent.value, args.gamma, args.gae_lambda)  # would unroll GAE's loop over num_steps)
+        storage.compute_advantages(agent.value, args.gamma, args.gae_lambda, args.value_lambda)  # would unroll its loop)
+        if args.norm_adv and args.norm_adv_over == "rollout":
+            storage.normalize_advantages()
 
     def ppo_objective(minibatch: Minibatch, clip_coef: torch.Tensor, reference: Minibatch | None):
         # every quantity is (members, B): each member's means over its own minibatch, one loss per member
@@ -404,7 +451,7 @@ def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | N
         logratio = new_logprobs - minibatch.logprobs
         ratio = logratio.exp()
         advantages = minibatch.advantages
-        if args.norm_adv:
+        if args.norm_adv and args.norm_adv_over == "minibatch":
             advantages = (advantages - advantages.mean(-1, keepdim=True)) / (advantages.std(-1, keepdim=True) + 1e-8)
         pg_loss = clipped_surrogate_loss(ratio, advantages, clip_coef)
         if trust_region is not None:
@@ -412,7 +459,8 @@ def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | N
         v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
         entropy_loss = entropy.mean(-1)
         loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
-        loss = plasticity.loss("agent", loss, reference, scale_against=pg_loss)  # C-CHAIN scales against the policy loss
+        # C-CHAIN scales against the policy loss, entropy bonus included (the authors' `policy_loss`)
+        loss = plasticity.loss("agent", loss, reference, scale_against=pg_loss - args.ent_coef * entropy_loss)
         return loss, ppo_report(pg_loss, v_loss, entropy_loss, ratio, logratio, clip_coef)
 
     act, ppo_objective = compiled(act, args.compile), compiled(ppo_objective, args.compile)
@@ -450,10 +498,12 @@ def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | N
             for t in range(args.num_steps):
                 actions, logprobs = act(obs, agent.policy.noise(members, env.envs_per_member))
                 step = env.step(to_env(actions))
-                rewards = reward_scaler(step.reward, step.terminated | step.truncated)
+                rewards = reward_scaler(step.reward, step.terminated | step.truncated) * args.reward_scale
                 next_obs = obs_normalizer(step.next_obs)  # the true s' (final obs at episode ends), current statistics
                 storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
                 obs = obs_normalizer(step.obs, update=True)
+            if args.restart_episodes:  # cut the episodes still running (their last step bootstraps: a truncation)
+                obs = obs_normalizer(env.reset_where(~(step.terminated | step.truncated), obs), update=True)
         previous_step, global_step = global_step, global_step + batch_size
         estimate_advantages()  # Â = GAE(γ, λ), bootstrapping from V(s') on truncation, not on termination
         if trust_region is not None:
@@ -563,7 +613,7 @@ def evaluation_policy(
 def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`): one member, the run's own."""
     obs_shape, space = tuple(env.single_observation_space.shape), env.single_action_space
-    agent = make_actor_critic(1, obs_shape, space, args.hidden_sizes, *reversed(network_settings(args))).to(device)
+    agent = make_actor_critic(1, obs_shape, space, args.hidden_sizes, *reversed(network_settings(args)), args.init).to(device)
     rebuild_injected_heads(agent, state["agent"]).load_state_dict(state["agent"])
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     obs_normalizer.load_state_dict(state["obs_normalizer"])

@@ -156,7 +156,20 @@ class FourierFeatures(nn.Module):
         return torch.cat([torch.sin(x), torch.cos(x)], dim=-1)
 
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "crelu": CReLU, "fourier": FourierFeatures}
+class LeakyReLU(nn.LeakyReLU):
+    """LeakyReLU with slope 0.1 for x < 0: TRAC's and C-CHAIN's classic-control networks (`nn.LeakyReLU(0.1)`)."""
+
+    def __init__(self) -> None:
+        super().__init__(negative_slope=0.1)
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "leaky-relu": LeakyReLU,
+    "tanh": nn.Tanh,
+    "crelu": CReLU,
+    "fourier": FourierFeatures,
+}
 DOUBLING_ACTIVATIONS = ("crelu", "fourier")
 
 

@@ -122,17 +122,33 @@ class RolloutStorage:
         self.terminated[:, t], self.dones[:, t], self.next_obs[:, t] = terminated, terminated | truncated, next_obs
 
     @torch.no_grad()
-    def compute_advantages(self, value_fn: Callable[[torch.Tensor], torch.Tensor], gamma: float, gae_lambda: float) -> None:
+    def compute_advantages(
+        self,
+        value_fn: Callable[[torch.Tensor], torch.Tensor],
+        gamma: float,
+        gae_lambda: float,
+        value_lambda: float | None = None,
+    ) -> None:
         """V(sₜ) and V(s'ₜ) for the whole rollout in two batched passes (the parameters did not change during
-        it, so these equal the values a per-step evaluation would have produced), then GAE."""
+        it, so these equal the values a per-step evaluation would have produced), then GAE; the value targets are
+        GAE(γ, `value_lambda`) + V where it is given and differs (λ_V = 1: the discounted return-to-go, bootstrapped from
+        V(s') where an episode was cut)."""
         flat = self.flat()
         self.values.copy_(value_fn(flat.obs).view_as(self.values))
         next_values = value_fn(self.next_obs.flatten(1, 2)).view_as(self.values)
-        advantages, returns = generalized_advantages(
-            self.rewards, self.values, next_values, self.terminated, self.dones, gamma, gae_lambda
-        )
+        targets = (self.rewards, self.values, next_values, self.terminated, self.dones, gamma)
+        advantages, returns = generalized_advantages(*targets, gae_lambda)
+        if value_lambda is not None and value_lambda != gae_lambda:
+            returns = generalized_advantages(*targets, value_lambda)[1]
         self.advantages.copy_(advantages)
         self.returns.copy_(returns)
+
+    def normalize_advantages(self, eps: float = 1e-5) -> None:
+        """Â ← (Â − mean)/(std + ε) over each member's whole rollout, the population std (TRAC/C-CHAIN's classic control:
+        numpy's std, ε 1e-5), in place."""
+        flat = self.advantages.flatten(1)
+        mean, std = flat.mean(1), flat.std(1, unbiased=False)
+        self.advantages.sub_(mean.view(-1, 1, 1)).div_(std.view(-1, 1, 1) + eps)
 
     def flat(self) -> Minibatch:
         """Each member's whole rollout as (members, num_steps·num_envs, ...) views."""

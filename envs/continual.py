@@ -87,6 +87,7 @@ class Preset:
     num_tasks: int
     source: str
     random_steps_per_task: int = 0
+    max_episode_steps: int = 0  # replaces the base env's time limit (0: keep it)
 
 
 def _minatar(*games: str) -> tuple[str, ...]:
@@ -105,6 +106,35 @@ PRESETS: dict[str, Preset] = {
         "CartPole-v1", ObservationOffset, 60_000, 5, "CPU-sized continual CartPole (docs/continual.md): 5 levels × 60k"
     ),
     "acrobot-offset": Preset("Acrobot-v1", ObservationOffset, 160_000, 10, "TRAC/C-CHAIN continual Acrobot"),
+    # C-CHAIN's continual Gym Control (Tang et al. 2025, Table 1; bluecontra/C-CHAIN crl_gym_classic_control/
+    # control_train_aligned_*.py, after TRAC's main.ipynb): a N(0, σ²) offset on every observation dimension per level
+    # (level 0 clean), 200 PPO iterations × 800 steps per level, episodes cut at 400 steps (`max_timesteps`; the scripts
+    # ignore gym's own truncation flag, so MountainCar's 200-step limit does not apply either). Agent side: the PPO
+    # recipe these ids pick (agents/ppo.py CCHAIN_CONTROL_DEFAULTS).
+    "cchain-cartpole": Preset(
+        "torch:CartPole-v1", ObservationOffset, 160_000, 10, "C-CHAIN Table 1 C-CartPole", max_episode_steps=400
+    ),
+    "cchain-acrobot": Preset(
+        "torch:Acrobot-v1", ObservationOffset, 160_000, 10, "C-CHAIN Table 1 C-Acrobot", max_episode_steps=400
+    ),
+    "cchain-lunarlander": Preset(
+        "LunarLander-v3",
+        ObservationOffset,
+        160_000,
+        10,
+        "C-CHAIN Table 1 C-LunarLander (their LunarLander-v2 is gymnasium's v3; needs box2d)",
+        max_episode_steps=400,
+    ),
+    # the curves' label in the repository's assets/curves_for_crl_gym_control.png: `MountainCar-v0_ls400_on0.02`,
+    # 400 iterations per level, offset σ 0.02, 2,000 iterations in all
+    "cchain-mountaincar": Preset(
+        "torch:MountainCar-v0",
+        lambda: ObservationOffset(sigma=0.02),
+        320_000,
+        5,
+        "C-CHAIN Table 1 C-MountainCar (schedule from the figure label ls400_on0.02)",
+        max_episode_steps=400,
+    ),
     "cartpole-permute": Preset(
         "CartPole-v1", ObservationPermutation, 60_000, 5, "observation permutation per task [our default schedule]"
     ),
@@ -182,6 +212,7 @@ class Setting:
     steps_per_task: int
     num_tasks: int
     random_steps_per_task: int = 0
+    max_episode_steps: int = 0  # the preset's time limit (0: the base env's)
 
     def task_at(self, env_step: int) -> int:
         """The task scheduled at env step `env_step` (a sub-env takes it at its next episode end)."""
@@ -203,7 +234,7 @@ def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
     if name in PRESETS:
         preset = PRESETS[name]
         base, shift, steps, tasks = preset.env_id, preset.make_shift(), preset.steps_per_task, preset.num_tasks
-        random_steps = preset.random_steps_per_task
+        random_steps, time_limit = preset.random_steps_per_task, preset.max_episode_steps
     else:
         shift_name, _, base = name.partition(":")
         if base and shift_name not in SHIFTS:
@@ -215,13 +246,13 @@ def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
             )
             raise UserError(f"unknown continual id '{env_id}'{hint}")
         shift = SHIFTS[shift_name]()
-        steps, tasks, random_steps = shift.default_steps, shift.default_tasks, 0
+        steps, tasks, random_steps, time_limit = shift.default_steps, shift.default_tasks, 0, 0
     steps = settings.steps_per_task or steps
     tasks = settings.num_tasks or tasks
     if steps < 1 or tasks < 1:
         raise UserError(f"--continual.steps-per-task and --continual.num-tasks must be positive, got {steps} and {tasks}")
     random_steps = settings.random_steps_per_task if settings.random_steps_per_task >= 0 else random_steps
-    return Setting(base, shift, steps, tasks, random_steps)
+    return Setting(base, shift, steps, tasks, random_steps, time_limit)
 
 
 def base_env_id(env_id: str) -> str:
@@ -365,6 +396,8 @@ class ContinualVecEnv(TorchVecEnv):
         self.shifts = [self.setting.shift] + [parse(env_id, settings).shift for _ in self.seeds[1:]]
         self.env_id, self.device, self.follow_schedule = env_id, device, training
         self.world_physics = None  # warp: per-world copies of what a physics shift scales (envs/warp_backend.py)
+        if self.setting.max_episode_steps:
+            env_kwargs = env_kwargs | {"max_episode_steps": self.setting.max_episode_steps}
         self.inner = self._build_inner(num_envs, self.seeds, device, training, backend, env_kwargs)
         for attribute in ("single_observation_space", "single_action_space", "can_terminate", "max_episode_steps"):
             setattr(self, attribute, getattr(self.inner, attribute))
@@ -527,6 +560,7 @@ class ContinualVecEnv(TorchVecEnv):
         return StepResult(obs, reward, step.terminated, step.truncated, next_obs)
 
     def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        self._push_pending()  # an episode stopped at or after a scheduled switch restarts in the new task, as in step
         fresh = self.inner.reset_where(mask, obs)
         if fresh is obs:
             return obs

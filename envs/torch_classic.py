@@ -74,13 +74,15 @@ class TorchClassicControl(TorchVecEnv):
         seed: int | tuple[int, ...],
         device: torch.device,
         episode_log_capacity: int = 65_536,
+        max_episode_steps: int = 0,
     ) -> None:
-        """`num_envs` sub-envs per member of the group `seed` (one seed, or one per member)."""
+        """`num_envs` sub-envs per member of the group `seed` (one seed, or one per member); `max_episode_steps`
+        replaces gymnasium's time limit (0: keep it), as `gym.make(..., max_episode_steps=...)` does."""
         super().__init__(num_envs, seed)
         reference = gym.make(env_id)  # spaces and time limit exactly as gymnasium registers them
         self.env_id, self.device = env_id, device
         self.single_observation_space, self.single_action_space = reference.observation_space, reference.action_space
-        self.max_episode_steps = int(reference.spec.max_episode_steps)
+        self.max_episode_steps = max_episode_steps or int(reference.spec.max_episode_steps)
         reference.close()
         self.generators = [torch.Generator(device=device) for _ in self.seeds]
         self.initial_low = torch.tensor(self.reset_low, device=device)

@@ -19,10 +19,12 @@ What f and D are, as the authors run them:
 The coefficient is c₀ during a warm-up and afterwards, at every rescaling point,
     c = max(ρ·mean|L_scale| / (mean L_churn + 1e-8), c_min)
 with both means over the values recorded at the last W rescaling points. L_scale is the loss c is scaled against: the
-TD loss for DDQN, the clipped policy loss for PPO (`scale_against`). A rescaling point is every update for value
-networks and the last update of each iteration for PPO, whose values are then that last minibatch's, as the DMC script
-records them [code; the classic-control script averages an iteration's minibatches instead]. The new c applies from
-the next update. The authors' numbers per kind (`AUTHORS`; a --cchain.* flag overrides one):
+TD loss for DDQN, PPO's policy loss (`scale_against`: the clipped surrogate minus c_H·entropy, the `policy_loss` of
+`basic_utils.py`; the DMC runs have c_H = 0). A rescaling point is every update for value networks and the last update
+of each iteration for PPO. With a Gaussian policy its values are that last minibatch's, as the DMC script records them;
+with a categorical policy they are |mean L_scale| and mean L_churn over the iteration's updates, as the classic-control
+script records them (`train_combined_networks_with_chain` returns the means; the script takes `np.abs` of each) [code].
+The new c applies from the next update. The authors' numbers per kind (`AUTHORS`; a --cchain.* flag overrides one):
 
     kind            ρ      c₀    warm-up  W        c_min  restarts at a switch  source
     values          0.01   50    10,000   50,000   0      no                    double_dqn_c_chain.py (updates)
@@ -99,12 +101,13 @@ class Schedule:
     window: int
     min_coef: float
     restarts_each_task: bool
+    point_means: bool = False  # a rescaling point records |mean L_scale| and mean L_churn over its updates, not the last
 
 
 AUTHORS: dict[str, Schedule] = {  # module docstring: the official scripts' values
     "values": Schedule(squared_error, 0.01, 50.0, 10_000, 50_000, 0.0, False),
     "policy mean": Schedule(squared_error, 0.05, 100.0, 50, 100, 0.0, True),
-    "probabilities": Schedule(cross_entropy, 1e4, 1.0, 11, 50, 1.0, True),
+    "probabilities": Schedule(cross_entropy, 1e4, 1.0, 11, 50, 1.0, True, point_means=True),
 }
 
 
@@ -167,9 +170,11 @@ class ChurnReducer:
         self.churn_values = torch.zeros(members, window, device=device)  # L_churn of the last W points with one, a ring
         self.coef = torch.full((members,), self.schedule.initial_coef, device=device)
         self.skip = torch.zeros((), dtype=torch.bool, device=device)  # no churn term at the first update after a restart
-        self.last_scale = torch.zeros(members, device=device)  # this update's |L_scale| and L_churn, for after_step
+        self.last_scale = torch.zeros(members, device=device)  # this update's L_scale and L_churn, for after_step
         self.last_churn = torch.zeros(members, device=device)
         self.has_churn = torch.zeros((), dtype=torch.bool, device=device)
+        self.scale_sum = torch.zeros(members, device=device)  # point_means: sums over the updates since the last point
+        self.churn_sum = torch.zeros(members, device=device)
 
     def _snapshot(self) -> None:
         self.previous = {f"net.{name}": p.detach().clone() for name, p in self.module.named_parameters()}
@@ -178,7 +183,7 @@ class ChurnReducer:
         """c·L_churn with this update's c; nothing the term reads changes before the backward pass (a compiled loss's
         backward may recompute from its inputs), so the schedule moves on in after_step."""
         with torch.no_grad():
-            self.last_scale.copy_((main_loss if scale_against is None else scale_against).abs())
+            self.last_scale.copy_(main_loss if scale_against is None else scale_against)
         current = [f"net.{name}" for name, _ in self.module.named_parameters()]
         if self.previous is None or list(self.previous) != current:  # first update, or the structure changed (injection)
             self._snapshot()  # new tensors: a captured step is captured again after either (graphs.py)
@@ -201,8 +206,16 @@ class ChurnReducer:
         schedule, window = self.schedule, self.schedule.window
         self.updates += 1
         point = self.updates % self.every == 0
-        self._push(self.scale_values, self.points, self.last_scale, point)
-        self._push(self.churn_values, self.churn_points, self.last_churn, point & self.has_churn)
+        if schedule.point_means:  # the classic-control script: the iteration's mean losses (a skipped churn counts 0)
+            self.scale_sum += self.last_scale
+            self.churn_sum += torch.where(self.has_churn, self.last_churn, 0.0)
+            scale, churn, has_churn = (self.scale_sum / self.every).abs(), self.churn_sum / self.every, point
+            self.scale_sum.mul_(~point)
+            self.churn_sum.mul_(~point)
+        else:
+            scale, churn, has_churn = self.last_scale.abs(), self.last_churn, point & self.has_churn
+        self._push(self.scale_values, self.points, scale, point)
+        self._push(self.churn_values, self.churn_points, churn, has_churn)
         self.skip.fill_(False)
         scale_mean = self.scale_values.sum(1) / self.points.clamp(1, window)  # entries not yet written are 0
         churn_mean = self.churn_values.sum(1) / self.churn_points.clamp(1, window)
@@ -220,12 +233,12 @@ class ChurnReducer:
         """A new task: c₀ again, empty means, and no churn term at the next update (module docstring)."""
         for counter in (self.updates, self.points, self.churn_points):
             counter.zero_()
-        for values in (self.scale_values, self.churn_values):
+        for values in (self.scale_values, self.churn_values, self.scale_sum, self.churn_sum):
             values.zero_()
         self.coef.fill_(self.schedule.initial_coef)
         self.skip.fill_(True)
 
-    STATE = ("updates", "points", "churn_points", "scale_values", "churn_values", "coef", "skip")
+    STATE = ("updates", "points", "churn_points", "scale_values", "churn_values", "coef", "skip", "scale_sum", "churn_sum")
 
     def state_dict(self) -> dict:
         return {"previous": self.previous} | {key: getattr(self, key) for key in self.STATE}
@@ -236,4 +249,5 @@ class ChurnReducer:
             None if state["previous"] is None else {name: value.to(device) for name, value in state["previous"].items()}
         )
         for key in self.STATE:
-            getattr(self, key).copy_(state[key])
+            if key in state:  # checkpoints from before point means hold no sums (a checkpoint falls between points)
+                getattr(self, key).copy_(state[key])

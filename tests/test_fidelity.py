@@ -127,10 +127,11 @@ def test_weight_clipping_bounds_of_ensemble_and_conv_layers_use_each_members_fan
 
 # ---- C-CHAIN on PPO ---------------------------------------------------------------------------------------------
 class _AuthorsCChain:
-    """crl_run_ppo_c_chain_dmc.py's C-CHAIN for one task (the classic-control script's divergence and floor for a
-    categorical policy): a history of deep copies after every update, the churn against the copy one update back, c₀ until
-    `warmup` iterations, then c = max(ρ·mean|last pg_loss of each of the last W iterations| / (mean of their churn
-    losses + 1e-8), floor) after each iteration."""
+    """crl_run_ppo_c_chain_dmc.py's C-CHAIN for one task, or for a categorical policy control_train_aligned_c_chain.py's
+    (its divergence, floor, and per-iteration values: the means over the iteration's updates): a history of deep copies
+    after every update, the churn against the copy one update back, c₀ until `warmup` iterations, then
+    c = max(ρ·mean|pg_loss of each of the last W iterations| / (mean of their churn losses + 1e-8), floor) after each
+    iteration."""
 
     def __init__(self, policy: nn.Module, rho: float, c0: float, warmup: int, window: int, floor: float, probabilities: bool):
         self.history = [copy.deepcopy(policy)]
@@ -191,6 +192,7 @@ def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(
     generator = torch.Generator().manual_seed(1)
     coefficients = []
     for iteration in range(4):
+        iteration_pg, iteration_churn = [], []
         for update in range(3):
             # one member's batches, (1, 8, ...), and its losses, (1,)
             obs, reference = torch.randn(1, 8, 4, generator=generator), torch.randn(1, 8, 4, generator=generator)
@@ -214,7 +216,12 @@ def test_cchain_on_ppo_follows_the_authors_loss_and_coefficient_over_iterations(
                 optimizer.step()
             ours.after_step()
             theirs.after_update(mirror.policy.net)
-        theirs.after_iteration(float(pg_theirs), float(churn_theirs))
+            iteration_pg.append(float(pg_theirs))
+            iteration_churn.append(float(churn_theirs))
+        if continuous:  # the DMC script records the iteration's last minibatch
+            theirs.after_iteration(iteration_pg[-1], iteration_churn[-1])
+        else:  # the classic-control script the iteration's means (train_combined_networks_with_chain's train_stats_dict)
+            theirs.after_iteration(float(np.mean(iteration_pg)), float(np.mean(iteration_churn)))
         coefficients.append(theirs.coef)
         torch.testing.assert_close(ours.coef, torch.tensor([theirs.coef], dtype=torch.float32), rtol=1e-4, atol=0)
     assert (
@@ -261,11 +268,12 @@ def test_cchain_on_ppo_restarts_its_schedule_at_a_task_switch_and_a_value_networ
 
 
 def test_ppo_scales_cchain_against_its_policy_loss(runs_dir):
-    """With a window of one iteration the logged coefficient is ρ·|policy loss|/churn of the iteration's last update."""
+    """With a window of one iteration the logged coefficient is ρ·|policy loss|/churn of the iteration's last update (a
+    Gaussian policy: the DMC script's rule; a categorical one takes the iteration's means, test above)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     args = ppo.Args(
-        env_id="CartPole-v1",
+        env_id="Pendulum-v1",
         total_timesteps=256,
         num_steps=64,
         num_minibatches=2,
