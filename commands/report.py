@@ -1,6 +1,7 @@
 """`cleanrl-plus report`: seeds aggregated into tables and figures with rliable statistics, from the run directories.
 
-    cleanrl-plus report runs/ [--baseline ppo] [--oracle ppo-oracle] [--out DIR] [--reps 2000] [--metric eval|train]
+    cleanrl-plus report runs/ [--baseline ppo] [--oracle ppo-oracle] [--out DIR] [--reps 2000]
+                              [--metric eval|train|average-performance]
 
 Reads each run's TensorBoard events directly (no W&B), `args.json` (exp_name) and `summary.json` (agent, env_id,
 seed, and per-task records of continual runs). Runs are grouped by (agent, env_id, exp_name); a sweep gives each
@@ -17,6 +18,9 @@ remedy configuration its own exp_name. Writes into --out (default: `<first runs 
 Definitions (also written at the end of report.md): final = the last evaluation (train metric: the mean of the
 last 10% of the training-return points); AUC = the trapezoidal area under the return curve between its first and
 last point divided by that interval, i.e. the run's time-averaged return. Statistics: commands/stats.py.
+`--metric average-performance` reports, besides the train metric's tables, C-CHAIN's score (Tang et al. 2025, Eq. 1, the
+score of its Tables 1–3): per run the mean over PPO iterations of the iteration's mean training episode return, then the
+mean ± standard error over seeds, as the paper prints it (`average_performance`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,11 @@ import tyro
 from cleanrl_plus.errors import UserError, did_you_mean
 from commands import stats
 
-METRIC_TAGS = {"eval": "eval/episodic_return", "train": "charts/episodic_return"}
+METRIC_TAGS = {
+    "eval": "eval/episodic_return",
+    "train": "charts/episodic_return",
+    "average-performance": "charts/episodic_return",
+}
 TASK_TAG = "continual/task"
 TRAIN_FINAL_FRACTION = 0.1  # training returns are single noisy episodes: "final" averages the last 10% of points
 BOOTSTRAP_SEED = 0  # fixed, so a report of the same runs reproduces its intervals
@@ -58,8 +66,10 @@ class ReportArgs:
     """output folder; unset: <first runs dir>/report/"""
     reps: int = 2000
     """bootstrap resamples per confidence interval (rliable's README uses 50,000 for final numbers)"""
-    metric: Literal["eval", "train"] = "eval"
-    """which return: 'eval' (deterministic evaluations, eval/episodic_return) or 'train' (charts/episodic_return)"""
+    metric: Literal["eval", "train", "average-performance"] = "eval"
+    """which return: 'eval' (deterministic evaluations, eval/episodic_return), 'train' (charts/episodic_return), or
+    'average-performance': train, plus C-CHAIN's Eq. 1 score (mean over iterations of each iteration's mean training
+    return; mean ± standard error over seeds) for PPO/GTR runs"""
 
 
 @dataclasses.dataclass
@@ -76,6 +86,7 @@ class RunRecord:
     switch_steps: list[int]  # task switches of continual runs (empty otherwise)
     tasks: list[dict[str, Any]]  # summary.json's per-task records of continual runs
     finished: bool = True
+    iteration_steps: int = 0  # env steps of one member per PPO iteration (num_steps × num_envs; 0: not an on-policy run)
 
     @property
     def method(self) -> tuple[str, str]:
@@ -184,6 +195,7 @@ def load_run(directory: Path, metric: str) -> RunRecord:
         switch_steps=switch_steps,
         tasks=tasks,
         finished=bool(summary.get("finished", True)),
+        iteration_steps=int(args.get("num_steps", 0)) * int(args.get("num_envs", 0)),
     )
 
 
@@ -194,6 +206,19 @@ def final_return(returns: np.ndarray, metric: str) -> float:
     if metric == "eval":
         return float(returns[-1])
     return float(returns[-max(1, math.ceil(TRAIN_FINAL_FRACTION * len(returns))) :].mean())
+
+
+def average_performance(steps: np.ndarray, returns: np.ndarray, iteration_steps: int) -> float:
+    """C-CHAIN's Eq. 1 for one run: the mean over iterations of the mean return of the training episodes that ended in
+    the iteration (step s belongs to iteration ⌈s / iteration_steps⌉: an episode cut at an iteration's end is its last),
+    the `itr_mean_return` series the authors' scripts log. Iterations in which no episode ended have no value. Each
+    logged point is one episode with one env per member; with more, the episodes that ended at one step are one point."""
+    if iteration_steps < 1:
+        raise ValueError("average performance needs the run's iteration length (num_steps × num_envs)")
+    iterations = -(-np.asarray(steps, dtype=np.int64) // iteration_steps)
+    _, index = np.unique(iterations, return_inverse=True)
+    means = np.bincount(index, weights=np.asarray(returns, dtype=float)) / np.bincount(index)
+    return float(means.mean())
 
 
 def time_averaged_return(steps: np.ndarray, returns: np.ndarray) -> float:
@@ -327,6 +352,21 @@ class Report:
                     *self.add_iqm_and_mean("per_env", env_id, label, "auc", aucs),
                 ]
                 lines.append(f"| {env_id} | {label} | {len(runs)} | {' | '.join(cells)} |")
+        return lines
+
+    def average_performance_table(self) -> list[str]:
+        """C-CHAIN's score per env and group: the mean ± standard error over seeds of each run's Eq. 1 value."""
+        lines = ["| env | group | seeds | average performance (Eq. 1) mean ± s.e. |", "|-|-|-|-|"]
+        for env_id in self.envs:
+            for method in self.methods_in(env_id):
+                runs, label = self.runs_of(env_id, method), self.labels[method]
+                scores = np.array([average_performance(r.steps, r.returns, r.iteration_steps) for r in runs])
+                mean = float(scores.mean())
+                error = float(scores.std(ddof=1) / math.sqrt(len(scores))) if len(scores) > 1 else math.nan
+                self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "mean", mean))
+                self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "standard_error", error))
+                cell = f"{stats.format_number(mean)} ± {stats.format_number(error)}"
+                lines.append(f"| {env_id} | {label} | {len(runs)} | {cell} |")
         return lines
 
     def normalised_matrix(self, method: tuple[str, str], values: dict[int, float], envs: list[str]) -> np.ndarray:
@@ -613,6 +653,9 @@ class Report:
             "",
             *self.per_env_table(),
         ]
+        if self.metric == "average-performance":
+            parts += ["", "## Average performance (C-CHAIN, Tang et al. 2025, Eq. 1): mean ± standard error over seeds", ""]
+            parts += self.average_performance_table()
         if len(self.envs) > 1:
             parts += [
                 "",
@@ -654,6 +697,15 @@ class Report:
             "## How these numbers were computed",
             "",
             f"- **final** = {final_definition} of each run.",
+            *(
+                [
+                    "- **average performance** (Eq. 1) = per run, the mean over PPO iterations of the mean return of the "
+                    "training episodes that ended in the iteration (an episode cut at an iteration's end belongs to it); "
+                    "mean ± standard error (std with ddof 1 / √seeds) over seeds."
+                ]
+                if self.metric == "average-performance"
+                else []
+            ),
             "- **AUC** = the area under the run's return curve (trapezoids between its points, from the first to the last "
             "point) "
             "divided by that interval: the run's time-averaged return.",
@@ -801,7 +853,7 @@ def write_report(
     if not paths:
         raise UserError("no run directories given — pass runs/ or run directories, e.g. cleanrl-plus report runs/")
     if metric not in METRIC_TAGS:
-        raise UserError(f"unknown --metric '{metric}' — use eval or train")
+        raise UserError(f"unknown --metric '{metric}' — use eval, train or average-performance")
     if reps < 1:
         raise UserError(f"--reps must be >= 1, got {reps}")
     out = Path(out_dir) if out_dir is not None else default_out_dir(paths[0])
@@ -822,6 +874,11 @@ def write_report(
         raise UserError(
             f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)} "
             "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"
+        )
+    if metric == "average-performance" and (without := [r.directory for r in runs if r.iteration_steps < 1]):
+        raise UserError(
+            f"--metric average-performance needs PPO/GTR runs (iterations of num_steps × num_envs); {without[0]} has none "
+            "— report it with --metric train"
         )
     report = Report(runs, metric, reps, baseline, oracle)
     tables, methods = report.markdown(notes)

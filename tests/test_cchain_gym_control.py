@@ -1,0 +1,288 @@
+"""C-CHAIN's continual Gym Control (Tang et al., ICML 2025, Table 1) as the suite runs it: the `continual:cchain-*`
+presets and the PPO recipe they pick against the authors' values, the pieces of that recipe against the authors'
+definitions (bluecontra/C-CHAIN crl_gym_classic_control/basic_utils.py), the paper's score (Eq. 1) against a hand
+computation, and a learning gate: the recipe learns CartPole's first level."""
+
+import json
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_report import read_rows, value, write_run
+
+from agents import ppo
+from cleanrl_plus.members import Members
+from cleanrl_plus.rollout import RolloutStorage
+from commands import report
+from envs import continual
+from plasticity.cchain import AUTHORS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The authors' setting, in one place. Env side: control_train_aligned_{vanilla,c_chain,oracle}.py's arguments
+# (--obs_perturb_range 2 is the offset's standard deviation; --level_num 10; --level_switch 200; --iteration_steps 800;
+# max_timesteps 400), MountainCar's from the label of assets/curves_for_crl_gym_control.png (ls400_on0.02).
+AUTHORS_ENVS = {
+    "cchain-cartpole": ("CartPole-v1", 2.0, 10, 200),
+    "cchain-acrobot": ("Acrobot-v1", 2.0, 10, 200),
+    "cchain-lunarlander": ("LunarLander-v3", 2.0, 10, 200),
+    "cchain-mountaincar": ("MountainCar-v0", 0.02, 5, 400),
+}
+AUTHORS_ITERATION_STEPS, AUTHORS_EPISODE_CAP = 800, 400
+# Agent side (our flag: their value), from the same scripts, basic_utils.py and networks.py.
+AUTHORS_PPO = {
+    "num_envs": 1,  # one gym env
+    "num_steps": 800,  # --iteration_steps
+    "num_minibatches": 25,  # 800 samples / --batch_size 32
+    "update_epochs": 5,  # --epoch
+    "learning_rate": 1e-3,  # --lr (f5ff6d2; 1e-2 before)
+    "anneal_lr": False,
+    "adam_eps": 1e-8,  # torch.optim.Adam's default
+    "adam_betas": (0.9, 0.999),
+    "max_grad_norm": 0.0,  # no clipping
+    "clip_coef": 0.2,
+    "clip_vloss": False,
+    "ent_coef": 0.01,  # c1
+    "vf_coef": 1.0,  # c2 · F.mse_loss = 0.5·MSE = 1.0 × our ½E[(V − R)²]
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "value_lambda": 1.0,  # rewards_to_go: the discounted return-to-go
+    "norm_adv": True,
+    "norm_adv_over": "rollout",  # normalize_list over the iteration's dataset
+    "normalize_obs": False,  # state_scale 1.0
+    "normalize_reward": False,
+    "reward_scale": 1 / 20,  # reward_scale 20.0 divides
+    "restart_episodes": True,  # every iteration resets the env
+    "hidden_sizes": (256, 256, 256),
+    "init": "default",  # nn.Linear's own
+    "total_timesteps": 1_600_000,  # 2,000 iterations × 800
+}
+
+
+@pytest.mark.parametrize("preset", sorted(AUTHORS_ENVS))
+def test_presets_and_their_ppo_recipe_are_the_authors_setting(preset):
+    env_id, sigma, levels, iterations_per_level = AUTHORS_ENVS[preset]
+    setting = continual.parse(f"continual:{preset}")
+    assert setting.env_id.removeprefix("torch:") == env_id
+    assert (setting.num_tasks, setting.steps_per_task) == (levels, iterations_per_level * AUTHORS_ITERATION_STEPS)
+    assert setting.max_episode_steps == AUTHORS_EPISODE_CAP
+    assert isinstance(setting.shift, continual.ObservationOffset) and setting.shift.sigma == sigma
+    args = ppo.Args.defaults_for(f"continual:{preset}")
+    assert {key: getattr(args, key) for key in AUTHORS_PPO} == AUTHORS_PPO
+    assert args.net.activation == "leaky-relu" and ppo.network_settings(args) == ("none", "leaky-relu")
+    assert args.total_timesteps == setting.total_steps
+    assert ppo.Args.defaults_for("continual:cchain-cartpole", learning_rate=0.01).learning_rate == 0.01  # a flag wins
+    assert ppo.Args.defaults_for("continual:obs-offset:torch:CartPole-v1").num_steps == ppo.Args().num_steps  # others not
+
+
+def test_the_plan_is_the_tables_six_columns_with_the_authors_remedy_settings():
+    plan = tomllib.loads((ROOT / "benchmarks" / "cchain-gym-control.toml").read_text())
+    assert plan["agent"] == ["ppo"] and plan["seeds"] == [1, 2, 3, 4, 5, 6]  # the paper's six seeds
+    assert plan["env_id"] == ["continual:cchain-cartpole", "continual:cchain-acrobot"]
+    columns = plan["config"]
+    assert list(columns) == ["baseline", "oracle", "trac", "weight-clipping", "l2-init", "c-chain"]
+    assert columns["baseline"] == ""
+    assert columns["oracle"] == "--continual.oracle"
+    assert columns["trac"] == "--optim.trac"
+    assert columns["c-chain"] == "--cchain.enabled"  # the authors' schedule for a categorical policy, by default:
+    assert (AUTHORS["probabilities"].relative_scale, AUTHORS["probabilities"].initial_coef) == (1e4, 1.0)
+    assert (AUTHORS["probabilities"].warmup, AUTHORS["probabilities"].window, AUTHORS["probabilities"].min_coef) == (11, 50, 1)
+    assert AUTHORS["probabilities"].point_means  # train_combined_networks_with_chain's per-iteration means
+
+
+def test_value_targets_and_advantages_are_the_authors_episode_sums():
+    """λ_V = 1 gives Episode.end_episode's rewards_to_go, GAE gives its advantages, and the rollout normalisation is
+    normalize_list's (numpy std, ε 1e-5), on a rollout with a termination, a 400-step-style cut and an iteration cut."""
+    gamma, lam = 0.99, 0.95
+    rewards = np.array([0.05, 0.05, 0.05, 0.05, 0.05, 0.05])
+    values = np.array([0.3, 0.2, 0.4, 0.1, 0.5, 0.6])
+    next_values = np.array([0.2, 0.4, 0.9, 0.5, 0.6, 0.7])  # V(s') (the value after a cut is a bootstrap)
+    terminated = np.array([False, False, True, False, False, False])
+    truncated = np.array([False, False, False, False, True, False])  # step 4 cut at the time limit; step 5 ends the rollout
+
+    def authors_episode(rs, vs, last_value):  # basic_utils.Episode.end_episode
+        rs, vs = list(rs) + [last_value], list(vs) + [last_value]
+        deltas = [rs[t] + gamma * vs[t + 1] - vs[t] for t in range(len(rs) - 1)]
+        advantages, running = [], 0.0
+        for delta in reversed(deltas):
+            running = delta + gamma * lam * running
+            advantages.insert(0, running)
+        returns, running = [], 0.0
+        for r in reversed(rs):
+            running = r + gamma * running
+            returns.insert(0, running)
+        return advantages, returns[:-1]
+
+    episodes = [(0, 3, 0.0), (3, 5, next_values[4]), (5, 6, next_values[5])]  # terminated; cut at 400; iteration end
+    expected_adv, expected_ret = [], []
+    for start, end, last in episodes:
+        advantages, returns = authors_episode(rewards[start:end], values[start:end], last)
+        expected_adv += advantages
+        expected_ret += returns
+    storage = RolloutStorage(6, 1, (1,), (), torch.device("cpu"), Members((1,), torch.device("cpu")))
+    as_rollout = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype).view(1, 6, 1)  # noqa: E731
+    storage.rewards.copy_(as_rollout(rewards))
+    storage.terminated.copy_(as_rollout(terminated, torch.bool))
+    storage.dones.copy_(as_rollout(terminated | truncated, torch.bool))
+    storage.obs.copy_(as_rollout(np.arange(6)).unsqueeze(-1))
+    storage.next_obs.copy_(as_rollout(np.arange(6) + 10).unsqueeze(-1))
+    lookup = {float(i): v for i, v in enumerate(values)} | {float(i + 10): v for i, v in enumerate(next_values)}
+    value_fn = lambda obs: torch.tensor([lookup[float(o)] for o in obs.flatten()], dtype=torch.float32)  # noqa: E731
+    storage.compute_advantages(value_fn, gamma, lam, value_lambda=1.0)
+    np.testing.assert_allclose(storage.returns.flatten().numpy(), expected_ret, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(storage.advantages.flatten().numpy(), expected_adv, rtol=1e-5, atol=1e-6)
+    storage.normalize_advantages()
+    normalised = (np.array(expected_adv) - np.mean(expected_adv)) / (np.std(expected_adv) + 1e-5)  # normalize_list
+    np.testing.assert_allclose(storage.advantages.flatten().numpy(), normalised, rtol=1e-4, atol=1e-5)
+
+
+def test_rollout_normalisation_keeps_members_apart():
+    members = Members((1, 2, 3), torch.device("cpu"))
+    storage = RolloutStorage(5, 2, (1,), (), torch.device("cpu"), members)
+    storage.advantages.copy_(torch.randn(3, 5, 2, generator=torch.Generator().manual_seed(0)))
+    changed = RolloutStorage(5, 2, (1,), (), torch.device("cpu"), members)
+    changed.advantages.copy_(storage.advantages)
+    changed.advantages[1] *= 100.0  # member 1 alone
+    storage.normalize_advantages()
+    changed.normalize_advantages()
+    assert torch.equal(storage.advantages[0], changed.advantages[0]) and torch.equal(storage.advantages[2], changed.advantages[2])
+
+
+def test_every_rollout_starts_fresh_episodes_and_logs_the_cut_ones(runs_dir):
+    """Each iteration's episodes add up to exactly its steps (the last one cut at the iteration's end and logged), no
+    episode is longer than the 400-step cap, and the level switch lands on an iteration boundary."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ppo.Args.defaults_for(
+        "continual:cchain-cartpole",
+        total_timesteps=3 * 512,
+        num_steps=512,
+        num_minibatches=4,
+        update_epochs=1,
+        hidden_sizes=(16,),
+        runs_dir=runs_dir,
+        progress=False,
+        log_every=512,
+        continual=continual.ContinualArgs(steps_per_task=1024),
+    )
+    summary = ppo.main(args)
+    events = EventAccumulator(summary["run_dir"], size_guidance={"scalars": 0}).Reload()
+    ends = [(e.step, int(e.value)) for e in events.Scalars("charts/episodic_length")]
+    for iteration in (1, 2, 3):
+        inside = [length for step, length in ends if (iteration - 1) * 512 < step <= iteration * 512]
+        assert sum(inside) == 512, (iteration, inside)
+    assert 1 <= min(length for _, length in ends) and max(length for _, length in ends) <= AUTHORS_EPISODE_CAP
+    assert [task["start_step"] for task in summary["tasks"]] == [0, 1024]  # the new offset from the iteration's start
+
+
+def test_an_episode_cut_at_a_scheduled_switch_restarts_in_the_new_task():
+    env = continual.ContinualVecEnv(
+        "continual:cchain-cartpole", 1, 3, torch.device("cpu"), continual=continual.ContinualArgs(steps_per_task=4)
+    )
+    env.reset()
+    for _ in range(4):  # CartPole cannot fall in 4 steps from its initial states (±0.05)
+        step = env.step(torch.zeros(1, dtype=torch.long))
+    fresh = env.reset_where(torch.ones(1, dtype=torch.bool), step.obs)
+    assert int(env.switch_index[0]) == 1
+    assert torch.all((fresh[0] - env.shifts[0].offsets[1]).abs() <= 0.05)  # an initial state under level 1's offset
+
+
+def test_average_performance_is_eq1_by_hand(tmp_path):
+    """Two seeds, iterations of 10 steps: per run the mean over iterations of the iteration's mean episode return (an
+    episode ending exactly at step 10 is iteration 1's), then mean ± standard error over seeds."""
+    runs_dir = tmp_path / "runs"
+    env_id = "continual:cchain-cartpole"
+    episodes = {1: [(4, 4.0), (10, 6.0), (13, 3.0), (20, 7.0), (30, 10.0)], 2: [(10, 10.0), (17, 7.0), (20, 3.0), (30, 2.0)]}
+    for seed, points in episodes.items():
+        directory = write_run(runs_dir, "ppo", "ppo", seed, [], env_id=env_id, train_points=points)
+        args = json.loads((directory / "args.json").read_text()) | {"num_steps": 10, "num_envs": 1}
+        (directory / "args.json").write_text(json.dumps(args))
+    run_1 = np.mean([np.mean([4, 6]), np.mean([3, 7]), 10.0])  # 5, 5, 10 → 6.667
+    run_2 = np.mean([10.0, np.mean([7, 3]), 2.0])  # 10, 5, 2 → 5.667
+    assert report.average_performance(np.array([4, 10, 13, 20, 30]), np.array([4.0, 6, 3, 7, 10]), 10) == pytest.approx(run_1)
+    report.main([str(runs_dir), "--metric", "average-performance", "--reps", "50"])
+    rows = read_rows(runs_dir / "report")
+    where = dict(table="average_performance", group="ppo", env_id=env_id)
+    assert value(rows, estimator="mean", **where)[0] == pytest.approx((run_1 + run_2) / 2)
+    assert value(rows, estimator="standard_error", **where)[0] == pytest.approx(np.std([run_1, run_2], ddof=1) / math.sqrt(2))
+    assert "| continual:cchain-cartpole | ppo | 2 | 6.167 ± 0.500 |" in (runs_dir / "report" / "report.md").read_text()
+
+
+def test_average_performance_refuses_runs_without_iterations(tmp_path):
+    runs_dir = tmp_path / "runs"
+    write_run(runs_dir, "td3", "td3", 1, [], train_points=[(5, 1.0)])
+    with pytest.raises(report.UserError, match="needs PPO/GTR runs"):
+        report.write_report([runs_dir], metric="average-performance")
+
+
+def test_the_authors_recipe_learns_cartpoles_first_level(runs_dir):
+    """The paper's curves reach ≈ 390 on level 0 within ≈ 25 iterations (assets/curves_for_crl_gym_control.png); here the
+    training return of the last 5 iterations of 30 clears 200 in at least 2 of 3 seeds."""
+    args = ppo.Args.defaults_for(
+        "continual:cchain-cartpole", total_timesteps=30 * 800, seeds=(1, 2, 3), runs_dir=runs_dir, progress=False
+    )
+    summaries = ppo.main(args)["members"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    late = []
+    for summary in summaries:
+        events = EventAccumulator(summary["run_dir"], size_guidance={"scalars": 0}).Reload()
+        points = [(e.step, e.value) for e in events.Scalars("charts/episodic_return")]
+        late.append(report.average_performance(*map(np.array, zip(*[p for p in points if p[0] > 25 * 800])), 800))
+    assert sum(score >= 200 for score in late) >= 2, late
+
+
+def test_cchain_scales_a_categorical_policy_against_the_policy_loss_with_its_entropy_bonus(runs_dir):
+    """basic_utils.py's `policy_loss` (what the coefficient is scaled against) is the clipped surrogate minus
+    c1·entropy: with one update per iteration and a window of one, c = ρ·|L_clip − c_H·H| / L_churn of that update."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from plasticity.cchain import CChainArgs
+
+    args = ppo.Args(
+        env_id="CartPole-v1",
+        total_timesteps=256,
+        num_steps=64,
+        num_minibatches=1,
+        update_epochs=1,
+        ent_coef=0.5,
+        hidden_sizes=(8, 8),
+        eval_every=0,
+        eval_episodes=1,
+        log_every=64,
+        runs_dir=runs_dir,
+        progress=False,
+        cchain=CChainArgs(enabled=True, warmup=1, window=1, relative_scale=0.5, min_coef=0.0),
+    )
+    events = EventAccumulator(ppo.main(args)["run_dir"]).Reload()
+    tags = ("remedies/agent_cchain_coef", "losses/policy_loss", "losses/entropy", "remedies/agent_cchain_loss")
+    last = {tag: events.Scalars(tag)[-1].value for tag in tags}
+    policy_loss = last["losses/policy_loss"] - 0.5 * last["losses/entropy"]
+    expected = 0.5 * abs(policy_loss) / (last["remedies/agent_cchain_loss"] + 1e-8)
+    assert last["remedies/agent_cchain_coef"] == pytest.approx(expected, rel=1e-4)
+
+
+def test_an_episode_that_ends_on_a_rollouts_last_step_is_not_cut_again(runs_dir):
+    """Pendulum's episodes end by time limit after 200 steps, on every 200-step rollout's last step: each iteration
+    logs exactly one 200-step episode (a second cut would log an empty one at the same step)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ppo.Args(
+        env_id="torch:Pendulum-v1",
+        total_timesteps=600,
+        num_steps=200,
+        num_minibatches=2,
+        update_epochs=1,
+        hidden_sizes=(8,),
+        restart_episodes=True,
+        eval_every=0,
+        eval_episodes=1,
+        log_every=200,
+        runs_dir=runs_dir,
+        progress=False,
+    )
+    events = EventAccumulator(ppo.main(args)["run_dir"], size_guidance={"scalars": 0}).Reload()
+    assert [(e.step, e.value) for e in events.Scalars("charts/episodic_length")] == [(200, 200.0), (400, 200.0), (600, 200.0)]
