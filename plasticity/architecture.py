@@ -45,7 +45,8 @@ class NetArgs:
     """normalisation before each hidden nonlinearity: none, or LayerNorm (Lyle et al. 2024)"""
     activation: Literal["auto", "relu", "leaky-relu", "tanh", "crelu", "fourier"] = "auto"
     """hidden nonlinearity: auto (the agent's own: ReLU; PPO's tanh, ReLU on Atari), ReLU, LeakyReLU (slope 0.1, TRAC's and
-    C-CHAIN's classic control), tanh, CReLU [relu(z), relu(−z)] or deep Fourier features [sin z, cos z]; CReLU/Fourier layers get half the units (same feature width)"""
+    C-CHAIN's classic control), tanh, CReLU [relu(z), relu(−z)] or deep Fourier features [sin z, cos z]; CReLU/Fourier
+    layers get half the units (same feature width)"""
 
 
 @dataclasses.dataclass

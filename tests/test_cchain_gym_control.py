@@ -148,7 +148,8 @@ def test_rollout_normalisation_keeps_members_apart():
     changed.advantages[1] *= 100.0  # member 1 alone
     storage.normalize_advantages()
     changed.normalize_advantages()
-    assert torch.equal(storage.advantages[0], changed.advantages[0]) and torch.equal(storage.advantages[2], changed.advantages[2])
+    for unchanged in (0, 2):
+        assert torch.equal(storage.advantages[unchanged], changed.advantages[unchanged])
 
 
 def test_every_rollout_starts_fresh_episodes_and_logs_the_cut_ones(runs_dir):
