@@ -64,14 +64,12 @@ def parse(argv: list[str]) -> CompareArgs:
     return tyro.cli(CompareArgs, args=sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
 
 
-def main(argv: list[str]) -> Path:
-    args = parse(argv)
-    if args.seeds < 1:
-        raise UserError(f"--seeds must be at least 1, got {args.seeds}")
+def plan(args: CompareArgs) -> sweep.SweepArgs:
+    """The sweep compare runs: the baseline, the remedy (and the oracle), seeds 1..--seeds of each."""
     configs = [f"{sweep.BASELINE}=", f"{args.remedy_name}={args.remedy}"]
     if args.oracle:
         configs.append("oracle=--continual.oracle")
-    plan = sweep.SweepArgs(
+    return sweep.SweepArgs(
         agent=(args.agent,),
         env_id=(args.env_id,),
         seeds=tuple(range(1, args.seeds + 1)),
@@ -80,13 +78,19 @@ def main(argv: list[str]) -> Path:
         runs_dir=args.runs_dir,
         workers=args.workers,
     )
+
+
+def main(argv: list[str]) -> Path:
+    args = parse(argv)
+    if args.seeds < 1:
+        raise UserError(f"--seeds must be at least 1, got {args.seeds}")
     print(
         f"compare: {args.agent} on {args.env_id}, baseline vs {args.remedy_name} ({args.remedy})"
         f"{' and the oracle' if args.oracle else ''}, {args.seeds} seeds each",
         flush=True,
     )
     print(f"  every run: {shlex.join(shlex.split(args.flags))}", flush=True)
-    results = sweep.run_sweep(plan)
+    results = sweep.run_sweep(plan(args))
     if any(r["state"] != "finished" for r in results):
         raise UserError("some runs did not finish (listed above) — rerun the same command to resume them")
     from commands.report import write_report
