@@ -3,7 +3,8 @@ and what of that setting our suite does not reproduce.
 
 `RUNS` is the one place these settings live. Each "As the authors run it" line of docs/remedies/*.md is `markdown(run)`
 of one entry, and tests/test_authors.py parses every such documented command with its agent's own parser and checks
-each value below on the parsed flags, so a renamed flag, a changed default or an edited docs line fails a test.
+each value below on the parsed flags, so a renamed flag, a value parsed differently or an edited docs line fails a
+test. Every value is passed explicitly, so a later change of an agent's defaults does not change these commands.
 """
 
 from __future__ import annotations
