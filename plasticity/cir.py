@@ -7,7 +7,7 @@ width 512 (`--hidden-sizes 512,512` in `dmc/train_dmc.py` and the README's comma
 of both critics (`DoubleQFunc.layernorm`); PyTorch's default initialisation and LayerNorm ε (the code sets neither);
 the target λ = 0.3 on DMC (`update_q_functions` in `dmc/algo/cir.py`) and plain min on HumanoidBench (the same in
 `humanoidbench/algo/cir.py`); SMR with M = 2 (the README's `--smr --ratio 2`). Our default λ = 1 keeps TD3/SAC's
-clipped double-Q unless asked for [ours].
+clipped double-Q unless asked for [our choice].
 
 Two plug-ins that TD3 and SAC take from the command line:
 
