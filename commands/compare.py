@@ -1,6 +1,6 @@
 """`cleanrl-plus compare`: a baseline against one remedy over several seeds, then the report — one command.
 
-    cleanrl-plus compare                                     # PPO on continual CartPole: baseline vs shrink-and-perturb
+    cleanrl-plus compare            # PPO on continual CartPole: baseline vs shrink-and-perturb, 10 seeds each
     cleanrl-plus compare --agent td3 --env-id Pendulum-v1 --remedy "--cir.critic" --remedy-name cir \\
                          --flags "--total-timesteps 10000 --learning-starts 1000 --eval-every 2000"
 
@@ -8,7 +8,9 @@ The default is the cheapest real plasticity experiment we know (docs/experiments
 PPO with rl-zoo's CartPole recipe at a constant learning rate on continual CartPole, where a random N(0, 2²)
 observation offset arrives every 40k steps (3 tasks). A single persistent PPO agent tends to collapse to ≈ 9 after a
 switch; the report shows whether the remedy keeps it learning. `--oracle` adds a fresh agent per task as the
-reference. It is a sweep (`runs/compare/`, idempotent: rerunning skips finished runs) followed by `report`.
+reference. It is a sweep (`runs/compare/`, idempotent: rerunning skips finished runs) followed by `report`. Each
+configuration's seeds train as one group (`--seeds`, one process), so the default, 10 seeds per configuration (the
+fewest the report accepts for a claim), is two processes, one per core (time: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tyro
 
 from cleanrl_plus.errors import UserError
 from commands import sweep
+from commands.report import MIN_SEEDS_FOR_COMPARISONS
 
 # rl-zoo's PPO CartPole recipe (docs/agents/ppo.md) with a constant learning rate, as in the continual CartPole measurements
 PPO_CONTINUAL_CARTPOLE_RECIPE = (
@@ -45,8 +48,8 @@ class CompareArgs:
     """the remedy's name in the report (its runs are {agent}-{remedy_name})"""
     flags: str = CONTINUAL_CARTPOLE_FLAGS
     """flags for every run (default: PPO's CartPole recipe on a 3 × 40k-step continual schedule)"""
-    seeds: int = 3
-    """seeds per group (3 runs in minutes; ≥ 10 for claims — the report says so)"""
+    seeds: int = MIN_SEEDS_FOR_COMPARISONS
+    """seeds per configuration (10: enough for a claim; each configuration's seeds train together in one process)"""
     oracle: bool = False
     """also run a fresh agent per task (--continual.oracle) and report the ratios to it"""
     runs_dir: str = "runs/compare"
@@ -61,14 +64,12 @@ def parse(argv: list[str]) -> CompareArgs:
     return tyro.cli(CompareArgs, args=sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
 
 
-def main(argv: list[str]) -> Path:
-    args = parse(argv)
-    if args.seeds < 1:
-        raise UserError(f"--seeds must be at least 1, got {args.seeds}")
+def plan(args: CompareArgs) -> sweep.SweepArgs:
+    """The sweep compare runs: the baseline, the remedy (and the oracle), seeds 1..--seeds of each."""
     configs = [f"{sweep.BASELINE}=", f"{args.remedy_name}={args.remedy}"]
     if args.oracle:
         configs.append("oracle=--continual.oracle")
-    plan = sweep.SweepArgs(
+    return sweep.SweepArgs(
         agent=(args.agent,),
         env_id=(args.env_id,),
         seeds=tuple(range(1, args.seeds + 1)),
@@ -77,13 +78,19 @@ def main(argv: list[str]) -> Path:
         runs_dir=args.runs_dir,
         workers=args.workers,
     )
+
+
+def main(argv: list[str]) -> Path:
+    args = parse(argv)
+    if args.seeds < 1:
+        raise UserError(f"--seeds must be at least 1, got {args.seeds}")
     print(
         f"compare: {args.agent} on {args.env_id}, baseline vs {args.remedy_name} ({args.remedy})"
         f"{' and the oracle' if args.oracle else ''}, {args.seeds} seeds each",
         flush=True,
     )
     print(f"  every run: {shlex.join(shlex.split(args.flags))}", flush=True)
-    results = sweep.run_sweep(plan)
+    results = sweep.run_sweep(plan(args))
     if any(r["state"] != "finished" for r in results):
         raise UserError("some runs did not finish (listed above) — rerun the same command to resume them")
     from commands.report import write_report

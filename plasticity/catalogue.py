@@ -129,7 +129,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy(
         "CIR",
         "architecture",
-        "constrained initial representations (plasticity/cir.py)",
+        "Lyu et al. 2026, TD learning with constrained initial representations",
         "--cir.critic",
         _flag("cir.critic"),
         _CIR_ONLY,
@@ -177,12 +177,17 @@ REMEDIES: tuple[Remedy, ...] = (
         "stacked in it",
     ),
     Remedy(
-        "SWD", "replay/other", "Sample Weight Decay (plasticity/swd.py)", "--swd.enabled", _flag("swd.enabled"), _NO_REPLAY
+        "SWD",
+        "replay/other",
+        "Wu et al. 2026, Sample Weight Decay for mitigating plasticity loss",
+        "--swd.enabled",
+        _flag("swd.enabled"),
+        _NO_REPLAY,
     ),
     Remedy(
         "LEAST",
         "replay/other",
-        "early stopping of unpromising episodes (plasticity/least.py)",
+        "Liu et al. 2025, The courage to stop (early episode stops)",
         "--least.enabled",
         _flag("least.enabled"),
         {

@@ -1,4 +1,13 @@
-"""CIR: Constrained Initial Representations (docs/remedies/architecture.md; official code `dmc/algo/cir.py`).
+"""CIR: Constrained Initial Representations.
+
+Paper: Lyu, Yang, Qiao, Liu, Liu, Ye, Lu, Li, "Temporal Difference Learning with Constrained Initial Representations"
+(2026, arXiv 2602.11800). Official code: dmksjfl/CIR; the torso is `DoubleQFunc` and AvgL1Norm is `AvgL1Norm` in
+`dmc/algo/cir.py` (HumanoidBench: `humanoidbench/algo/cir.py`). Where each default is read:
+width 512 (`--hidden-sizes 512,512` in `dmc/train_dmc.py` and the README's commands); one LayerNorm for every site
+of both critics (`DoubleQFunc.layernorm`); PyTorch's default initialisation and LayerNorm ε (the code sets neither);
+the target λ = 0.3 on DMC (`update_q_functions` in `dmc/algo/cir.py`) and plain min on HumanoidBench (the same in
+`humanoidbench/algo/cir.py`); SMR with M = 2 (the README's `--smr --ratio 2`). Our default λ = 1 keeps TD3/SAC's
+clipped double-Q unless asked for [our choice].
 
 Two plug-ins that TD3 and SAC take from the command line:
 

@@ -1,23 +1,30 @@
-"""LEAST: learn to stop episodes early (ICML 2025; docs/remedies/replay-other.md — no official code exists, so
-the rule below is our reconstruction from the paper's summaries, every [our default] marked).
+"""LEAST: learn to stop episodes early.
 
-At within-episode step i of each env, with Q̂ = min(Q₁, Q₂)(s, a) of the action taken [our default] and
+Paper: Liu, Obando-Ceron, Castro, Courville, Pan, "The Courage to Stop: Overcoming Sunk Cost Fallacy in Deep
+Reinforcement Learning" (ICML 2025, arXiv 2506.13672). We found no official code, and the paper's own text was not
+available to us: the rule below follows descriptions of its method, so what it attributes to the paper (the
+step-indexed histories B_Q and B_G of the last K episodes, the median threshold ε_i, the learning-potential weight ω_i,
+the two-sided stop rule, t_start and the robust range of c) is unchecked against the paper's equations, and everything
+we chose is marked [our choice].
+
+At within-episode step i of each env, with Q̂ = min(Q₁, Q₂)(s, a) of the action taken [our choice] and
 Ḡ_i the mean, over the episode so far, of the acting transitions' TD errors |r + γ(1 − terminated)·V̄(s') − Q̂|
-[our default: a single transition's TD error is so noisy that testing it at every step stopped ~97% of
+[our choice: a single transition's TD error is so noisy that testing it at every step stopped ~97% of
 Pendulum episodes within a few steps; the running mean keeps the "learning potential" meaning]:
 
     ε_i = median_k B_Q[k, i]            Q̂ at step index i over the last K episodes (median, not mean)
     ω_i = median_k B_G[k, i] / Ḡ_i      learning potential: a surprising episode (large Ḡ) loosens the bar
     stop if Q̂ < c·ω_i·ε_i   (ε_i ≥ 0)     or   Q̂ < ε_i / (c·ω_i)   (ε_i < 0)
 
-only after `start` of the run (t_start, 10–20% on MuJoCo) and once ≥ `min_history` episodes reached step i.
-c = 0.5 (the paper's weight coefficient is "robust in [0.3, 0.6]"), K = 250 episodes.
+only after `start` of the run (t_start: 10–20% on MuJoCo in the paper; 15% [our choice]) and once ≥ `min_history`
+episodes reached step i (10 [our choice]). c = 0.5 [our choice, inside the range [0.3, 0.6] the paper reports
+robust]; K = 250 episodes [our choice].
 
 A stopped episode is a **truncation**: its last transition is stored with terminated = 0 (bootstrapped from
 s'), the env is reset, and the episode counts in the statistics with the steps it really took. Logged:
 least/stop_rate (fraction of finished episodes that were stopped) and least/steps_saved (time-limit steps
 the stopped episodes did not use). The entropy-aware window and the exploration-noise schedule of the paper
-are not implemented (their formulas are not public either).
+are not implemented (we could not read their formulas).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ class LEASTArgs:
     weight: Positive = 0.5
     """c: the stop threshold is c·ω·ε (ε ≥ 0) or ε/(c·ω) (ε < 0); the paper reports [0.3, 0.6] robust"""
     min_history: AtLeastOne = 10
-    """episodes that must have reached step i before step i can stop an episode [our default]"""
+    """episodes that must have reached step i before step i can stop an episode [our choice]"""
 
 
 class EpisodeStopper:

@@ -6,8 +6,12 @@
   the new weights; and what the network declares in `restarts_with` starts afresh too — SAC's temperature α and its
   Adam state, since the authors' reset builds a completely new agent, temperature included [code]. F = 200,000
   updates [ours; the authors reset every 2·10⁵ environment steps, so with U updates per step use F = 2·10⁵·U].
-- Shrink & perturb (Ash & Adams 2020; RL form as in SR-SPR/BBF): θ ← α·θ + (1 − α)·φ with φ a fresh
-  initialisation, α = 0.8 [ours: SR-SPR's value as we recall it]; optimiser state dropped; targets keep tracking by Polyak.
+- Shrink & perturb (Ash & Adams, "On Warm-Starting Neural Network Training", NeurIPS 2020, arXiv 1910.08475, shrink
+  the weights and add noise; the RL form of D'Oro, Schwarzer, Nikishin, Bacon, Bellemare, Courville, "Sample-Efficient
+  Reinforcement Learning by Breaking the Replay Ratio Barrier", ICLR 2023, SR-SPR): θ ← α·θ + (1 − α)·φ with φ a
+  fresh initialisation, α = 0.8 [SR-SPR's: `BBFAgent.shrink_factor = 0.8` and `perturb_factor = 0.2` in
+  google-research/google-research `bigger_better_faster/bbf/configs/SR_SPR.gin`, combined as shrink·θ + perturb·φ by
+  `interpolate_weights` in `bbf/agents/spr_agent.py`]; optimiser state dropped; targets keep tracking by Polyak.
 - Layer resetting (Nikishin et al. 2022 as above; `train_pixels.py` resets DrQ's actor and critic heads): every F
   updates the last k layers of the network (`--reset.layers`, k = 1: the head) get a fresh initialisation from the
   network's own initialiser; the optimiser state of exactly those parameters is dropped, the same layers of the
@@ -110,7 +114,7 @@ class ResetArgs:
     redo_batch: AtLeastOne = 256
     """ReDo: replay batch used to score units"""
     shrink: Fraction = 0.8
-    """shrink-and-perturb: α in θ ← α·θ + (1 − α)·φ"""
+    """shrink-and-perturb: α in θ ← α·θ + (1 − α)·φ (0.8: SR-SPR's shrink factor)"""
     cbp_replacement_rate: Fraction = 1e-4
     """CBP: ρ, units replaced per step per mature unit of a layer (fractions accumulate)"""
     cbp_maturity: Count = 10_000

@@ -1,9 +1,12 @@
 """Sample Weight Decay (SWD): replay sampling whose probability decays linearly with a transition's age.
 
-Paper: "Sample Weight Decay" (plasticity via replay; docs/remedies/replay-other.md).
-Rule (official code): age a = t − tᵢ in insertion steps, weight w(a) = max(w_min, 1 − a/T), indices drawn
-i.i.d. with replacement with p ∝ w; the loss stays an unweighted mean. Defaults T = 80,000, w_min = 0.1
-[code]. T = 0 is uniform sampling. The "augment" ablation (SWA) up-weights old data: w = min(1, w_min + a/T).
+Paper: Wu, Tang, Ma, Liu, Zheng, Hao, "The Rank and Gradient Lost in Non-stationarity: Sample Weight Decay for
+Mitigating Plasticity Loss in Reinforcement Learning" (2026, arXiv 2604.01913). Official code, linked from the paper's
+abstract: wzhhasadream/CleanRL-JAX, `cleanrl_jax/utils/ReplayBuffer.py` (`_sample_with_bias`).
+Rule [code]: age a = t − tᵢ in insertion steps, weight w(a) = max(w_min, 1 − a/T), indices drawn i.i.d. with
+replacement with p ∝ w; the loss stays an unweighted mean. Defaults [code]: T = 80,000 (`linear_decay_steps` in
+`train_td3.py` and `train_sac.py`), w_min = 0.1 (the buffer's `min_weight`). T = 0 is uniform sampling, as there.
+The "augment" ablation (SWA) up-weights old data: w = min(1, w_min + a/T) (the code's negative `linear_decay_steps`).
 
 Exact O(1) sampling, never an O(N) weight vector: write w(a) = w_min + (a* − a)/T on a < a* = T(1 − w_min)
 (and w_min beyond). For integer ages this is a mixture of uniform pieces and one discrete triangle

@@ -428,6 +428,19 @@ def test_dry_run_refuses_what_every_run_would_refuse_at_start_up(argv, expected,
     assert not any(tmp_path.iterdir())
 
 
+def test_compare_by_default_runs_enough_seeds_for_a_claim_each_configuration_as_one_group(tmp_path):
+    from commands import compare
+    from commands.report import MIN_SEEDS_FOR_COMPARISONS
+
+    args = compare.parse(["--runs-dir", str(tmp_path)])
+    assert args.seeds == MIN_SEEDS_FOR_COMPARISONS == 10
+    jobs = _jobs(compare.plan(args))
+    assert [(job.first.exp_name, [run.seed for run in job.runs]) for job in jobs] == [
+        ("ppo", list(range(1, 11))),
+        ("ppo-shrink-perturb", list(range(1, 11))),
+    ]
+
+
 def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):
     from commands import compare
 
