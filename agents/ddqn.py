@@ -311,11 +311,11 @@ def main(args: Args) -> dict:
         # ---- learn -------------------------------------------------------------------------------------------
         if learn:
             if crossed(previous_step, global_step, args.train_frequency):
-                for _ in range(args.gradient_steps):
+                for gradient_step in range(args.gradient_steps):
                     batch = replay.sample(args.batch_size)
                     losses = update(batch, plasticity.reference_batch(replay, args.batch_size))
                     num_updates += 1
-                    plasticity.after_update(num_updates, replay, global_step)
+                    plasticity.after_update(num_updates, replay, global_step, gradient_step == args.gradient_steps - 1)
                 losses = (
                     losses
                     | {"replay/sample_age": replay.age(batch).float().mean(-1), "charts/epsilon": epsilon}

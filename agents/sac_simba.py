@@ -407,7 +407,7 @@ def main(args: Args) -> dict:
                 ]
                 losses = update(batch, draws)
                 num_updates += 1
-                plasticity.after_update(num_updates, replay, global_step)
+                plasticity.after_update(num_updates, replay, global_step, update_index == args.updates_per_step - 1)
             losses = losses | {"replay/sample_age": replay.age(batch).float().mean(dim=-1)} | plasticity.report()
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, obs)

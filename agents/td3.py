@@ -326,7 +326,7 @@ def main(args: Args) -> dict:
                 num_updates += 1
                 if num_updates % args.policy_frequency == 0:
                     losses |= update_actor(batch, plasticity.reference_batch(replay, args.batch_size))
-                plasticity.after_update(num_updates, replay, global_step)
+                plasticity.after_update(num_updates, replay, global_step, gradient_step == args.gradient_steps - 1)
             losses |= {"replay/sample_age": replay.age(batch).float().mean(dim=-1)} | plasticity.report()
 
         session.after_step(previous_step, global_step, num_updates, losses, actor, obs)

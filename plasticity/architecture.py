@@ -18,9 +18,10 @@
   cannot decay the effective learning rate [paper]. `--nap.enabled` therefore puts a LayerNorm before every
   nonlinearity of every torso: MLP hidden layers, the convolutions and dense layer of the CNNs (cleanrl_plus.encoders),
   and the expansion layer of SimBa's residual blocks, whose ReLU otherwise reads an unnormalised W₁·LN(h)
-  (cleanrl_plus.simba). Projected: every weight matrix — hidden layers, heads and CNN kernels, ensemble members each on
-  their own; left free: biases and the norms' scale and shift [ours: the paper's treatment of the norms' affine
-  parameters and of the unnormalised output layer was not checked against its text].
+  (cleanrl_plus.simba). Projected: every weight matrix that a norm follows — hidden layers and CNN kernels, ensemble
+  members each on their own [paper]; left free: biases, the norms' scale and shift, and the output heads, whose scale
+  sets the output's (a head projected to its initial norm, 0.01 for PPO's policy, pins μ near 0) [ours: the text of
+  arXiv 2407.01800v1 that we could check names no projection of the unnormalised output layer].
 
 Reach: MLP torsos of every agent (incl. the twin-critic ensemble stack and SAC's MLP encoder), SimBa residual blocks
 (activation; --net.norm layer is refused there, NaP adds its one norm), and DDQN's and PPO's CNNs (--net.norm and NaP
@@ -70,10 +71,13 @@ def _matrix_norms(weight: torch.Tensor, ensemble: bool) -> torch.Tensor:
 
 
 class NormProjector:
-    """NaP's projection for one network: targets are the weight norms at construction (checkpointed)."""
+    """NaP's projection for one network, its `heads` left free: targets are the weight norms at construction
+    (checkpointed)."""
 
-    def __init__(self, module: nn.Module) -> None:
-        self.layers = weight_layers(module)  # fixed at construction: resets write into these tensors
+    def __init__(self, module: nn.Module, heads: tuple[nn.Module, ...] = ()) -> None:
+        head_layers = {id(m) for head in heads for m in head.modules()}
+        # fixed at construction: resets write into these tensors
+        self.layers = [(layer, ensemble) for layer, ensemble in weight_layers(module) if id(layer) not in head_layers]
         self.targets = [_matrix_norms(layer.weight.detach(), ensemble).clone() for layer, ensemble in self.layers]
         self.projections = torch.zeros((), dtype=torch.int64, device=next(module.parameters()).device)  # in place: graphs.py
 

@@ -86,12 +86,10 @@ RUNS: tuple[AuthorsRun, ...] = (
             "normalize_obs": False,
             "reset.method": "full",
             "reset.networks": "both",
-            "reset.every": 600_000,
+            "reset.every": 200_000,
         },
-        "evgenii-nikishin/rl_with_resets, README's `train_dense.py` command, `configs/sac.py`, target entropy −|A|/2 "
-        "in `continuous_control/agents/sac/sac_learner.py`",
-        "`--reset.every` counts updates from `--learning-starts`, so the resets land at 210k, 410k, … environment "
-        "steps; theirs land at 200k, 400k, ….",
+        "evgenii-nikishin/rl_with_resets, README's `train_dense.py` command, `configs/sac.py` (`reset_interval` 2·10⁵ "
+        "environment steps), target entropy −|A|/2 in `continuous_control/agents/sac/sac_learner.py`",
     ),
     AuthorsRun(
         "ReGraMa",

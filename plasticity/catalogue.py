@@ -252,7 +252,7 @@ def check(agent: str, args: Any, activation: str = "relu", shared_torso: bool = 
     method = _get(args, "reset.method", "off")
     if method in _NEEDS_RELU and activation == "tanh":
         raise UserError(f"{_NEEDS_RELU[method]} ReLU units; {agent} with tanh units has none — add --net.activation relu")
-    if shared_torso and method != "off" and _get(args, "reset.networks") != "both":
+    if shared_torso and method != "off" and _get(args, "reset.networks") not in ("both", "auto"):
         raise UserError(
             f"on Atari, {agent}'s policy and value heads share one torso, so a reset touches both — drop --reset.networks"
         )

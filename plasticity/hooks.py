@@ -63,7 +63,7 @@ class _NetworkHooks:
         self.initial = [p.detach().clone() for p in self.parameters] if args.reg.l2_init else []
         head_ids = {id(m) for head in net.heads for m in head.modules()}
         self.hidden_layers = [(layer, ensemble) for layer, ensemble in weight_layers(net.module) if id(layer) not in head_ids]
-        self.projector = NormProjector(net.module) if args.nap.enabled else None
+        self.projector = NormProjector(net.module, net.heads) if args.nap.enabled else None
         self.clipper = WeightClipper(net.module, args.clip.kappa) if args.clip.kappa > 0 else None
         self.churn = (
             ChurnReducer(args.cchain, net.module, net.churn or ChurnTarget(net.forward), members)

@@ -2,9 +2,9 @@
 (--optim.*): TRAC around the base optimiser, and PSGD-Kron from the `heavyball` package.
 
 - TRAC (Muppidi, Zhang, Yang, "Fast TRAC: a parameter-free optimizer for lifelong reinforcement learning", NeurIPS
-  2024; official code ComputationalRobotics/TRAC, `package/src/trac_optimizer/trac.py`, read for the rule below).
-  The base optimiser (our Adam) moves an offset Δ from the reference θ_ref = θ₀; the played parameters are
-  θₜ = θ_ref + Sₜ·Δₜ with a scale Sₜ ≥ 0 tuned online:
+  2024; official code ComputationalRobotics/TRAC, `package/src/trac_optimizer/trac.py`, read for the rule below;
+  tests/test_fidelity.py follows its update on Adam step by step). The base optimiser (our Adam) moves an offset Δ
+  from the reference θ_ref = θ₀; the played parameters are θₜ = θ_ref + Sₜ·Δₜ with a scale Sₜ ≥ 0 tuned online:
 
       Δₜ = (θₜ − θ_ref)/(Sₜ + ε)                  (recovered from θ, so resets and projections of θ stay visible)
       hₜ = ⟨gₜ, Δₜ⟩                                (gₜ: the gradient at θₜ; summed over the network's parameters)

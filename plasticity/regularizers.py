@@ -26,8 +26,10 @@ parameters (the leading, member-major dimension of each tensor), so no member's 
   step each weight and bias of a layer is clipped to [−κ·b_l, κ·b_l], b_l = 1/√fan_in, the bound of PyTorch's default
   uniform initialisation of that layer, whatever initialiser the network used (`InitBounds`) [code]; output layers
   are clipped too (`clip_last_layer` on) [code]. κ = 3 in their PPO runs (`ppo_continuous_action_clipped.py`) [code];
-  off by default. LayerNorm scale/shift and PPO's state-independent log σ are not clipped [ours: their networks have
-  no LayerNorm; their code clips a log σ vector as a weight of fan-in 1].
+  off by default. A parameter outside every layer is clipped too, as their optimiser clamps every entry of
+  `agent.parameters()`: PPO's state-independent log σ, shape (1, A) in their agent, is a 2-D tensor whose fan-in
+  (`_calculate_fan_in_and_fan_out`) is A, so it is clipped to ±κ/√A [code]; ours, (members, A), gets each member the
+  same bound. LayerNorm scale/shift are not clipped [ours: their networks have no LayerNorm].
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import math
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.nn import EnsembleLinear, MemberConv2d
+from cleanrl_plus.nn import EnsembleLayerNorm, EnsembleLinear, MemberConv2d
 from cleanrl_plus.ranges import NonNegative, Positive
 
 PARSEVAL_WIDTH = 64  # the width the authors tuned λ at: λ·(64/n)² per layer of n units [code]
@@ -126,13 +128,24 @@ def fan_in(layer: nn.Module, ensemble: bool) -> int:
     return layer.weight[0, 0].numel() if ensemble else layer.weight[0].numel()
 
 
+def free_parameters(module: nn.Module) -> list[torch.Tensor]:
+    """Trainable parameters outside every weight layer and normalisation layer (PPO's state-independent log σ)."""
+    norms = (nn.LayerNorm, EnsembleLayerNorm)
+    owned = {id(p) for layer, _ in weight_layers(module) for p in layer.parameters()}
+    owned |= {id(p) for m in module.modules() if isinstance(m, norms) for p in m.parameters()}
+    return [p for p in module.parameters() if id(p) not in owned and p.requires_grad]
+
+
 class WeightClipper:
-    """Clip each layer's weight and bias to ±κ/√fan_in after every step (module docstring)."""
+    """Clip each layer's weight and bias to ±κ/√fan_in after every step, and each free parameter of shape (members, n)
+    to ±κ/√n (module docstring)."""
 
     def __init__(self, module: nn.Module, kappa: float) -> None:
         layers = weight_layers(module)
         self.layers = [layer for layer, _ in layers]
+        self.free = free_parameters(module)
         self.bounds = [kappa / math.sqrt(fan_in(layer, ensemble)) for layer, ensemble in layers]  # host floats, once
+        self.free_bounds = [kappa / math.sqrt(p.shape[-1]) for p in self.free]  # their (1, A) log σ: fan-in A
         self.clips = torch.zeros((), dtype=torch.int64, device=next(module.parameters()).device)  # in place: graphs.py
 
     @torch.no_grad()
@@ -141,6 +154,8 @@ class WeightClipper:
             layer.weight.clamp_(-bound, bound)
             if layer.bias is not None:
                 layer.bias.clamp_(-bound, bound)
+        for parameter, bound in zip(self.free, self.free_bounds):
+            parameter.clamp_(-bound, bound)
         self.clips += 1
 
     def state_dict(self) -> dict:

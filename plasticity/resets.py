@@ -1,11 +1,13 @@
 """The neuron-reset family: full resets, shrink-and-perturb, layer resetting, ReDo, ReGraMa, plasticity injection and CBP.
 
 - Full reset (Nikishin, Schwarzer, D'Oro, Bacon, Courville, "The Primacy Bias in Deep RL", ICML 2022; official code
-  evgenii-nikishin/rl_with_resets, `train_dense.py`): every F updates the network gets a fresh initialisation; the
-  replay buffer is kept; its optimiser state is dropped (fresh moments and step); its target network is rebuilt from
-  the new weights; and what the network declares in `restarts_with` starts afresh too — SAC's temperature α and its
-  Adam state, since the authors' reset builds a completely new agent, temperature included [code]. F = 200,000
-  updates [ours; the authors reset every 2·10⁵ environment steps, so with U updates per step use F = 2·10⁵·U].
+  evgenii-nikishin/rl_with_resets, `train_dense.py`): every F environment steps the network gets a fresh
+  initialisation; the replay buffer is kept; its optimiser state is dropped (fresh moments and step); its target
+  network is rebuilt from the new weights; and what the network declares in `restarts_with` starts afresh too —
+  SAC's temperature α and its Adam state, since the authors' reset builds a completely new agent, temperature
+  included [code]. F = 200,000 environment steps per member, counted from the run's start (`i % reset_interval == 0`
+  after step i's updates, `reset_interval` 2·10⁵) [code]: ours lands after the last update of the environment step
+  that reaches each multiple of F (PPO: after the first update of its iteration).
 - Shrink & perturb (Ash & Adams, "On Warm-Starting Neural Network Training", NeurIPS 2020, arXiv 1910.08475, shrink
   the weights and add noise; the RL form of D'Oro, Schwarzer, Nikishin, Bacon, Bellemare, Courville, "Sample-Efficient
   Reinforcement Learning by Breaking the Replay Ratio Barrier", ICLR 2023, SR-SPR): θ ← α·θ + (1 − α)·φ with φ a
@@ -13,26 +15,32 @@
   google-research/google-research `bigger_better_faster/bbf/configs/SR_SPR.gin`, combined as shrink·θ + perturb·φ by
   `interpolate_weights` in `bbf/agents/spr_agent.py`]; optimiser state dropped; targets keep tracking by Polyak.
 - Layer resetting (Nikishin et al. 2022 as above; `train_pixels.py` resets DrQ's actor and critic heads): every F
-  updates the last k layers of the network (`--reset.layers`, k = 1: the head) get a fresh initialisation from the
-  network's own initialiser; the optimiser state of exactly those parameters is dropped, the same layers of the
-  target network are overwritten with the new weights, and `restarts_with` starts afresh (DrQ's reset builds a new
-  temperature too) [code]. F = 200,000 and k = 1 [ours]. Several heads reading the same features (SAC's mean and
-  log σ) count as one layer. With --net.norm layer, a layer's LayerNorm is reset with it.
+  environment steps the last k layers of the network (`--reset.layers`, k = 1: the head) get a fresh initialisation
+  from the network's own initialiser; the optimiser state of exactly those parameters is dropped, the same layers of
+  the target network are overwritten with the new weights, and `restarts_with` starts afresh (DrQ's reset builds a
+  new temperature too) [code]. F = 200,000 environment steps, counted as the full reset's, and k = 1 [ours]. Several
+  heads reading the same features (SAC's mean and log σ) count as one layer. With --net.norm layer, a layer's
+  LayerNorm is reset with it.
 - ReDo (Sokar, Agarwal, Castro, Evci, "The Dormant Neuron Phenomenon in Deep RL", ICML 2023; official code
   google/dopamine, `dopamine/labs/redo/weight_recyclers.py`): every F = 1,000 updates, on a fresh replay batch (256),
   every hidden unit with τ-dormant score ≤ τ = 0.1 gets fresh incoming weights (from the network's own initialiser)
   and a zero bias, and zero outgoing weights, so the output is unchanged at that moment; the Adam moments of exactly
   those entries are zeroed and, by default, their Adam step counts restart (below). Targets need no change.
 - ReGraMa (Liu, Wu, Obando-Ceron, Castro, Courville, Pan, "Measure gradients, not activations! Enhancing neuronal
-  activity in deep reinforcement learning", 2025, arXiv 2505.24061): ReDo with the gradient-magnitude score GraMa in
-  place of the activation score, sᵢ = E_x|∂L/∂zᵢ(x)| / mean_k E_x|∂L/∂z_k(x)| over the units of a layer, zᵢ the
-  pre-activation of unit i (what its nonlinearity reads) and L the network's training loss [paper]; it applies to any
-  activation (tanh PPO too). Units with sᵢ ≤ τ are recycled exactly as ReDo's (fresh incoming, zero outgoing weights,
-  Adam state restarted). The expectation runs over the rows of every training batch since the last recycling,
-  gathered by hooks on the training backward passes, so no extra batch is drawn [ours]. Every 1,000 updates,
-  τ = 0.01 [ours: a third-party implementation's values; the paper's were not available to us]. A public repository
-  (grad-based-plasticity-metrics, `utils/ReDo.py`) scores units by their incoming weights' gradients instead; we
-  follow the paper.
+  activity in deep reinforcement learning", 2025, arXiv 2505.24061; official code, linked from its v2 abstract:
+  rippl-svg/grad-based-plasticity-metrics, `utils/ReDo.py` `GradientReDo`, run from `main.py`): every F = 1,000
+  updates, each unit i of every weight layer, the output layer included, is scored from the gradient of the last
+  backward pass, sᵢ = mean_j |∂L/∂W_ij| over its incoming weights, divided by (the layer's mean score + 1e-9); units
+  with sᵢ ≤ τ get fresh incoming weights and bias from the network's own initialiser (theirs: PyTorch's default,
+  the initialiser of their networks); outgoing weights and the optimiser state are left as they are; τ = 0 (exactly
+  zero gradient) [code; 0.1 in its README's example]. Only the critics, each twin on its own (`--reset.networks
+  auto`) [code: `main.py` builds one GradientReDo per Q-network]. Theirs runs between the critic's backward and its
+  Adam step, zeroing the recycled rows' gradients; ours runs after the step, on the gradients it kept, so the fresh
+  rows skip that one step of Adam's momentum [ours: the update stays one captured graph].
+  `--reset.regrama-score preactivations` keeps this module's earlier reading of the paper's formula: sᵢ =
+  E_x|∂L/∂zᵢ(x)| / mean_k E_x|∂L/∂z_k(x)|, zᵢ the pre-activation of hidden unit i, summed over every training batch
+  since the last recycling by hooks on the backward passes, units recycled as ReDo's (fresh incoming, zero outgoing
+  weights, Adam state restarted) [ours: an option, since we have not checked the paper's text against its code].
 - Plasticity injection (Nikishin et al., "Deep Reinforcement Learning with Plasticity Injection", NeurIPS 2023; no
   official code): once, at update F, the network's head h_θ becomes
   h_θ(φ) + h_θ′(φ) − h_θ′⁻(φ) with θ frozen, θ′ fresh and trainable, θ′⁻ a frozen copy of θ′, so the output is
@@ -92,6 +100,7 @@ DEFAULT_EVERY = {
     "layers": 200_000,
     "regrama": 1_000,
 }
+ENV_STEP_METHODS = ("full", "layers")  # F counts environment steps, as Nikishin et al. 2022 count them
 
 
 @dataclasses.dataclass
@@ -101,16 +110,21 @@ class ResetArgs:
     injection (once), continual backprop (replace the least useful mature units), layer resetting (the last k layers), or
     ReGraMa (recycle units with vanishing gradients)"""
     every: Count = 0
-    """gradient updates between events (injection: the update at which it happens, once); 0 = the method's default
-    (full, S&P and layers 200,000; ReDo and ReGraMa 1,000; injection 250,000; CBP 1)"""
+    """full and layer resets: environment steps between resets (per member, as Nikishin et al. count them); the other
+    methods: gradient updates between events (injection: the update at which it happens, once); 0 = the method's
+    default (full, S&P and layers 200,000; ReDo and ReGraMa 1,000; injection 250,000; CBP 1)"""
     layers: AtLeastOne = 1
     """layer resetting: how many of the last layers to re-initialise (1 = the output layer)"""
-    networks: Literal["critic", "actor", "both"] = "both"
-    """which networks the remedy touches ('both': all of them; PPO on Atari frames has one, policy and value on one torso)"""
+    networks: Literal["auto", "critic", "actor", "both"] = "auto"
+    """which networks the remedy touches ('both': all of them; PPO on Atari frames has one, policy and value on one torso;
+    'auto': the method's own — ReGraMa the critic, as its authors, every other method all)"""
     redo_tau: NonNegative = 0.1
     """ReDo: units with τ-dormant score ≤ redo_tau are recycled"""
-    regrama_tau: NonNegative = 0.01
-    """ReGraMa: units with gradient-magnitude score ≤ regrama_tau are recycled"""
+    regrama_tau: NonNegative = 0.0
+    """ReGraMa: units with gradient-magnitude score ≤ regrama_tau are recycled (official code: 0; its README example 0.1)"""
+    regrama_score: Literal["weights", "preactivations"] = "weights"
+    """ReGraMa's score: the official code's mean |∂L/∂W| over each unit's incoming weights from the last backward pass,
+    every layer; or E_x|∂L/∂z| of each hidden unit's pre-activation since the last recycling (recycled as ReDo's)"""
     redo_batch: AtLeastOne = 256
     """ReDo: replay batch used to score units"""
     shrink: Fraction = 0.8
@@ -313,6 +327,49 @@ def recycle_low_gradient(
             reinitialise_units(net, layer_in, layer_out, inactive, fresh[layer_in], element_steps)
     for sums in gradients.sums.values():
         sums.zero_()
+    return counted.fraction()
+
+
+def incoming_gradient_scores(layer: nn.Module, ensemble: bool) -> torch.Tensor:
+    """ReGraMa's official score of each unit a layer feeds: mean_j |∂L/∂W_ij| over its incoming weights (the layer's
+    gradient from the last backward pass), over (the layer's mean score + 1e-9); (E, H) per ensemble entry, else (H,)."""
+    magnitude = layer.weight.grad.abs()
+    if isinstance(layer, EnsembleLinear):  # (E, in, H)
+        magnitude = magnitude.mean(dim=1)
+    else:  # (out, in, …), or a member convolution's (members, out, in, k, k)
+        magnitude = magnitude.flatten(2 if ensemble else 1).mean(dim=-1)
+    return magnitude / (magnitude.mean(dim=-1, keepdim=True) + 1e-9)
+
+
+@torch.no_grad()
+def redraw_incoming(layer: nn.Module, units: torch.Tensor, fresh: nn.Module) -> None:
+    """Fresh incoming weights and bias (from `fresh`, the same layer freshly built) for `units` ((E, H) or (H,)); the
+    outgoing weights and the optimiser state stay as they are."""
+    if isinstance(layer, EnsembleLinear):  # weights (E, in, H), bias (E, 1, H)
+        masks = (units[:, None, :], units[:, None, :])
+    else:  # weights (out, in, …) or (members, out, in, k, k), bias (out,) or (members, out)
+        masks = (units.reshape(units.shape + (1,) * (layer.weight.dim() - units.dim())), units)
+    for name, mask in zip(("weight", "bias"), masks):
+        parameter = getattr(layer, name)
+        if parameter is not None:
+            parameter.copy_(torch.where(mask, getattr(fresh, name), parameter))
+
+
+@torch.no_grad()
+def recycle_low_weight_gradient(net: Network, tau: float, members: int = 1) -> torch.Tensor:
+    """ReGraMa as its official code: every trained weight layer's units with score ≤ τ (incoming_gradient_scores, each
+    member's layer on its own) get fresh incoming weights and bias. Returns the fraction of each member's units
+    recycled, (members,)."""
+    fresh = None
+    counted = UnitCount(members)
+    for layer, ensemble in weight_layers(net.module):
+        if layer.weight.grad is None or not layer.weight.requires_grad:  # not trained (a frozen, injected head)
+            continue
+        chosen = incoming_gradient_scores(layer, ensemble) <= tau
+        counted.add(chosen)
+        if bool(chosen.any()):
+            fresh = fresh or fresh_layers(net)
+            redraw_incoming(layer, chosen, fresh[layer])
     return counted.fraction()
 
 
@@ -522,9 +579,16 @@ class Resetter:
     def __init__(self, args: ResetArgs, networks: list[Network], members: int = 1) -> None:
         self.args, self.members = args, members
         self.every = args.every or DEFAULT_EVERY.get(args.method, 0)
-        chosen = [net.name for net in networks] if args.networks == "both" else [args.networks]  # PPO on frames: one, "agent"
+        self.counts_env_steps = args.method in ENV_STEP_METHODS
+        self.preactivation_score = args.method == "regrama" and args.regrama_score == "preactivations"
+        networks_chosen = args.networks
+        if networks_chosen == "auto":  # ReGraMa: the critics, as its authors (PPO on frames has one network, "agent")
+            critic_only = args.method == "regrama" and any(net.name == "critic" for net in networks)
+            networks_chosen = "critic" if critic_only else "both"
+        chosen = [net.name for net in networks] if networks_chosen == "both" else [networks_chosen]
         self.networks = {net.name: net for net in networks if net.name in chosen}
         self.count = 0
+        self.reset_period = 0  # full and layer resets: the last multiple of F environment steps reset at
         self.injected: list[str] = []
         for name, net in self.networks.items():
             if args.method == "inject" and net.head is None:
@@ -532,7 +596,7 @@ class Resetter:
                     f"plasticity injection needs one output layer; this {name} has several heads — "
                     f"use --reset.networks to leave it out"
                 )
-            if args.method not in ("redo", "cbp", "regrama"):
+            if args.method not in ("redo", "cbp") and not self.preactivation_score:
                 continue
             method = {"redo": "ReDo", "cbp": "CBP", "regrama": "ReGraMa"}[args.method]
             if not net.unit_pairs:
@@ -565,14 +629,24 @@ class Resetter:
         )
         self.gradients = (
             {name: PreactivationGradients([layer_in for layer_in, _ in net.unit_pairs]) for name, net in self.networks.items()}
-            if args.method == "regrama"
+            if self.preactivation_score
             else {}
         )
         self.cbp_logged_step = 0
 
-    def after_update(self, num_updates: int, replay, logger, global_step: int) -> None:
-        if self.args.method == "off" or num_updates % self.every:
+    def due(self, num_updates: int, global_step: int, last_of_step: bool) -> bool:
+        """Full and layer resets: after the last update of the environment step that reaches a multiple of F (one
+        reset for the multiples passed before learning started); the rest every F updates."""
+        if self.counts_env_steps:
+            return last_of_step and global_step // self.every > self.reset_period
+        return num_updates % self.every == 0
+
+    def after_update(self, num_updates: int, replay, logger, global_step: int, last_of_step: bool = True) -> None:
+        """`last_of_step`: no more updates follow at this environment step (where the full and layer resets land)."""
+        if self.args.method == "off" or not self.due(num_updates, global_step, last_of_step):
             return
+        if self.counts_env_steps:
+            self.reset_period = global_step // self.every
         if self.args.method == "cbp":
             for cbp in self.cbp.values():
                 cbp.step()
@@ -595,6 +669,10 @@ class Resetter:
                 shrink_and_perturb(net, self.args.shrink)
             elif self.args.method == "layers":
                 reset_last_layers(net, self.args.layers)
+            elif self.args.method == "regrama" and not self.preactivation_score:
+                report[f"plasticity/{name}_recycled_fraction"] = recycle_low_weight_gradient(
+                    net, self.args.regrama_tau, self.members
+                )
             elif self.args.method == "regrama":
                 report[f"plasticity/{name}_recycled_fraction"] = recycle_low_gradient(
                     net, self.gradients[name], self.args.regrama_tau, self.args.per_element_adam_steps, self.members
@@ -620,6 +698,7 @@ class Resetter:
         regrama = {name: gradients.state_dict() for name, gradients in self.gradients.items()}
         return {
             "count": self.count,
+            "reset_period": self.reset_period,
             "injected": list(self.injected),
             "cbp": cbp,
             "cbp_logged_step": self.cbp_logged_step,
@@ -629,6 +708,7 @@ class Resetter:
     def load_state_dict(self, state: dict) -> None:
         """Agents load the resetter before the networks, so an injected head exists again when weights arrive."""
         self.count = state["count"]
+        self.reset_period = state.get("reset_period", 0)
         for name, cbp_state in state.get("cbp", {}).items():
             self.cbp[name].load_state_dict(cbp_state)
         self.cbp_logged_step = state.get("cbp_logged_step", 0)

@@ -87,11 +87,12 @@ class Plasticity:
         """C-CHAIN's reference batch, drawn from the replay (or rollout) apart from the training batch; None when off."""
         return source.sample(batch_size) if self.args.cchain.enabled else None
 
-    def after_update(self, num_updates: int, source: Any, global_step: int) -> None:
-        """After each gradient update: the diagnostics that are due, then the reset that is due."""
+    def after_update(self, num_updates: int, source: Any, global_step: int, last_of_step: bool = True) -> None:
+        """After each gradient update: the diagnostics that are due, then the reset that is due (`last_of_step`: no more
+        updates follow at this environment step; full and layer resets wait for it)."""
         if self.monitor is not None:
             self.monitor.after_update(num_updates, source, self.logger, global_step)
-        self.resetter.after_update(num_updates, source, self.logger, global_step)
+        self.resetter.after_update(num_updates, source, self.logger, global_step, last_of_step)
 
     def after_env_step(
         self, env: Any, step: Any, obs: torch.Tensor, actions: torch.Tensor, global_step: int

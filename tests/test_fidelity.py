@@ -2,8 +2,9 @@
 
 Parseval (wechu/parseval_reg `agent.py`), weight clipping (mohmdelsayed/weight-clipping `rl_experiments/weight_clipping.py`),
 C-CHAIN on PPO (bluecontra/C-CHAIN `crl_dmc/crl_run_ppo_c_chain_dmc.py`, `crl_gym_classic_control/basic_utils.py`),
-Normalize-and-Project (Lyle et al. 2024), the SAC reset (evgenii-nikishin/rl_with_resets `train_dense.py`), ReGraMa's GraMa
-score (Liu et al. 2025) and CBP's RL optimiser (shibhansh/loss-of-plasticity `lop/rl/cfg/ant/cbp.yml`).
+Normalize-and-Project (Lyle et al. 2024), the SAC reset (evgenii-nikishin/rl_with_resets `train_dense.py`), ReGraMa
+(rippl-svg/grad-based-plasticity-metrics `utils/ReDo.py`, `main.py`), CBP's RL optimiser (shibhansh/loss-of-plasticity
+`lop/rl/cfg/ant/cbp.yml`) and TRAC (ComputationalRobotics/TRAC `package/src/trac_optimizer/trac.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from types import SimpleNamespace
 import gymnasium as gym
 import numpy as np
 import pytest
+import scipy.special
 import torch
 import torch.nn as nn
 
@@ -25,7 +27,7 @@ from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
 from plasticity.network import Network
-from plasticity.optimizers import adam
+from plasticity.optimizers import TRAC, adam
 from plasticity.regularizers import RegArgs, WeightClipper
 from plasticity.resets import PreactivationGradients, ResetArgs, Resetter, full_reset, reset_last_layers
 
@@ -116,6 +118,25 @@ def test_weight_clipping_bounds_are_the_authors_per_layer_bounds_not_the_initial
     _authors_clip([p for m in linears for p in _torch_layout(m)], 3.0)  # their code on nn.Linear's layout
     for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
         assert torch.equal(p, q), name
+
+
+def test_weight_clipping_clamps_ppos_log_std_as_the_authors_optimiser_clamps_every_parameter():
+    """ppo_continuous_action_clipped.py hands all of agent.parameters() to WeightClipping: the (1, A) actor_logstd is a
+    2-D tensor of fan-in A, clipped to ±κ/√A like a weight (InitBounds)."""
+    agent = _ppo_agent(gym.spaces.Box(-1, 1, (3,)))
+    clipper = WeightClipper(agent, kappa=3.0)
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.normal_(0, 4.0)
+    reference = copy.deepcopy(agent)
+    clipper.clip()
+    linears = [m for m in reference.modules() if isinstance(m, EnsembleLinear)]
+    theirs = [p for m in linears for p in _torch_layout(m)] + [reference.policy.log_std]  # one member's (1, A), as theirs
+    assert sum(p.numel() for p in theirs) == sum(p.numel() for p in reference.parameters())
+    _authors_clip(theirs, 3.0)
+    for (name, p), q in zip(agent.named_parameters(), reference.parameters()):
+        assert torch.equal(p, q), name
+    assert float(agent.policy.log_std.detach().abs().max()) == pytest.approx(3 / math.sqrt(3))
 
 
 def test_weight_clipping_bounds_of_ensemble_and_conv_layers_use_each_members_fan_in():
@@ -338,7 +359,7 @@ def test_nap_puts_a_norm_before_every_nonlinearity_of_every_torso():
     assert not _scale_invariant(frames, frames.head, lambda: frames(images))  # heads carry none
 
 
-def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_and_norms_free():
+def test_nap_projects_every_normalised_weight_matrix_to_its_initial_norm_and_leaves_heads_biases_and_norms_free():
     from agents import sac_simba
     from plasticity.architecture import NaPArgs
 
@@ -355,13 +376,13 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
             else torch.linalg.vector_norm(m.weight)
         )
 
-    for net, forward in (
-        (critic, lambda: critic(torch.randn(1, 16, 3), torch.randn(1, 16, 1)).square().mean()),
-        (frames, lambda: frames(torch.randn(8, 2 * 2, 6, 6)).square().mean()),
+    for net, heads, forward in (
+        (critic, critic.layout().heads, lambda: critic(torch.randn(1, 16, 3), torch.randn(1, 16, 1)).square().mean()),
+        (frames, (frames[3],), lambda: frames(torch.randn(8, 2 * 2, 6, 6)).square().mean()),
     ):
-        matrices = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d, *ensemble))]
-        initial = [norms(m) for m in matrices]
-        projector = NormProjector(net)
+        matrices = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d, *ensemble)) and m not in heads]
+        initial, head_norms = [norms(m) for m in matrices], [norms(m) for m in heads]
+        projector = NormProjector(net, heads)
         optimizer = torch.optim.SGD(net.parameters(), lr=0.5)
         free = [
             p for name, p in net.named_parameters() if not name.endswith("weight") or ".norm." in name or "final_norm" in name
@@ -375,6 +396,33 @@ def test_nap_projects_every_weight_matrix_to_its_initial_norm_and_leaves_biases_
             assert all(torch.equal(p, q) for p, q in zip(free, free_before))  # biases and norm scale/shift: untouched
         for m, norm in zip(matrices, initial):
             torch.testing.assert_close(norms(m), norm)
+        assert all(not torch.allclose(norms(m), norm) for m, norm in zip(heads, head_norms))  # the heads moved freely
+
+
+def test_nap_on_tanh_ppo_leaves_the_policy_head_free_to_fit_its_mean():
+    """The paper projects the weights that a normalisation follows (its scale invariance); PPO's policy head starts at
+    ‖W‖ ≈ 0.01, and pinned there μ could not reach ±0.8 (the issue measured an MSE of 0.52)."""
+    from plasticity.architecture import NaPArgs
+
+    torch.manual_seed(0)
+    agent = ppo.make_actor_critic(1, (4,), gym.spaces.Box(-1, 1, (1,)), (16, 16), "tanh", norm="layer")
+    optimizer = adam(agent.parameters(), 1e-2, CPU)
+    hooks = RemedyHooks(RemedyArgs(nap=NaPArgs(enabled=True)), [_ppo_network(agent, optimizer)])
+    linears = [m for m in agent.policy.net.modules() if isinstance(m, EnsembleLinear)]
+    hidden, head = linears[:-1], linears[-1]
+    initial = [torch.linalg.vector_norm(m.weight) for m in hidden]
+    head_initial = torch.linalg.vector_norm(head.weight)
+    obs = torch.cat([torch.ones(1, 8, 4), -torch.ones(1, 8, 4)], dim=1) + 0.1 * torch.randn(1, 16, 4)
+    targets = torch.cat([torch.full((1, 8, 1), 0.8), torch.full((1, 8, 1), -0.8)], dim=1)
+    for _ in range(300):
+        loss = hooks.loss("agent", (agent.policy.net(obs) - targets).square().mean().reshape(1))
+        optimizer.zero_grad()
+        loss.sum().backward()
+        hooks.step("agent")
+    assert float((agent.policy.net(obs) - targets).square().mean()) < 0.01
+    for m, norm in zip(hidden, initial):
+        torch.testing.assert_close(torch.linalg.vector_norm(m.weight), norm)
+    assert torch.linalg.vector_norm(head.weight) > 10 * head_initial
 
 
 # ---- SAC reset (Nikishin et al. 2022) ---------------------------------------------------------------------------
@@ -400,8 +448,8 @@ def test_sac_reset_starts_the_temperature_and_its_adam_afresh(method, runs_dir):
         initial_alpha=0.3,
         alpha_learning_rate=0.05,
     )
-    updates = sac_simba.main(sac_simba.Args(exp_name="count", **common))["num_updates"]
-    result = sac_simba.main(sac_simba.Args(exp_name="reset", reset=ResetArgs(method=method, every=updates), **common))
+    last_step = common["total_timesteps"]  # the reset lands after the run's last update
+    result = sac_simba.main(sac_simba.Args(exp_name="reset", reset=ResetArgs(method=method, every=last_step), **common))
     state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
     torch.testing.assert_close(state["temperature"]["log_alpha"], torch.tensor([math.log(0.3)]))  # one member's
     assert state["alpha_optimizer"]["state"] == {}
@@ -410,10 +458,45 @@ def test_sac_reset_starts_the_temperature_and_its_adam_afresh(method, runs_dir):
         for key, value in state["critic"].items():
             assert torch.equal(value, state["critic_target"][key]), key
     kept = sac_simba.main(
-        sac_simba.Args(exp_name="kept", reset=ResetArgs(method=method, every=updates, networks="critic"), **common)
+        sac_simba.Args(exp_name="kept", reset=ResetArgs(method=method, every=last_step, networks="critic"), **common)
     )
     kept_state = load_checkpoint(Path(kept["run_dir"]) / "checkpoint.pt")
     assert kept_state["alpha_optimizer"]["state"] != {}  # only the critic was reset: α goes on
+
+
+def _authors_reset_steps(total_steps: int, reset_interval: int) -> list[int]:
+    """train_dense.py: `for i in range(1, max_steps + 1)`: step, store, the step's updates, then a completely new agent
+    when i % reset_interval == 0, however many updates came before."""
+    return [i for i in range(1, total_steps + 1) if i % reset_interval == 0]
+
+
+@pytest.mark.parametrize("method", ["full", "layers"])
+@pytest.mark.parametrize("updates_per_step", [1, 2])
+def test_sac_resets_land_on_the_authors_environment_steps_not_on_counts_of_updates(method, updates_per_step):
+    """SAC's loop (agents/sac_simba.py): the environment step, then `updates_per_step` updates once learning has
+    started, each followed by after_update(num_updates, …, global_step, last_of_step); the reset follows the step's
+    last update, as the authors' follows step i's updates."""
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    network = Network(
+        "critic", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b), lambda: copy.deepcopy(net), heads=(net[2],)
+    )
+    resetter = Resetter(ResetArgs(method=method, every=40), [network])
+    logged: list[tuple[int, int]] = []
+    num_updates = 0
+    logger = SimpleNamespace(scalars=lambda values, step: logged.append((step, num_updates)))
+    for global_step in range(1, 131):
+        if global_step > 10:  # learning starts
+            for update_index in range(updates_per_step):
+                num_updates += 1
+                resetter.after_update(num_updates, None, logger, global_step, update_index == updates_per_step - 1)
+    authors = _authors_reset_steps(130, 40)
+    assert authors == [40, 80, 120]
+    assert logged == [(step, (step - 10) * updates_per_step) for step in authors]  # after the step's last update
+    state = resetter.state_dict()
+    resumed = Resetter(ResetArgs(method=method, every=40), [network])
+    resumed.load_state_dict(state)
+    resumed.after_update(num_updates + 1, None, logger, 130)  # a resumed run does not reset again at the same multiple
+    assert len(logged) == 3
 
 
 def test_full_and_layer_resets_run_what_the_network_restarts_with():
@@ -497,7 +580,7 @@ def test_regrama_resetter_scores_the_layers_feeding_units_from_the_training_back
         hidden=[net[0], net[2]],
         heads=(net[4],),
     )
-    resetter = Resetter(ResetArgs(method="regrama", every=1), [network])
+    resetter = Resetter(ResetArgs(method="regrama", every=1, regrama_score="preactivations"), [network])
     assert list(resetter.gradients["critic"].sums) == [net[0], net[2]]
     net(torch.randn(4, 3)).sum().backward()
     assert all(sums.any() for sums in resetter.gradients["critic"].sums.values())
@@ -529,3 +612,120 @@ def test_cbp_authors_adam_with_weight_decay_is_ours_with_their_betas_and_half_th
             optimizer.step()
     for p, q in zip(net.parameters(), mirror.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7)
+
+
+# ---- ReGraMa as its official code ---------------------------------------------------------------------------------
+def _authors_gradient_redo_masks(layers: list[nn.Linear], tau: float) -> list[torch.Tensor]:
+    """utils/ReDo.py GradientReDo._get_redo_masks: for every nn.Linear of one Q-network, each output unit's mean |grad|
+    over its incoming weights, over (the layer's mean + 1e-9); True where ≤ τ."""
+    masks = []
+    for layer in layers:
+        magnitude = layer.weight.grad.abs().mean(dim=1)
+        masks.append(magnitude / (magnitude.mean() + 1e-9) <= tau)
+    return masks
+
+
+def _twin_as_linears(critic: td3.TwinCritic, twin: int) -> list[nn.Linear]:
+    """One twin of our (one-member) critic as the authors' separate Q-network of nn.Linear layers, gradients included."""
+    linears = []
+    for layer in critic.layers:
+        linear = nn.Linear(layer.weight.shape[1], layer.weight.shape[2])
+        with torch.no_grad():
+            linear.weight.copy_(layer.weight[twin].t())
+            linear.bias.copy_(layer.bias[twin, 0])
+        linear.weight.grad = layer.weight.grad[twin].t().clone()
+        linears.append(linear)
+    return linears
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.5])
+def test_regrama_recycles_the_units_the_official_gradient_redo_picks_and_nothing_else(tau):
+    """main.py: after the critic's backward, one GradientReDo per Q-network picks units by their incoming weights'
+    gradients in every layer (the output layer too) and re-draws their incoming weights and bias (PyTorch's default
+    initialisation, their networks' own); no optimiser is passed, so Adam's state is untouched, and outgoing weights
+    stay. τ = 0 picks exactly the units whose gradient vanished, such as a ReLU unit with a bias of −100."""
+    torch.manual_seed(0)
+    critic, fresh = td3.TwinCritic(3, 1, (8, 8)), td3.TwinCritic(3, 1, (8, 8))
+    with torch.no_grad():
+        critic.layers[0].bias[0, 0, 3] = -100.0  # twin 0, first hidden layer, unit 3: never active
+    optimizer = adam(critic.parameters(), 1e-3, CPU)
+    network = Network("critic", critic, optimizer, lambda b: critic(*b), lambda: copy.deepcopy(fresh))
+    actor_net = nn.Linear(3, 1)
+    actor = Network("actor", actor_net, adam(actor_net.parameters(), 1e-3, CPU), lambda b: actor_net(b), lambda: actor_net)
+    resetter = Resetter(ResetArgs(method="regrama", regrama_tau=tau), [network, actor])
+    assert list(resetter.networks) == ["critic"] and resetter.every == 1000  # the critics only, every 1,000 updates
+    obs, action, target = torch.randn(1, 32, 3), torch.randn(1, 32, 1), torch.randn(1, 1, 32)
+    optimizer.zero_grad()
+    (critic(obs, action) - target).square().mean(-1).sum().backward()
+    optimizer.step()  # ours recycles after the step, from the gradients the step kept
+    masks = [_authors_gradient_redo_masks(_twin_as_linears(critic, twin), tau) for twin in (0, 1)]
+    before = copy.deepcopy(critic.state_dict())
+    moments = {k: v.clone() for k, v in optimizer.state[critic.layers[1].weight].items()}
+    logged = []
+    resetter.after_update(1000, None, SimpleNamespace(scalars=lambda values, step: logged.append(values)), 1000)
+    chosen_units = 0
+    for index, (layer, fresh_layer) in enumerate(zip(critic.layers, fresh.layers)):
+        for twin in (0, 1):
+            mask = masks[twin][index]
+            chosen_units += int(mask.sum())
+            old_weight, old_bias = before[f"layers.{index}.weight"][twin], before[f"layers.{index}.bias"][twin, 0]
+            expected_weight = torch.where(mask, fresh_layer.weight[twin], old_weight)  # columns: units of (in, out)
+            expected_bias = torch.where(mask, fresh_layer.bias[twin, 0], old_bias)
+            assert torch.equal(layer.weight[twin], expected_weight), (index, twin)
+            assert torch.equal(layer.bias[twin, 0], expected_bias), (index, twin)
+    assert bool(masks[0][0][3]) and 0 < chosen_units < (40 if tau == 0.0 else 80)  # the silenced unit among them
+    for key, value in optimizer.state[critic.layers[1].weight].items():
+        assert torch.equal(value, moments[key]), key  # no optimiser reset
+    total_units = sum(layer.weight.shape[2] for layer in critic.layers) * 2
+    torch.testing.assert_close(logged[-1]["plasticity/critic_recycled_fraction"], torch.tensor([chosen_units / total_units]))
+
+
+# ---- TRAC as its official code ----------------------------------------------------------------------------------
+class _AuthorsTRAC:
+    """trac.py's _step around torch.optim.Adam (start_trac(Base=Adam), betas (0.9, …, 0.999999), s_prev 1e-8, eps
+    1e-8): references at the first step; Δ = (θ − θ_ref)/(Σs + eps); h = Σ⟨Δ, g⟩; Δ += base update; v ← β²v + h²,
+    σ ← βσ − h; s = s_prev/erfi(1/√2)·erfi(σ/(√2·√v + eps)); θ = θ_ref + max(Σs, 0)·Δ. Its scalars are kept in
+    float64 here (theirs float32, whose rounding erfi amplifies)."""
+
+    def __init__(self, parameters: list[torch.Tensor], lr: float) -> None:
+        self.parameters, self.base = parameters, torch.optim.Adam(parameters, lr=lr)
+        self.betas = torch.tensor((0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999), dtype=torch.float64)
+        self.s, self.variance = torch.zeros(6, dtype=torch.float64), torch.zeros(6, dtype=torch.float64)
+        self.sigma = torch.full((6,), 1e-8, dtype=torch.float64)
+        self.reference = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        played = [p.detach().clone() for p in self.parameters]
+        grads = [p.grad.clone() for p in self.parameters]
+        self.base.step()
+        self.reference = self.reference or played
+        deltas = [(theta - ref) / (float(self.s.sum()) + 1e-8) for theta, ref in zip(played, self.reference)]
+        h = sum(float(torch.dot(d.flatten(), g.flatten())) for d, g in zip(deltas, grads))
+        deltas = [d + (p - theta) for d, p, theta in zip(deltas, self.parameters, played)]
+        self.variance = self.variance * self.betas**2 + h**2
+        self.sigma = self.sigma * self.betas - h
+        argument = (self.sigma / (math.sqrt(2) * self.variance.sqrt() + 1e-8)).numpy()
+        self.s = torch.as_tensor(1e-8 / scipy.special.erfi(1 / math.sqrt(2)) * scipy.special.erfi(argument))
+        for p, ref, delta in zip(self.parameters, self.reference, deltas):
+            p.copy_(ref + delta * max(float(self.s.sum()), 0.0))
+
+
+def test_trac_follows_the_official_update_on_adam_over_sixty_steps():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    mirror = copy.deepcopy(net)
+    initial = [p.detach().clone() for p in net.parameters()]
+    x, y = torch.randn(32, 3), torch.randn(32, 1)
+    ours, theirs = TRAC(adam(net.parameters(), 1e-2, CPU)), _AuthorsTRAC(list(mirror.parameters()), 1e-2)
+    for step in range(60):
+        for module, optimizer in ((net, ours), (mirror, theirs)):
+            for p in module.parameters():
+                p.grad = None
+            (module(x) - y).square().mean().backward()
+            optimizer.step()
+        assert float(ours.scale) == pytest.approx(float(theirs.s.sum().clamp_min(0)), rel=1e-3), step
+        for p, q in zip(net.parameters(), mirror.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-4)
+    assert float(ours.scale) > 0.1  # the tuner has grown the scale from 1e-8: the trajectories moved
+    assert max(float((p - p0).abs().max()) for p, p0 in zip(net.parameters(), initial)) > 0.05
