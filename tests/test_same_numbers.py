@@ -201,8 +201,8 @@ _COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)
 # "GenuineIntel AVX512": a 2-core Xeon at a7952b8, the same code as the AMD table's; "rounding edbab6e58151": a 2-core
 # AMD EPYC with AVX2 only at f721952 (the same code), where 4 of 16 cases round apart from the first AMD box (below).
 # A CPU with no table skips; record one (CLEANRL_PLUS_RECORD_DIGESTS=1) at a commit whose numbers another table vouches
-# for.
-DIGESTS_BY_CPU = {
+# for. A case whose numbers changed after a table was recorded holds None there: it skips on that box until recorded.
+DIGESTS_BY_CPU: dict[str, dict[str, str | None]] = {
     "AuthenticAMD": {
         "td3-remedies": "1fd8a22e053c3fe2",
         "td3-scale-redo": "807bedd6ecc4e15a",
@@ -222,22 +222,22 @@ DIGESTS_BY_CPU = {
         "gtr-remedies": "f7518e43054ba539",
     },
     "GenuineIntel AVX512": {
-        "td3-remedies": "b4fe4ef9d968fc8c",
+        "td3-remedies": None,  # changed by #36; not recorded on this box since
         "td3-scale-redo": "e877a3854eda4de4",
         "td3-cbp-oracle": "4ee41a63348bfdf3",
         "td3-inject-cir": "bdc9ed93c66d549f",
-        "sac-mlp-remedies": "dcd33ddc10b787f2",
+        "sac-mlp-remedies": None,  # changed by #36; not recorded on this box since
         "sac-simba-cbp": "7c2eb276bcd6fb34",
         "sac-c51-inject": "d55d6a1977b4f6d9",
-        "sac-regrama-oracle": "ea176bd753d9a2f0",
-        "ddqn-remedies": "3d054407838f82ca",
+        "sac-regrama-oracle": None,  # changed by #36; not recorded on this box since
+        "ddqn-remedies": None,  # changed by #36; not recorded on this box since
         "ddqn-minatar-redo": "6808a8cd91cd3999",
         "ddqn-oracle-sp": "978d7643929d55d9",
-        "ppo-remedies": "20faec54230b99de",
+        "ppo-remedies": None,  # changed by #36; not recorded on this box since
         "ppo-continuous-redo": "685f8154b586d284",
         "ppo-oracle-cbp": "150f52d56826b419",
-        "ppo-atari-regrama": "8d17e91744f84d0b",
-        "gtr-remedies": "3ffb5e4119283d9f",
+        "ppo-atari-regrama": None,  # changed by #36; not recorded on this box since
+        "gtr-remedies": None,  # changed by #36; not recorded on this box since
     },
 }
 
@@ -246,7 +246,7 @@ DIGESTS_BY_CPU["rounding edbab6e58151"] = DIGESTS_BY_CPU["AuthenticAMD"] | {
     "td3-scale-redo": "6bcdceb40f5cedca",
     "td3-cbp-oracle": "d56c93bb57177bd0",
     "sac-c51-inject": "8a7b511a706bfb50",
-    "ppo-atari-regrama": "d747d8d8018360b6",
+    "ppo-atari-regrama": None,  # rounds apart here; changed by #36, not recorded on this box since
 }
 
 DIGESTS = digests_for_this_cpu(DIGESTS_BY_CPU)
@@ -307,6 +307,8 @@ def test_a_run_gives_the_numbers_it_gave_when_recorded(name, runs_dir):
     if RECORD:
         print(f'\n    "{name}": "{digest.hexdigest()[:16]}",')
         return
+    if DIGESTS[name] is None:
+        pytest.skip(f"{name}: its numbers changed since this machine's table was recorded (CLEANRL_PLUS_RECORD_DIGESTS=1)")
     assert digest.hexdigest()[:16] == DIGESTS[name], f"{name}: the run's numbers changed"
 
 
