@@ -15,9 +15,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import tyro
-
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.logger import flatten_args
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
 from envs.continual import ContinualArgs, is_continual
@@ -158,8 +157,10 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--resume", default="")
     pre.add_argument("--env-id", "--env_id", default=None)
-    pre.add_argument("--continual.steps-per-task", "--continual.steps_per_task", type=int, default=0, dest="steps_per_task")
-    pre.add_argument("--continual.num-tasks", "--continual.num_tasks", type=int, default=0, dest="num_tasks")
+    pre.add_argument(
+        "--continual.steps-per-task", "--continual.steps_per_task", type=_int_or_0, default=0, dest="steps_per_task"
+    )
+    pre.add_argument("--continual.num-tasks", "--continual.num_tasks", type=_int_or_0, default=0, dest="num_tasks")
     known, _ = pre.parse_known_args(argv)
     if known.resume:
         default = load_saved_args(args_type, Path(known.resume))
@@ -171,9 +172,20 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
                 env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks)
             )
             default = dataclasses.replace(default, total_timesteps=schedule.total_steps)
-    args = tyro.cli(args_type, args=argv, default=default)
+    args = parse_flags(args_type, argv, default=default, check_numbers=False, unknown_group_hint=REMEDIES_HINT)
     validate_args(args)
     return args
+
+
+REMEDIES_HINT = " — `cleanrl-plus remedies` lists the remedies each agent takes (python agents/<agent>.py --help, its flags)"
+
+
+def _int_or_0(text: str) -> int:
+    """The pre-parser's reading of a number: what is not one is left for the real parser to refuse in one line."""
+    try:
+        return int(text)
+    except ValueError:
+        return 0
 
 
 def _field_default(args_type: type, name: str) -> Any:

@@ -17,9 +17,9 @@ import dataclasses
 import shlex
 from pathlib import Path
 
-import tyro
-
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.ranges import AtLeastOne, Count
 from commands import sweep
 
 # rl-zoo's PPO CartPole recipe (docs/agents/ppo.md) with a constant learning rate, as in the continual CartPole measurements
@@ -45,26 +45,24 @@ class CompareArgs:
     """the remedy's name in the report (its runs are {agent}-{remedy_name})"""
     flags: str = CONTINUAL_CARTPOLE_FLAGS
     """flags for every run (default: PPO's CartPole recipe on a 3 × 40k-step continual schedule)"""
-    seeds: int = 3
+    seeds: AtLeastOne = 3
     """seeds per group (3 runs in minutes; ≥ 10 for claims — the report says so)"""
     oracle: bool = False
     """also run a fresh agent per task (--continual.oracle) and report the ratios to it"""
     runs_dir: str = "runs/compare"
     """where the runs and the report go"""
-    workers: int = 0
+    workers: Count = 0
     """runs at a time (0 = one per CPU core)"""
-    reps: int = 2000
+    reps: AtLeastOne = 2000
     """bootstrap resamples per confidence interval"""
 
 
 def parse(argv: list[str]) -> CompareArgs:
-    return tyro.cli(CompareArgs, args=sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
+    return parse_flags(CompareArgs, sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
 
 
 def main(argv: list[str]) -> Path:
     args = parse(argv)
-    if args.seeds < 1:
-        raise UserError(f"--seeds must be at least 1, got {args.seeds}")
     configs = [f"{sweep.BASELINE}=", f"{args.remedy_name}={args.remedy}"]
     if args.oracle:
         configs.append("oracle=--continual.oracle")

@@ -35,6 +35,8 @@ import numpy as np
 import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.ranges import AtLeastOne
 from commands import stats
 
 METRIC_TAGS = {"eval": "eval/episodic_return", "train": "charts/episodic_return"}
@@ -56,7 +58,7 @@ class ReportArgs:
     """exp_name of the fresh-learner-per-task group that continual runs are divided by (task 2..K ratios)"""
     out: str | None = None
     """output folder; unset: <first runs dir>/report/"""
-    reps: int = 2000
+    reps: AtLeastOne = 2000
     """bootstrap resamples per confidence interval (rliable's README uses 50,000 for final numbers)"""
     metric: Literal["eval", "train"] = "eval"
     """which return: 'eval' (deterministic evaluations, eval/episodic_return) or 'train' (charts/episodic_return)"""
@@ -844,7 +846,7 @@ def write_report(
 
 
 def parse(argv: list[str] | None = None) -> ReportArgs:
-    return tyro.cli(ReportArgs, args=argv, prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
+    return parse_flags(ReportArgs, argv or [], prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -47,8 +47,9 @@ from typing import Any, Callable, Literal
 import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
-from cleanrl_plus.registry import AGENTS, agent_module
+from cleanrl_plus.registry import agent_module, check_agent_name
 from cleanrl_plus.runlock import run_dir_holder
 
 BASELINE = "baseline"
@@ -95,8 +96,8 @@ class SweepArgs:
     workers: Count = 0
     """local executor: processes at a time (0 = one per CPU core)"""
     members_per_process: Count = 0
-    """seeds of a configuration trained together in one process (1 = one seed per process; 0 = automatic: up to
-    AUTO_MEMBERS on CPU, up to AUTO_MEMBERS_GPU on a GPU, 1 for Atari, whose replay memory grows with every member)"""
+    """seeds of a configuration trained together in one process (1 = one seed per process; 0 = automatic: up to 10
+    on a CPU, up to 32 on a GPU, 1 for Atari, whose replay memory grows with every member)"""
     address: str = ""
     """ray executor: the cluster address (empty: start a local Ray instance)"""
     slurm: SlurmArgs = dataclasses.field(default_factory=SlurmArgs)
@@ -176,8 +177,7 @@ def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 def manifest(args: SweepArgs) -> list[RunSpec]:
     """Expand agent × env × configuration × seed into runs (deterministic order and names)."""
     for agent in args.agent:
-        if agent not in AGENTS:
-            raise UserError(f"unknown agent '{agent}'{did_you_mean(agent, AGENTS) or ' — agents: ' + ', '.join(AGENTS)}")
+        check_agent_name(agent)
     import envs
 
     for env_id in args.env_id:
@@ -206,25 +206,13 @@ def check_agent_flags(spec: RunSpec) -> None:
     """Parse a run's flags with its agent's own parser and run the agent's start-up checks (ranges, combinations,
     remedy applicability; cleanrl_plus.run.check_start_up), so that a configuration every run would refuse fails the
     sweep (and --dry-run) at once, instead of every run it would have started."""
-    import contextlib
-    import io
-
     from cleanrl_plus.config import parse_args
     from cleanrl_plus.run import check_start_up
 
     agent = agent_module(spec.agent)
-    printed = io.StringIO()
     try:
-        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-            args = parse_args(agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)])
+        args = parse_args(agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)])
         check_start_up(agent.main, args)
-    except SystemExit:  # tyro printed a box; its first message line says what is wrong
-        lines = [line.strip(" -│╭╮╰╯─") for line in printed.getvalue().splitlines()]
-        cause = next((line for line in lines[2:] if line), "unparsable flags")
-        raise UserError(
-            f"configuration '{spec.config}' of {spec.agent}: {shlex.join(spec.flags)!r} is refused by "
-            f"agents/{spec.agent}.py ({cause}) — fix the flags in --config / --flags"
-        ) from None
     except UserError as error:
         raise UserError(f"configuration '{spec.config}' of {spec.agent}: {error}") from None
 
@@ -334,7 +322,7 @@ def load_plan(path: str, given: list[str]) -> SweepArgs:
         _check_plan_types(path, plan["slurm"], SlurmArgs, "slurm.")
         plan["slurm"] = SlurmArgs(**plan["slurm"])
     _check_plan_types(path, plan, SweepArgs)
-    return tyro.cli(SweepArgs, args=given, default=SweepArgs(**plan))
+    return parse_flags(SweepArgs, given, prog="cleanrl-plus sweep", default=SweepArgs(**plan))
 
 
 def _check_plan_types(path: str, plan: dict[str, Any], settings: type, prefix: str = "") -> None:
@@ -754,7 +742,7 @@ def parse(argv: list[str]) -> SweepArgs:
     plan = next((a for a in argv if a.endswith(".toml") and not a.startswith("-")), None)
     if plan is not None:
         return load_plan(plan, [a for a in argv if a != plan])
-    return tyro.cli(SweepArgs, args=argv, prog="cleanrl-plus sweep")
+    return parse_flags(SweepArgs, argv, prog="cleanrl-plus sweep")
 
 
 def main(argv: list[str]) -> list[dict[str, Any]]:
