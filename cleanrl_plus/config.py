@@ -109,6 +109,51 @@ RESUMABLE_FLAGS = (
     "run_name",
 )
 
+# What tells one run's settings from another's besides its seed: every flag that must equal the run's on --resume
+# (`cleanrl-plus sweep` adopts, and `cleanrl-plus report` groups, only runs that agree on them), not the member
+# bookkeeping of a group (`seeds`, `group`) nor the agent (compared on its own).
+NOT_SETTINGS = (*RESUMABLE_FLAGS, "seed", "seeds", "group", "agent")
+
+
+def run_settings(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A run's flags as args.json records them (or as dataclasses.asdict gives them), flattened to dotted names, less
+    NOT_SETTINGS; a schedule seed equal to the run's seed is its default (-1), as start_run records it."""
+    flat = flatten_args(json.loads(json.dumps(recorded)))
+    if "continual.schedule_seed" in flat and flat["continual.schedule_seed"] == flat.get("seed"):
+        flat["continual.schedule_seed"] = -1
+    return {name: value for name, value in flat.items() if name not in NOT_SETTINGS}
+
+
+def differing_settings(recorded: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    """`--flag VALUE (not EXPECTED)` for each setting both know whose values differ (a flag only one of them knows, one
+    added or removed since, is not compared: check_resume's rule)."""
+    mine, theirs = run_settings(recorded), run_settings(expected)
+    return [
+        f"--{name.replace('_', '-')} {_shown(mine[name])} (not {_shown(theirs[name])})"
+        for name in mine
+        if name in theirs and mine[name] != theirs[name]
+    ]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "(none)"
+    return str(value) if value != "" else "''"
+
+
+def describe_run(run_dir: Path) -> str:
+    """What a run directory holds, in a few words (`a run of agents/ppo.py, seed 2, finished`), for errors about it."""
+    try:
+        saved = json.loads((run_dir / "args.json").read_text())
+        what = f"a run of agents/{saved['agent']}.py, seed {saved['seed']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "files of another run"
+    try:
+        finished = json.loads((run_dir / "summary.json").read_text()).get("finished")
+    except (OSError, ValueError, AttributeError):
+        finished = False
+    return what + (", finished" if finished else "")
+
 
 def validate_args(args: RunArgs) -> None:
     """One-line UserError for a flag outside its range (each field declares it: cleanrl_plus/ranges.py) or for

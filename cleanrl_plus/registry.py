@@ -20,4 +20,4 @@ def agent_module(name: str) -> ModuleType:
 def check_agent_name(name: str) -> None:
     """One-line UserError for a name that is not an agent's, with the closest one or the list."""
     if name not in AGENTS:
-        raise UserError(f"unknown agent '{name}'{did_you_mean(name, AGENTS) or ' — agents: ' + ', '.join(AGENTS)}")
+        raise UserError(f"unknown agent '{name}'{did_you_mean(name, AGENTS) or ' — choose one of ' + ', '.join(AGENTS)}")

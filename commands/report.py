@@ -4,7 +4,7 @@
 
 Reads each run's TensorBoard events directly (no W&B), `args.json` (exp_name) and `summary.json` (agent, env_id,
 seed, and per-task records of continual runs). Runs are grouped by (agent, env_id, exp_name); a sweep gives each
-remedy configuration its own exp_name. Writes into --out (default: `<first runs dir>/report/`):
+remedy configuration its own exp_name, and a group whose runs were made with different flags is refused. Writes into --out (default: `<first runs dir>/report/`):
 
 - `report.md`, `report.csv`: per env and group, final return and AUC as IQM [95% CI] and mean over seeds; an
   aggregate over envs (per-env min–max normalised) when there are several; P(group > baseline) with CI; and for
@@ -78,6 +78,7 @@ class RunRecord:
     switch_steps: list[int]  # task switches of continual runs (empty otherwise)
     tasks: list[dict[str, Any]]  # summary.json's per-task records of continual runs
     finished: bool = True
+    flags: dict[str, Any] = dataclasses.field(default_factory=dict)  # its args.json
 
     @property
     def method(self) -> tuple[str, str]:
@@ -186,7 +187,34 @@ def load_run(directory: Path, metric: str) -> RunRecord:
         switch_steps=switch_steps,
         tasks=tasks,
         finished=bool(summary.get("finished", True)),
+        flags=args if isinstance(args, dict) else {},
     )
+
+
+def check_groups_agree(runs: list[RunRecord]) -> None:
+    """Refuse a group (agent, env, exp_name) whose runs were made with different flags (a run started by hand under a
+    sweep's run name, a configuration changed between seeds): its statistics would pool two experiments. Each run is
+    compared with the settings most of its group share (cleanrl_plus.config.run_settings: every flag a --resume may
+    not change), and the first that differs is named."""
+    import collections
+
+    from cleanrl_plus.config import differing_settings, run_settings
+
+    groups: dict[tuple[str, str, str], list[RunRecord]] = {}
+    for run in runs:
+        groups.setdefault((run.agent, run.env_id, run.exp_name), []).append(run)
+    for (agent, env_id, exp_name), members in groups.items():
+        keys = [json.dumps(run_settings(run.flags), sort_keys=True, default=str) for run in members]
+        common = collections.Counter(keys).most_common(1)[0][0]
+        reference = members[keys.index(common)]
+        for run in members:
+            differences = differing_settings(run.flags, reference.flags)
+            if differences:
+                raise UserError(
+                    f"{run.directory} was made with {', '.join(differences)}, unlike the other runs of group {exp_name} "
+                    f"({agent}) on {env_id} such as {reference.directory} — report it apart, or give runs made with other "
+                    "flags their own --exp-name"
+                )
 
 
 # ---------------------------------------------------------------- per-run numbers
@@ -825,6 +853,7 @@ def write_report(
             f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)} "
             "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"
         )
+    check_groups_agree(runs)
     report = Report(runs, metric, reps, baseline, oracle)
     tables, methods = report.markdown(notes)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@
 - The manifest: one run per (agent, env, configuration, seed), named `{env}__{exp_name}__{seed}` where exp_name is
   the agent for the configuration called `baseline` and `{agent}-{name}` otherwise (the report groups by it).
 - Idempotent: a rerun skips finished runs, resumes interrupted ones from their checkpoint (`--resume`), and moves
-  a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted). A run that
+  a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted). It adopts
+  only runs made with the configuration's flags: a run of a member's name made otherwise refuses the sweep. A run that
   diverged is kept as it stopped and not rerun (it would diverge again from the same checkpoint and flags).
 - Groups: the seeds of one configuration train together, `--members-per-process` at a time, as one process whose
   members are ordinary runs (`--seeds`, cleanrl_plus.members): each member keeps the directory, name and files of the
@@ -374,6 +375,57 @@ def status_of(spec: RunSpec) -> Literal["finished", "diverged", "resume", "fresh
     return "resume" if (spec.dir / "checkpoint.pt").is_file() else "fresh"
 
 
+def adoption_conflict(spec: RunSpec, expected: dict[str, Any]) -> str | None:
+    """Why the directory of a run the sweep would count as finished, diverged or to resume is not this configuration's
+    run (None when it is): its args.json must name the configuration's agent and seed, and hold the flags the sweep
+    passes it (`expected`, as the agent parses them) in every setting a --resume may not change."""
+    from cleanrl_plus.config import differing_settings
+
+    try:
+        saved = json.loads((spec.dir / "args.json").read_text())
+    except (OSError, ValueError):
+        return "has no readable args.json, so its flags are unknown"
+    if not isinstance(saved, dict):
+        return "has no readable args.json, so its flags are unknown"
+    if saved.get("agent") != spec.agent:
+        return f"was written by agents/{saved.get('agent')}.py, not agents/{spec.agent}.py"
+    if saved.get("seed") != spec.seed:
+        return f"trains seed {saved.get('seed')}, not {spec.seed}"
+    differences = differing_settings(saved, expected)
+    return f"was made with {', '.join(differences)}" if differences else None
+
+
+def check_adopted_runs(specs: list[RunSpec], states: dict[str, str], runs_dir: str) -> None:
+    """Refuse a sweep whose runs directory holds, under a run's name, a run that this configuration did not make (one
+    started by hand with other flags, or by a sweep with another --flags / --config): counting it as finished, or
+    resuming it, would put a stranger's numbers in the configuration's group."""
+    from cleanrl_plus.config import parse_args
+
+    expected: dict[tuple, dict[str, Any]] = {}
+    conflicts = []
+    for spec in specs:
+        if states[spec.name] not in ("finished", "diverged", "resume"):
+            continue
+        key = (spec.agent, spec.env_id, spec.flags, spec.exp_name)
+        if key not in expected:
+            argv = [*spec.flags, "--env-id", spec.env_id, "--exp-name", spec.exp_name]
+            expected[key] = dataclasses.asdict(parse_args(agent_module(spec.agent).Args, argv))
+        conflict = adoption_conflict(spec, expected[key])
+        if conflict:
+            conflicts.append((spec, conflict))
+    if conflicts:
+        spec, conflict = conflicts[0]
+        more = (
+            f" (and {len(conflicts) - 1} more runs: {', '.join(s.name for s, _ in conflicts[1:])})"
+            if len(conflicts) > 1
+            else ""
+        )
+        raise UserError(
+            f"{Path(runs_dir) / spec.name} is not a run of configuration '{spec.config}' of {spec.agent}: it {conflict}{more} "
+            f"— move it out of {runs_dir} (the sweep adopts only runs made with its flags), or sweep into another --runs-dir"
+        )
+
+
 def command_for(job: Job | RunSpec, threads: bool = True) -> list[str]:
     """The agent command line of a job: resume from its checkpoint if it has one (a group from any member's: the
     agent resumes every member), else start it fresh, one seed (--seed) or a group (--seeds; each member's directory
@@ -670,6 +722,7 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     specs = manifest(args)
     check_runs_dir(args.runs_dir)
     states = {spec.name: status_of(spec) for spec in specs}
+    check_adopted_runs(specs, states, args.runs_dir)
     jobs = plan_jobs(specs, states, args)
     if args.dry_run:
         for spec in specs:

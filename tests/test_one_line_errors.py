@@ -36,7 +36,14 @@ def command_in_process(argv: list[str], capsys):
     return types.SimpleNamespace(returncode=exit_info.value.code, stdout=output.out, stderr=output.err)
 
 
-BAD_VALUES = [["--seeds", "1", "2.5"], ["--num-envs", "abc"], ["--total-timesteps=1.5"], ["--device", "gpu"], ["--num-envs"]]
+BAD_VALUES = [
+    ["--seeds", "1", "2.5"],
+    ["--num-envs", "abc"],
+    ["--total-timesteps=1.5"],
+    ["--device", "gpu"],
+    ["--num-envs"],
+    ["--continual.num-tasks", "x"],  # read early (the continual defaults) by a parser of its own
+]
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -54,6 +61,8 @@ def test_every_agent_refuses_an_unknown_flag_in_one_line_with_the_closest_flag(a
     assert_one_line(result, "unknown flag --learning-rat — did you mean '--learning-rate'?")
     result = cli_in_process(agent, ["--no-such-flag", "--runs-dir", str(tmp_path)], monkeypatch, capsys)
     assert_one_line(result, f"unknown flag --no-such-flag — {agent}.py --help lists the flags")
+    result = cli_in_process(agent, ["--reset.metod", "shrink-perturb"], monkeypatch, capsys)
+    assert_one_line(result, "unknown flag --reset.metod — did you mean '--reset.method'?")
     result = cli_in_process(agent, ["--eval-every", "5", "7"], monkeypatch, capsys)
     assert_one_line(result, f"unexpected argument '7' — {agent}.py --help lists the flags and what each takes")
     assert not any(tmp_path.iterdir())
@@ -100,6 +109,14 @@ def test_every_command_refuses_a_bad_value_and_an_unknown_flag_in_one_line(argv,
 
 def test_remedies_takes_no_flags_and_says_so_in_one_line(capsys):
     assert_one_line(command_in_process(["remedies", "--all"], capsys))
+
+
+@pytest.mark.parametrize("command", ["profile", "groups"])
+def test_bench_profile_and_groups_name_an_unknown_agent_in_one_line(command, capsys):
+    result = command_in_process(["bench", command, "--agent", "foo"], capsys)
+    assert_one_line(result, "unknown agent 'foo' — choose one of td3, sac_simba, ddqn, ppo, gtr")
+    result = command_in_process(["bench", command, "--agent", "sac-simba"], capsys)
+    assert_one_line(result, "unknown agent 'sac-simba' — did you mean 'sac_simba'?")
 
 
 def test_a_misspelt_choice_is_one_line_with_the_closest_choice(capsys):
