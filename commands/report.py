@@ -4,7 +4,8 @@
 
 Reads each run's TensorBoard events directly (no W&B), `args.json` (exp_name) and `summary.json` (agent, env_id,
 seed, and per-task records of continual runs). Runs are grouped by (agent, env_id, exp_name); a sweep gives each
-remedy configuration its own exp_name, and a group whose runs were made with different flags is refused. Writes into --out (default: `<first runs dir>/report/`):
+remedy configuration its own exp_name, and a group whose runs were made with different flags is refused. Writes
+into --out (default: `<first runs dir>/report/`):
 
 - `report.md`, `report.csv`: per env and group, final return and AUC as IQM [95% CI] and mean over seeds; an
   aggregate over envs (per-env min–max normalised) when there are several; P(group > baseline) with CI; and for
