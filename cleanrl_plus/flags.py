@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import io
 import math
 import os
@@ -178,8 +179,12 @@ def _unknown(unknown: list[str], settings_type: type, prog: str, unknown_group_h
     if first.startswith("--") and "." in first:
         group = first[2:].split(".")[0]
         groups = groups_of(settings_type)
-        if group not in groups:
-            return f"{prog} has no --{group}.* flags{did_you_mean(group, groups)}{unknown_group_hint or f' ({prog} --help)'}"
+        if (
+            group not in groups
+        ):  # a misspelt group (rset), or a remedy this agent does not take (least): only the first is close
+            close = difflib.get_close_matches(group, sorted(groups), n=1, cutoff=0.8)
+            hint = f" — did you mean --{close[0]}.*?" if close else unknown_group_hint or f" ({prog} --help)"
+            return f"{prog} has no --{group}.* flags{hint}"
     suggestion = did_you_mean(first, flags)
     what = f"unknown flag {first}" if len(unknown) == 1 else f"unknown flags {', '.join(unknown)}"
     return f"{what}{suggestion or f' — {prog} --help lists the flags'}"

@@ -60,6 +60,24 @@ def outside(number: type, bounds: Range) -> list:
     return values or [math.inf]
 
 
+def refusals(settings: type, defaults: dict):
+    """(flag, the values given, the one error line expected) for a value just beyond each bound of each numeric field of
+    `settings`; a tuple field gets its default entries with the last one replaced."""
+    for name, number, bounds, is_tuple in declared_ranges(settings):
+        flag = "--" + name.replace("_", "-")
+        default = defaults
+        for part in name.split("."):
+            default = default[part]
+        for value in outside(number, bounds):
+            given = [*map(str, default[:-1]), str(value)] if is_tuple else [str(value)]
+            if math.isinf(value):
+                yield flag, given, f"error: {flag} must be a finite number, got {value}"
+            elif is_tuple:
+                yield flag, given, f"error: {flag} entries must be {bounds}, got {' '.join(given)}"
+            else:
+                yield flag, given, f"error: {flag} must be {bounds}, got {value}"
+
+
 @pytest.mark.parametrize("agent", AGENTS)
 def test_every_numeric_flag_declares_a_range(agent):
     args_type = importlib.import_module(f"agents.{agent}").Args
@@ -72,27 +90,14 @@ def test_every_numeric_flag_declares_a_range(agent):
 def test_every_value_outside_its_range_is_refused_with_one_line_before_anything_exists(agent, tmp_path, monkeypatch, capsys):
     module = importlib.import_module(f"agents.{agent}")
     monkeypatch.setattr(module, "main", lambda args: sys.exit("accepted: the run would start"))  # a value let through
-    args_type, checked = module.Args, 0
-    defaults = dataclasses.asdict(args_type())
-    for name, number, bounds, is_tuple in declared_ranges(args_type):
-        flag = "--" + name.replace("_", "-")
-        default = defaults
-        for part in name.split("."):
-            default = default[part]
-        for value in outside(number, bounds):
-            given = [*map(str, default[:-1]), str(value)] if is_tuple else [str(value)]
-            result = cli_in_process(
-                agent, [flag, *given, "--env-id", ENV_OF[agent], "--runs-dir", str(tmp_path)], monkeypatch, capsys
-            )
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
-            if math.isinf(value):
-                expected = f"error: {flag} must be a finite number, got {value}"
-            elif is_tuple:
-                expected = f"error: {flag} entries must be {bounds}, got {' '.join(given[:-1] + [str(value)])}"
-            else:
-                expected = f"error: {flag} must be {bounds}, got {value}"
-            assert (result.returncode, lines) == (2, [expected]), (flag, value)
-            checked += 1
+    checked = 0
+    for flag, given, expected in refusals(module.Args, dataclasses.asdict(module.Args())):
+        result = cli_in_process(
+            agent, [flag, *given, "--env-id", ENV_OF[agent], "--runs-dir", str(tmp_path)], monkeypatch, capsys
+        )
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert (result.returncode, lines) == (2, [expected]), (flag, given)
+        checked += 1
     assert checked >= 50 and not any(tmp_path.iterdir())
 
 
@@ -237,23 +242,13 @@ def test_every_numeric_option_of_every_command_is_refused_outside_its_range(argv
         elif field.default_factory is not dataclasses.MISSING:
             defaults[field.name] = dataclasses.asdict(field.default_factory())
     checked = 0
-    for name, number, bounds, is_tuple in declared_ranges(settings):
-        flag = "--" + name.replace("_", "-")
-        default = defaults
-        for part in name.split("."):
-            default = default[part]
-        for value in outside(number, bounds):
-            given = [*map(str, default[:-1]), str(value)] if is_tuple else [str(value)]
-            capsys.readouterr()
-            with pytest.raises(SystemExit) as stop:
-                cli.main([*argv, flag, *given])
-            lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-            if is_tuple:
-                expected = f"error: {flag} entries must be {bounds}, got {' '.join(given)}"
-            else:
-                expected = f"error: {flag} must be {bounds}, got {value}"
-            assert (stop.value.code, lines) == (2, [expected]), (flag, value)
-            checked += 1
+    for flag, given, expected in refusals(settings, defaults):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stop:
+            cli.main([*argv, flag, *given])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert (stop.value.code, lines) == (2, [expected]), (flag, given)
+        checked += 1
     assert checked >= 1 and not any(tmp_path.iterdir())
 
 

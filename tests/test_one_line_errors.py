@@ -73,7 +73,12 @@ def test_a_remedy_flag_an_agent_does_not_take_is_one_line_pointing_at_the_remedi
     result = cli_in_process(agent, [flag], monkeypatch, capsys)
     group = flag[2:].split(".")[0]
     line = assert_one_line(result)
-    assert line.startswith(f"error: {agent}.py has no --{group}.* flags") and "cleanrl-plus remedies" in line, line
+    assert line.startswith(f"error: {agent}.py has no --{group}.* flags — `cleanrl-plus remedies`"), line
+
+
+def test_a_misspelt_remedy_group_gets_the_closest_group(monkeypatch, capsys):
+    result = cli_in_process("ppo", ["--rset.method", "layers"], monkeypatch, capsys)
+    assert_one_line(result, "ppo.py has no --rset.* flags — did you mean --reset.*?")
 
 
 # each command: (its argv before the flags, a numeric flag, whose value is then "abc")
