@@ -179,9 +179,8 @@ def _unknown(unknown: list[str], settings_type: type, prog: str, unknown_group_h
     if first.startswith("--") and "." in first:
         group = first[2:].split(".")[0]
         groups = groups_of(settings_type)
-        if (
-            group not in groups
-        ):  # a misspelt group (rset), or a remedy this agent does not take (least): only the first is close
+        # a misspelt group (rset) is close to one of the type's; a remedy the agent does not take (least) need not be
+        if group not in groups:
             close = difflib.get_close_matches(group, sorted(groups), n=1, cutoff=0.8)
             hint = f" — did you mean --{close[0]}.*?" if close else unknown_group_hint or f" ({prog} --help)"
             return f"{prog} has no --{group}.* flags{hint}"
