@@ -15,9 +15,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import tyro
-
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.logger import flatten_args
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
 from envs.continual import ContinualArgs, is_continual
@@ -110,6 +109,51 @@ RESUMABLE_FLAGS = (
     "run_name",
 )
 
+# What tells one run's settings from another's besides its seed: every flag that must equal the run's on --resume
+# (`cleanrl-plus sweep` adopts, and `cleanrl-plus report` groups, only runs that agree on them), not the member
+# bookkeeping of a group (`seeds`, `group`) nor the agent (compared on its own).
+NOT_SETTINGS = (*RESUMABLE_FLAGS, "seed", "seeds", "group", "agent")
+
+
+def run_settings(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A run's flags as args.json records them (or as dataclasses.asdict gives them), flattened to dotted names, less
+    NOT_SETTINGS; a schedule seed equal to the run's seed is its default (-1), as start_run records it."""
+    flat = flatten_args(json.loads(json.dumps(recorded)))
+    if "continual.schedule_seed" in flat and flat["continual.schedule_seed"] == flat.get("seed"):
+        flat["continual.schedule_seed"] = -1
+    return {name: value for name, value in flat.items() if name not in NOT_SETTINGS}
+
+
+def differing_settings(recorded: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    """`--flag VALUE (not EXPECTED)` for each setting both know whose values differ (a flag only one of them knows, one
+    added or removed since, is not compared: check_resume's rule)."""
+    mine, theirs = run_settings(recorded), run_settings(expected)
+    return [
+        f"--{name.replace('_', '-')} {_shown(mine[name])} (not {_shown(theirs[name])})"
+        for name in mine
+        if name in theirs and mine[name] != theirs[name]
+    ]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "(none)"
+    return str(value) if value != "" else "''"
+
+
+def describe_run(run_dir: Path) -> str:
+    """What a run directory holds, in a few words (`a run of agents/ppo.py, seed 2, finished`), for errors about it."""
+    try:
+        saved = json.loads((run_dir / "args.json").read_text())
+        what = f"a run of agents/{saved['agent']}.py, seed {saved['seed']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "files of another run"
+    try:
+        finished = json.loads((run_dir / "summary.json").read_text()).get("finished")
+    except (OSError, ValueError, AttributeError):
+        finished = False
+    return what + (", finished" if finished else "")
+
 
 def validate_args(args: RunArgs) -> None:
     """One-line UserError for a flag outside its range (each field declares it: cleanrl_plus/ranges.py) or for
@@ -158,8 +202,10 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--resume", default="")
     pre.add_argument("--env-id", "--env_id", default=None)
-    pre.add_argument("--continual.steps-per-task", "--continual.steps_per_task", type=int, default=0, dest="steps_per_task")
-    pre.add_argument("--continual.num-tasks", "--continual.num_tasks", type=int, default=0, dest="num_tasks")
+    pre.add_argument(
+        "--continual.steps-per-task", "--continual.steps_per_task", type=_int_or_0, default=0, dest="steps_per_task"
+    )
+    pre.add_argument("--continual.num-tasks", "--continual.num_tasks", type=_int_or_0, default=0, dest="num_tasks")
     known, _ = pre.parse_known_args(argv)
     if known.resume:
         default = load_saved_args(args_type, Path(known.resume))
@@ -171,9 +217,20 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
                 env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks)
             )
             default = dataclasses.replace(default, total_timesteps=schedule.total_steps)
-    args = tyro.cli(args_type, args=argv, default=default)
+    args = parse_flags(args_type, argv, default=default, check_numbers=False, unknown_group_hint=REMEDIES_HINT)
     validate_args(args)
     return args
+
+
+REMEDIES_HINT = " — `cleanrl-plus remedies` lists the remedies each agent takes (python agents/<agent>.py --help, its flags)"
+
+
+def _int_or_0(text: str) -> int:
+    """The pre-parser's reading of a number: what is not one is left for the real parser to refuse in one line."""
+    try:
+        return int(text)
+    except ValueError:
+        return 0
 
 
 def _field_default(args_type: type, name: str) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from cleanrl_plus.errors import UserError, did_you_mean
+
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents/<name>.py, each with Args, main and load_policy
 
 
@@ -13,3 +15,9 @@ def agent_module(name: str) -> ModuleType:
     if name not in AGENTS:
         raise KeyError(name)
     return importlib.import_module(f"agents.{name}")
+
+
+def check_agent_name(name: str) -> None:
+    """One-line UserError for a name that is not an agent's, with the closest one or the list."""
+    if name not in AGENTS:
+        raise UserError(f"unknown agent '{name}'{did_you_mean(name, AGENTS) or ' — choose one of ' + ', '.join(AGENTS)}")

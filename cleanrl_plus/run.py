@@ -31,7 +31,7 @@ from cleanrl_plus.checkpoint import (
     save_checkpoint,
     write_atomically,
 )
-from cleanrl_plus.config import RunArgs, agent_of, check_resume, parse_args, read_saved_args, validate_args
+from cleanrl_plus.config import RunArgs, agent_of, check_resume, describe_run, parse_args, read_saved_args, validate_args
 from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
 from cleanrl_plus.graphs import check_flags
 from cleanrl_plus.logger import GroupLogger, Logger
@@ -266,7 +266,8 @@ _open_runs: list[Run] = []  # started by this process and not closed yet: closed
 def _refuse_existing(run_dir: Path) -> None:
     if run_dir.exists():
         raise UserError(
-            f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name"
+            f"run directory {run_dir} already holds {describe_run(run_dir)} — pick another --run-name or --runs-dir "
+            f"(--resume {run_dir} continues that run with its own flags; it never starts yours)"
         )
 
 

@@ -25,7 +25,9 @@ import torch
 import tyro
 
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.registry import AGENTS, agent_module
+from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.ranges import AtLeastOne, Count, Seed
+from cleanrl_plus.registry import AGENTS, agent_module, check_agent_name
 
 
 @dataclasses.dataclass
@@ -34,24 +36,24 @@ class BenchArgs:
     """which agent's training loop to time ('env': the environment alone, random actions)"""
     env_id: str = "Hopper-v5"
     """environment to run"""
-    steps: int = 3_000
+    steps: AtLeastOne = 3_000
     """timed environment steps after warm-up (learning is on for all of them)"""
-    warmup: int = 1_000
+    warmup: Count = 1_000
     """off-policy agents: untimed random-action steps that fill the replay before learning starts (on-policy: unused)"""
-    burnin: int = 0
+    burnin: Count = 0
     """untimed learning steps before the timed ones (LeanRL's measure_burnin): where --compile compiles and
     --cudagraphs captures; 0 times every learning step"""
-    num_envs: int = 1
+    num_envs: AtLeastOne = 1
     """parallel environments"""
-    threads: int = 0
+    threads: Count = 0
     """torch CPU threads (0 = the agents' default, min(2, cores))"""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """device for networks, replay and env tensors"""
     env_backend: Literal["auto", "gymnasium", "atari", "envpool", "torch", "dmc", "warp"] = "auto"
     """env backend: for `bench env`, any; for agents that choose one (ddqn, ppo, gtr), atari or envpool (ALE ids in envpool)"""
-    buffer_size: int = 0
+    buffer_size: Count = 0
     """replay capacity (0 = the agent's default for the env; DDQN's 1M Atari transitions take 14.1 GB)"""
-    seed: int = 1
+    seed: Seed = 1
     """seed"""
     agent_flags: str = ""
     """extra flags for the agent, e.g. --agent-flags='--network mlp --updates-per-step 1'"""
@@ -73,11 +75,11 @@ class SettingArgs:
 
 @dataclasses.dataclass
 class GroupBenchArgs(SettingArgs):
-    seeds: int = 20
+    seeds: AtLeastOne = 20
     """seeds, 1 … N, trained both ways"""
-    members_per_process: tuple[int, ...] = (20,)
+    members_per_process: tuple[AtLeastOne, ...] = (20,)
     """group sizes to time against one seed per process"""
-    workers: int = 2
+    workers: AtLeastOne = 2
     """processes at a time, both ways (the cores they share)"""
     runs_dir: str = ""
     """keep the runs here (empty: a temporary folder, removed afterwards)"""
@@ -87,11 +89,11 @@ class GroupBenchArgs(SettingArgs):
 
 @dataclasses.dataclass
 class ProfileArgs(SettingArgs):
-    seeds: int = 10
+    seeds: AtLeastOne = 10
     """members of the group, seeds 1 … N, trained in this process on one thread"""
-    total_timesteps: int = 8_192
+    total_timesteps: AtLeastOne = 8_192
     """env steps of each member; keep it short: the profiler holds every operator call in memory until the run ends"""
-    rows: int = 20
+    rows: AtLeastOne = 20
     """operators to list, the costliest first"""
     json_out: bool = False
     """print the result as one JSON line"""
@@ -264,7 +266,9 @@ def bench(args: BenchArgs) -> dict:
             settings["env_backend"] = args.env_backend
         agent_args = module.Args.defaults_for(args.env_id, **settings)
         if args.agent_flags:
-            agent_args = tyro.cli(module.Args, args=shlex.split(args.agent_flags), default=agent_args)
+            agent_args = parse_flags(
+                module.Args, shlex.split(args.agent_flags), prog=f"agents/{args.agent}.py", default=agent_args
+            )
         result = module.main(agent_args)
     report = {
         "agent": args.agent,
@@ -302,8 +306,10 @@ def parse(argv: list[str] | None = None) -> BenchArgs | GroupBenchArgs | Profile
         from commands.sweep import glue_flag_values
 
         args_type = GroupBenchArgs if argv[0] == "groups" else ProfileArgs
-        return tyro.cli(args_type, args=glue_flag_values(argv[1:], ("--flags",)), prog=f"cleanrl-plus bench {argv[0]}")
-    return tyro.cli(BenchArgs, args=argv)
+        setting = parse_flags(args_type, glue_flag_values(argv[1:], ("--flags",)), prog=f"cleanrl-plus bench {argv[0]}")
+        check_agent_name(setting.agent)
+        return setting
+    return parse_flags(BenchArgs, argv or [], prog="cleanrl-plus bench")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     command, rest = argv[0], argv[1:]
     try:
         _module(command).main(rest)
+        sys.stdout.flush()  # what is still buffered meets a reader that went away here, not in the interpreter's exit
     except UserError as error:
         exit_with(error)
     except BrokenPipeError:  # the reader went away (`cleanrl-plus sweep … --dry-run | head`): stop quietly, as Unix tools do

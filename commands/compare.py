@@ -19,9 +19,9 @@ import dataclasses
 import shlex
 from pathlib import Path
 
-import tyro
-
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.ranges import AtLeastOne, Count
 from commands import sweep
 from commands.report import MIN_SEEDS_FOR_COMPARISONS
 
@@ -48,20 +48,20 @@ class CompareArgs:
     """the remedy's name in the report (its runs are {agent}-{remedy_name})"""
     flags: str = CONTINUAL_CARTPOLE_FLAGS
     """flags for every run (default: PPO's CartPole recipe on a 3 × 40k-step continual schedule)"""
-    seeds: int = MIN_SEEDS_FOR_COMPARISONS
+    seeds: AtLeastOne = MIN_SEEDS_FOR_COMPARISONS
     """seeds per configuration (10: enough for a claim; each configuration's seeds train together in one process)"""
     oracle: bool = False
     """also run a fresh agent per task (--continual.oracle) and report the ratios to it"""
     runs_dir: str = "runs/compare"
     """where the runs and the report go"""
-    workers: int = 0
+    workers: Count = 0
     """runs at a time (0 = one per CPU core)"""
-    reps: int = 2000
+    reps: AtLeastOne = 2000
     """bootstrap resamples per confidence interval"""
 
 
 def parse(argv: list[str]) -> CompareArgs:
-    return tyro.cli(CompareArgs, args=sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
+    return parse_flags(CompareArgs, sweep.glue_flag_values(argv, ("--flags", "--remedy")), prog="cleanrl-plus compare")
 
 
 def plan(args: CompareArgs) -> sweep.SweepArgs:
@@ -82,8 +82,6 @@ def plan(args: CompareArgs) -> sweep.SweepArgs:
 
 def main(argv: list[str]) -> Path:
     args = parse(argv)
-    if args.seeds < 1:
-        raise UserError(f"--seeds must be at least 1, got {args.seeds}")
     print(
         f"compare: {args.agent} on {args.env_id}, baseline vs {args.remedy_name} ({args.remedy})"
         f"{' and the oracle' if args.oracle else ''}, {args.seeds} seeds each",

@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 import tyro
 
 from cleanrl_plus.errors import UserError
+from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.ranges import SEED_MAX, AtLeastOne, Range
 from cleanrl_plus.registry import agent_module
 
 
@@ -24,11 +26,11 @@ from cleanrl_plus.registry import agent_module
 class EvalArgs:
     run_dir: tyro.conf.Positional[Annotated[str, tyro.conf.arg(metavar="RUN_DIR")]]
     """the run directory (runs/<run>) holding args.json and checkpoint.pt"""
-    episodes: int = 10
+    episodes: AtLeastOne = 10
     """episodes to evaluate (run at once, one per sub-env)"""
-    seed: int = -1
+    seed: Annotated[int, Range(ge=-1, le=SEED_MAX)] = -1
     """episodes start as a run with this seed evaluates, from seed + 100000 on (-1 = the run's own seed)"""
-    task: int = -1
+    task: Annotated[int, Range(ge=-1)] = -1
     """continual runs: the task to evaluate on (-1 = the task the run ended in)"""
     capture_video: bool = False
     """record one episode to RUN_DIR/videos/ (MuJoCo and dm-control need a headless GL backend, see the docs)"""
@@ -37,7 +39,7 @@ class EvalArgs:
 
 
 def parse(argv: list[str]) -> EvalArgs:
-    return tyro.cli(EvalArgs, args=argv, prog="cleanrl-plus eval")
+    return parse_flags(EvalArgs, argv, prog="cleanrl-plus eval")
 
 
 def evaluate_run(options: EvalArgs) -> dict:
@@ -48,8 +50,6 @@ def evaluate_run(options: EvalArgs) -> dict:
     from cleanrl_plus.run import resolve_device
 
     run_dir = Path(options.run_dir)
-    if options.episodes < 1:
-        raise UserError(f"--episodes must be at least 1, got {options.episodes}")
     if not (run_dir / CHECKPOINT_NAME).is_file():
         raise UserError(f"{run_dir}: no {CHECKPOINT_NAME} there — pass the directory of a run that saved a checkpoint")
     try:

@@ -5,7 +5,8 @@
 
 Reads each run's TensorBoard events directly (no W&B), `args.json` (exp_name) and `summary.json` (agent, env_id,
 seed, and per-task records of continual runs). Runs are grouped by (agent, env_id, exp_name); a sweep gives each
-remedy configuration its own exp_name. Writes into --out (default: `<first runs dir>/report/`):
+remedy configuration its own exp_name, and a group whose runs were made with different flags is refused. Writes
+into --out (default: `<first runs dir>/report/`):
 
 - `report.md`, `report.csv`: per env and group, final return and AUC as IQM [95% CI] and mean over seeds; an
   aggregate over envs (per-env min–max normalised) when there are several; P(group > baseline) with CI; and for
@@ -39,6 +40,8 @@ import numpy as np
 import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.ranges import AtLeastOne
 from commands import stats
 
 METRIC_TAGS = {
@@ -64,7 +67,7 @@ class ReportArgs:
     """exp_name of the fresh-learner-per-task group that continual runs are divided by (task 2..K ratios)"""
     out: str | None = None
     """output folder; unset: <first runs dir>/report/"""
-    reps: int = 2000
+    reps: AtLeastOne = 2000
     """bootstrap resamples per confidence interval (rliable's README uses 50,000 for final numbers)"""
     metric: Literal["eval", "train", "average-performance"] = "eval"
     """which return: 'eval' (deterministic evaluations, eval/episodic_return), 'train' (charts/episodic_return), or
@@ -87,6 +90,7 @@ class RunRecord:
     tasks: list[dict[str, Any]]  # summary.json's per-task records of continual runs
     finished: bool = True
     iteration_steps: int = 0  # env steps of one member per PPO iteration (num_steps × num_envs; 0: not an on-policy run)
+    flags: dict[str, Any] = dataclasses.field(default_factory=dict)  # its args.json
 
     @property
     def method(self) -> tuple[str, str]:
@@ -196,7 +200,34 @@ def load_run(directory: Path, metric: str) -> RunRecord:
         tasks=tasks,
         finished=bool(summary.get("finished", True)),
         iteration_steps=int(args.get("num_steps", 0)) * int(args.get("num_envs", 0)),
+        flags=args if isinstance(args, dict) else {},
     )
+
+
+def check_groups_agree(runs: list[RunRecord]) -> None:
+    """Refuse a group (agent, env, exp_name) whose runs were made with different flags (a run started by hand under a
+    sweep's run name, a configuration changed between seeds): its statistics would pool two experiments. Each run is
+    compared with the settings most of its group share (cleanrl_plus.config.run_settings: every flag a --resume may
+    not change), and the first that differs is named."""
+    import collections
+
+    from cleanrl_plus.config import differing_settings, run_settings
+
+    groups: dict[tuple[str, str, str], list[RunRecord]] = {}
+    for run in runs:
+        groups.setdefault((run.agent, run.env_id, run.exp_name), []).append(run)
+    for (agent, env_id, exp_name), members in groups.items():
+        keys = [json.dumps(run_settings(run.flags), sort_keys=True, default=str) for run in members]
+        common = collections.Counter(keys).most_common(1)[0][0]
+        reference = members[keys.index(common)]
+        for run in members:
+            differences = differing_settings(run.flags, reference.flags)
+            if differences:
+                raise UserError(
+                    f"{run.directory} was made with {', '.join(differences)}, unlike the other runs of group {exp_name} "
+                    f"({agent}) on {env_id} such as {reference.directory} — report it apart, or give runs made with other "
+                    "flags their own --exp-name"
+                )
 
 
 # ---------------------------------------------------------------- per-run numbers
@@ -880,6 +911,7 @@ def write_report(
             f"--metric average-performance needs PPO/GTR runs (iterations of num_steps × num_envs); {without[0]} has none "
             "— report it with --metric train"
         )
+    check_groups_agree(runs)
     report = Report(runs, metric, reps, baseline, oracle)
     tables, methods = report.markdown(notes)
     out.mkdir(parents=True, exist_ok=True)
@@ -901,7 +933,7 @@ def write_report(
 
 
 def parse(argv: list[str] | None = None) -> ReportArgs:
-    return tyro.cli(ReportArgs, args=argv, prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
+    return parse_flags(ReportArgs, argv or [], prog="cleanrl-plus report", description=__doc__.split("\n\n")[0])
 
 
 def main(argv: list[str] | None = None) -> Path:

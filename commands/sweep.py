@@ -7,7 +7,8 @@
 - The manifest: one run per (agent, env, configuration, seed), named `{env}__{exp_name}__{seed}` where exp_name is
   the agent for the configuration called `baseline` and `{agent}-{name}` otherwise (the report groups by it).
 - Idempotent: a rerun skips finished runs, resumes interrupted ones from their checkpoint (`--resume`), and moves
-  a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted). A run that
+  a directory that died before its first checkpoint aside (`<name>.abandoned-<time>`, nothing deleted). It adopts
+  only runs made with the configuration's flags: a run of a member's name made otherwise refuses the sweep. A run that
   diverged is kept as it stopped and not rerun (it would diverge again from the same checkpoint and flags).
 - Groups: the seeds of one configuration train together, `--members-per-process` at a time, as one process whose
   members are ordinary runs (`--seeds`, cleanrl_plus.members): each member keeps the directory, name and files of the
@@ -47,8 +48,9 @@ from typing import Any, Callable, Literal
 import tyro
 
 from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
-from cleanrl_plus.registry import AGENTS, agent_module
+from cleanrl_plus.registry import agent_module, check_agent_name
 from cleanrl_plus.runlock import run_dir_holder
 
 BASELINE = "baseline"
@@ -95,8 +97,8 @@ class SweepArgs:
     workers: Count = 0
     """local executor: processes at a time (0 = one per CPU core)"""
     members_per_process: Count = 0
-    """seeds of a configuration trained together in one process (1 = one seed per process; 0 = automatic: up to
-    AUTO_MEMBERS on CPU, up to AUTO_MEMBERS_GPU on a GPU, 1 for Atari, whose replay memory grows with every member)"""
+    """seeds of a configuration trained together in one process (1 = one seed per process; 0 = automatic: up to 10
+    on a CPU, up to 32 on a GPU, 1 for Atari, whose replay memory grows with every member)"""
     address: str = ""
     """ray executor: the cluster address (empty: start a local Ray instance)"""
     slurm: SlurmArgs = dataclasses.field(default_factory=SlurmArgs)
@@ -176,8 +178,7 @@ def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 def manifest(args: SweepArgs) -> list[RunSpec]:
     """Expand agent × env × configuration × seed into runs (deterministic order and names)."""
     for agent in args.agent:
-        if agent not in AGENTS:
-            raise UserError(f"unknown agent '{agent}'{did_you_mean(agent, AGENTS) or ' — agents: ' + ', '.join(AGENTS)}")
+        check_agent_name(agent)
     import envs
 
     for env_id in args.env_id:
@@ -206,25 +207,13 @@ def check_agent_flags(spec: RunSpec) -> None:
     """Parse a run's flags with its agent's own parser and run the agent's start-up checks (ranges, combinations,
     remedy applicability; cleanrl_plus.run.check_start_up), so that a configuration every run would refuse fails the
     sweep (and --dry-run) at once, instead of every run it would have started."""
-    import contextlib
-    import io
-
     from cleanrl_plus.config import parse_args
     from cleanrl_plus.run import check_start_up
 
     agent = agent_module(spec.agent)
-    printed = io.StringIO()
     try:
-        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-            args = parse_args(agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)])
+        args = parse_args(agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)])
         check_start_up(agent.main, args)
-    except SystemExit:  # tyro printed a box; its first message line says what is wrong
-        lines = [line.strip(" -│╭╮╰╯─") for line in printed.getvalue().splitlines()]
-        cause = next((line for line in lines[2:] if line), "unparsable flags")
-        raise UserError(
-            f"configuration '{spec.config}' of {spec.agent}: {shlex.join(spec.flags)!r} is refused by "
-            f"agents/{spec.agent}.py ({cause}) — fix the flags in --config / --flags"
-        ) from None
     except UserError as error:
         raise UserError(f"configuration '{spec.config}' of {spec.agent}: {error}") from None
 
@@ -334,7 +323,7 @@ def load_plan(path: str, given: list[str]) -> SweepArgs:
         _check_plan_types(path, plan["slurm"], SlurmArgs, "slurm.")
         plan["slurm"] = SlurmArgs(**plan["slurm"])
     _check_plan_types(path, plan, SweepArgs)
-    return tyro.cli(SweepArgs, args=given, default=SweepArgs(**plan))
+    return parse_flags(SweepArgs, given, prog="cleanrl-plus sweep", default=SweepArgs(**plan))
 
 
 def _check_plan_types(path: str, plan: dict[str, Any], settings: type, prefix: str = "") -> None:
@@ -384,6 +373,57 @@ def status_of(spec: RunSpec) -> Literal["finished", "diverged", "resume", "fresh
     if summary is not None and summary.get("diverged"):
         return "diverged"
     return "resume" if (spec.dir / "checkpoint.pt").is_file() else "fresh"
+
+
+def adoption_conflict(spec: RunSpec, expected: dict[str, Any]) -> str | None:
+    """Why the directory of a run the sweep would count as finished, diverged or to resume is not this configuration's
+    run (None when it is): its args.json must name the configuration's agent and seed, and hold the flags the sweep
+    passes it (`expected`, as the agent parses them) in every setting a --resume may not change."""
+    from cleanrl_plus.config import differing_settings
+
+    try:
+        saved = json.loads((spec.dir / "args.json").read_text())
+    except (OSError, ValueError):
+        return "has no readable args.json, so its flags are unknown"
+    if not isinstance(saved, dict):
+        return "has no readable args.json, so its flags are unknown"
+    if saved.get("agent") != spec.agent:
+        return f"was written by agents/{saved.get('agent')}.py, not agents/{spec.agent}.py"
+    if saved.get("seed") != spec.seed:
+        return f"trains seed {saved.get('seed')}, not {spec.seed}"
+    differences = differing_settings(saved, expected)
+    return f"was made with {', '.join(differences)}" if differences else None
+
+
+def check_adopted_runs(specs: list[RunSpec], states: dict[str, str], runs_dir: str) -> None:
+    """Refuse a sweep whose runs directory holds, under a run's name, a run that this configuration did not make (one
+    started by hand with other flags, or by a sweep with another --flags / --config): counting it as finished, or
+    resuming it, would put a stranger's numbers in the configuration's group."""
+    from cleanrl_plus.config import parse_args
+
+    expected: dict[tuple, dict[str, Any]] = {}
+    conflicts = []
+    for spec in specs:
+        if states[spec.name] not in ("finished", "diverged", "resume"):
+            continue
+        key = (spec.agent, spec.env_id, spec.flags, spec.exp_name)
+        if key not in expected:
+            argv = [*spec.flags, "--env-id", spec.env_id, "--exp-name", spec.exp_name]
+            expected[key] = dataclasses.asdict(parse_args(agent_module(spec.agent).Args, argv))
+        conflict = adoption_conflict(spec, expected[key])
+        if conflict:
+            conflicts.append((spec, conflict))
+    if conflicts:
+        spec, conflict = conflicts[0]
+        more = (
+            f" (and {len(conflicts) - 1} more runs: {', '.join(s.name for s, _ in conflicts[1:])})"
+            if len(conflicts) > 1
+            else ""
+        )
+        raise UserError(
+            f"{Path(runs_dir) / spec.name} is not a run of configuration '{spec.config}' of {spec.agent}: it {conflict}{more} "
+            f"— move it out of {runs_dir} (the sweep adopts only runs made with its flags), or sweep into another --runs-dir"
+        )
 
 
 def command_for(job: Job | RunSpec, threads: bool = True) -> list[str]:
@@ -682,6 +722,7 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     specs = manifest(args)
     check_runs_dir(args.runs_dir)
     states = {spec.name: status_of(spec) for spec in specs}
+    check_adopted_runs(specs, states, args.runs_dir)
     jobs = plan_jobs(specs, states, args)
     if args.dry_run:
         for spec in specs:
@@ -754,7 +795,7 @@ def parse(argv: list[str]) -> SweepArgs:
     plan = next((a for a in argv if a.endswith(".toml") and not a.startswith("-")), None)
     if plan is not None:
         return load_plan(plan, [a for a in argv if a != plan])
-    return tyro.cli(SweepArgs, args=argv, prog="cleanrl-plus sweep")
+    return parse_flags(SweepArgs, argv, prog="cleanrl-plus sweep")
 
 
 def main(argv: list[str]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from cleanrl_plus.config import parse_args
+from cleanrl_plus.errors import UserError
 from commands import cli, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +85,8 @@ def parse_agent_flags(agent: str, flags: list[str]) -> None:
             parse_args(module.Args, flags)
         except SystemExit as exit:
             assert exit.code == 0, f"agents/{agent}.py {shlex.join(flags)}:\n{errors.getvalue()}"
+        except UserError as error:
+            raise AssertionError(f"agents/{agent}.py {shlex.join(flags)}: {error}") from None
 
 
 def check_command(command: list[str]) -> None:
@@ -100,6 +103,8 @@ def check_command(command: list[str]) -> None:
         except SystemExit as exit:
             assert exit.code == 0, f"{shlex.join(command)}:\n{errors.getvalue()}"
             return
+        except UserError as error:
+            raise AssertionError(f"{shlex.join(command)}: {error}") from None
     # the agent flags a sweep, compare or bench passes on must parse (and pass the range checks) with that agent's
     # parser too, on the env they are given with
     if isinstance(parsed, sweep.SweepArgs):

@@ -28,6 +28,8 @@ def numeric_fields(settings: type, prefix: str = "") -> set[str]:
     names = set()
     hints = typing.get_type_hints(settings)
     for field in dataclasses.fields(settings):
+        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            continue  # a required argument (a command's RUN_DIR): no number has none
         default = field.default_factory() if field.default is dataclasses.MISSING else field.default
         if default is None and set(typing.get_args(hints[field.name])) & {int, float}:
             names.add(prefix + field.name)
@@ -58,6 +60,24 @@ def outside(number: type, bounds: Range) -> list:
     return values or [math.inf]
 
 
+def refusals(settings: type, defaults: dict):
+    """(flag, the values given, the one error line expected) for a value just beyond each bound of each numeric field of
+    `settings`; a tuple field gets its default entries with the last one replaced."""
+    for name, number, bounds, is_tuple in declared_ranges(settings):
+        flag = "--" + name.replace("_", "-")
+        default = defaults
+        for part in name.split("."):
+            default = default[part]
+        for value in outside(number, bounds):
+            given = [*map(str, default[:-1]), str(value)] if is_tuple else [str(value)]
+            if math.isinf(value):
+                yield flag, given, f"error: {flag} must be a finite number, got {value}"
+            elif is_tuple:
+                yield flag, given, f"error: {flag} entries must be {bounds}, got {' '.join(given)}"
+            else:
+                yield flag, given, f"error: {flag} must be {bounds}, got {value}"
+
+
 @pytest.mark.parametrize("agent", AGENTS)
 def test_every_numeric_flag_declares_a_range(agent):
     args_type = importlib.import_module(f"agents.{agent}").Args
@@ -70,27 +90,14 @@ def test_every_numeric_flag_declares_a_range(agent):
 def test_every_value_outside_its_range_is_refused_with_one_line_before_anything_exists(agent, tmp_path, monkeypatch, capsys):
     module = importlib.import_module(f"agents.{agent}")
     monkeypatch.setattr(module, "main", lambda args: sys.exit("accepted: the run would start"))  # a value let through
-    args_type, checked = module.Args, 0
-    defaults = dataclasses.asdict(args_type())
-    for name, number, bounds, is_tuple in declared_ranges(args_type):
-        flag = "--" + name.replace("_", "-")
-        default = defaults
-        for part in name.split("."):
-            default = default[part]
-        for value in outside(number, bounds):
-            given = [*map(str, default[:-1]), str(value)] if is_tuple else [str(value)]
-            result = cli_in_process(
-                agent, [flag, *given, "--env-id", ENV_OF[agent], "--runs-dir", str(tmp_path)], monkeypatch, capsys
-            )
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
-            if math.isinf(value):
-                expected = f"error: {flag} must be a finite number, got {value}"
-            elif is_tuple:
-                expected = f"error: {flag} entries must be {bounds}, got {' '.join(given[:-1] + [str(value)])}"
-            else:
-                expected = f"error: {flag} must be {bounds}, got {value}"
-            assert (result.returncode, lines) == (2, [expected]), (flag, value)
-            checked += 1
+    checked = 0
+    for flag, given, expected in refusals(module.Args, dataclasses.asdict(module.Args())):
+        result = cli_in_process(
+            agent, [flag, *given, "--env-id", ENV_OF[agent], "--runs-dir", str(tmp_path)], monkeypatch, capsys
+        )
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert (result.returncode, lines) == (2, [expected]), (flag, given)
+        checked += 1
     assert checked >= 50 and not any(tmp_path.iterdir())
 
 
@@ -202,3 +209,53 @@ def test_the_largest_seed_runs_and_the_layers_of_a_whole_network_may_reset(tmp_p
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "run" / "summary.json").exists()
+
+
+# ---- the commands' own numbers: every numeric option of every command declares its range as the agents' flags do
+def command_settings():
+    from commands import bench, compare, report, sweep
+    from commands import eval as eval_command
+
+    return [  # (the command line before the flags, its settings type)
+        (["sweep", "--agent", "ppo", "--env-id", "CartPole-v1"], sweep.SweepArgs),
+        (["compare"], compare.CompareArgs),
+        (["report", "runs"], report.ReportArgs),
+        (["bench", "ppo"], bench.BenchArgs),
+        (["bench", "groups"], bench.GroupBenchArgs),
+        (["bench", "profile"], bench.ProfileArgs),
+        (["eval", "runs/x"], eval_command.EvalArgs),
+    ]
+
+
+@pytest.mark.parametrize(("argv", "settings"), command_settings(), ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_every_numeric_option_of_every_command_is_refused_outside_its_range(argv, settings, tmp_path, monkeypatch, capsys):
+    from commands import cli
+
+    declared = {name: bounds for name, _, bounds, _ in declared_ranges(settings)}
+    assert set(declared) == numeric_fields(settings)
+    assert [name for name, bounds in declared.items() if bounds is None] == [], f"numeric options of {argv[0]} without a range"
+    monkeypatch.chdir(tmp_path)
+    defaults = {}
+    for field in dataclasses.fields(settings):
+        if field.default is not dataclasses.MISSING:
+            defaults[field.name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            defaults[field.name] = dataclasses.asdict(field.default_factory())
+    checked = 0
+    for flag, given, expected in refusals(settings, defaults):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stop:
+            cli.main([*argv, flag, *given])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert (stop.value.code, lines) == (2, [expected]), (flag, given)
+        checked += 1
+    assert checked >= 1 and not any(tmp_path.iterdir())
+
+
+def test_the_automatic_group_size_help_shows_numbers_not_constant_names():
+    from commands import sweep
+
+    result = run_script("-m", "commands.cli", "sweep", "--help")
+    help_text = " ".join(result.stdout.replace("│", " ").split())
+    assert "AUTO_MEMBERS" not in help_text
+    assert f"up to {sweep.AUTO_MEMBERS} on a CPU, up to {sweep.AUTO_MEMBERS_GPU} on a GPU" in help_text, help_text

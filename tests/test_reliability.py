@@ -687,8 +687,7 @@ def test_sweep_dry_run_parses_each_configuration_with_its_agents_parser(tmp_path
     )
     _one_line_error(
         result,
-        "configuration 'bad' of td3: '--reset.metod shrink-perturb' is refused by agents/td3.py (Unrecognized options: "
-        "--reset.metod",
+        "configuration 'bad' of td3: unknown flag --reset.metod — did you mean '--reset.method'?",
     )
     result = run_script(
         "-m",

@@ -334,3 +334,34 @@ def test_every_figure_shows_all_its_text_inside_the_image_and_the_report_cites_n
                 whole,
             )
     assert "spec" not in markdown and "../" not in markdown and "§" not in markdown
+
+
+@pytest.mark.parametrize("metric", ["eval", "train"])
+def test_a_point_logged_exactly_at_a_task_switch_belongs_to_the_task_that_ends_there(tmp_path, metric):
+    """Two tasks, (0, 100] and (100, 200]; the point at step 100 is the end-of-task evaluation of task 1, which runs on
+    the ending task before the switch. Each task's window is start_step < step ≤ end_step: task 1 ends at 20 with an
+    AUC of (10 + 20) / 2 = 15; task 2 holds only 150 and 200: it ends at 40 with an AUC of (60 + 40) / 2 = 50. Counting
+    the switch point in task 2 as well would make its AUC 45; leaving it out of task 1 would make task 1 end at 10."""
+    points = [(50, 10.0), (100, 20.0), (150, 60.0), (200, 40.0)]
+    tasks = [
+        {"task": k, "start_step": 100 * k, "end_step": 100 * (k + 1), "final_eval": None, "auc_eval": None} for k in range(2)
+    ]
+    runs_dir = tmp_path / "runs"
+    write_run(
+        runs_dir,
+        "ppo",
+        "ppo",
+        1,
+        points if metric == "eval" else [(200, 0.0)],
+        env_id="torch:CartPole-v1",
+        tasks=tasks,
+        switches=[(0, 0), (100, 1)],
+        train_points=points if metric == "train" else (),
+    )
+    out = tmp_path / "out"
+    report.write_report([str(runs_dir)], out, reps=REPS, metric=metric)
+    rows = read_rows(out)
+    end_of_task = [value(rows, table="per_task", task=k, statistic="end_of_task", estimator="mean")[0] for k in (1, 2)]
+    task_auc = [value(rows, table="per_task", task=k, statistic="task_auc", estimator="mean")[0] for k in (1, 2)]
+    # (the train metric's end of task is the mean of its last 10% of points, at least one: here the last, as eval's)
+    assert end_of_task == [20.0, 40.0] and task_auc == [15.0, 50.0]
