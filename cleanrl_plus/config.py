@@ -250,11 +250,12 @@ def check_resume_seeds(args: RunArgs, run_dir: Path, run_seeds: tuple[int, ...])
             f"--resume {run_dir}: --seed {args.seed} differs from the run's {saved['seed']} — a resume continues "
             f"{run_has}; drop --seed, or start a new run for another seed"
         )
-    schedule_seed = saved.get("continual", {}).get("schedule_seed", args.continual.schedule_seed)
-    if args.continual.schedule_seed != schedule_seed:
+    given = args.continual.schedule_seed
+    schedule_seed = saved.get("continual", {}).get("schedule_seed", given)
+    if (given if given >= 0 else saved.get("seed", given)) != schedule_seed:  # -1: the run's seed, which start_run records
         raise UserError(
-            f"--resume {run_dir}: --continual.schedule-seed {args.continual.schedule_seed} differs from the run's "
-            f"{schedule_seed} — the schedule is part of what the checkpoint means; start a new run for another schedule"
+            f"--resume {run_dir}: --continual.schedule-seed {given} differs from the run's {schedule_seed} — the "
+            "schedule is part of what the checkpoint means; start a new run for another schedule"
         )
 
 
