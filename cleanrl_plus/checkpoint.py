@@ -123,7 +123,8 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     path = Path(path)
     if not path.is_file():
         raise UserError(
-            f"no checkpoint at {path} — the run was killed before its first checkpoint; start it again without --resume"
+            f"no checkpoint at {path} — the run was killed before its first checkpoint; start it again without --resume "
+            "(the same --run-name replaces what it left)"
         )
     try:
         # weights_only=False: our own files also hold env snapshots and numpy RNG states.

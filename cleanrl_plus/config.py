@@ -106,7 +106,6 @@ RESUMABLE_FLAGS = (
     "capture_video",
     "resume",
     "runs_dir",
-    "run_name",
 )
 
 # What tells one run's settings from another's besides its seed: every flag that must equal the run's on --resume
@@ -245,6 +244,11 @@ def agent_of(args_type: type) -> str:
 def read_saved_args(run_dir: Path) -> dict[str, Any]:
     """A run's args.json as written (flags plus the `agent` that wrote it), for --resume."""
     path = run_dir / "args.json"
+    if not path.is_file() and any((run_dir / name).is_file() for name in ("args.json.tmp", "run.lock")):
+        raise UserError(
+            f"--resume {run_dir}: that run was killed before it recorded its flags, so before its first checkpoint: "
+            "nothing to resume — start it again without --resume (the same --run-name replaces what it left)"
+        )
     if not path.is_file():
         raise UserError(f"--resume {run_dir}: no args.json there — pass the directory of a run started by cleanrl_plus")
     try:
@@ -279,12 +283,36 @@ def check_resume(args: RunArgs, run_dir: Path) -> None:
         if name in RESUMABLE_FLAGS or name not in given or given[name] == saved_value:
             continue
         flag = "--" + name.replace("_", "-")
-        may_change = ", ".join(
-            "--" + f.replace("_", "-") for f in RESUMABLE_FLAGS if f not in ("resume", "runs_dir", "run_name")
-        )
+        may_change = ", ".join("--" + f.replace("_", "-") for f in RESUMABLE_FLAGS if f not in ("resume", "runs_dir"))
         raise UserError(
             f"--resume {run_dir}: {flag} {given[name]} differs from the run's {saved_value} — only {may_change} "
             "may change on resume; start a new run for other settings"
+        )
+
+
+def check_resume_seeds(args: RunArgs, run_dir: Path, run_seeds: tuple[int, ...]) -> None:
+    """Refuse seeds that differ from the run's: a resume takes each member's seed (and the schedule seed it
+    defaulted) from its own args.json, so `check_resume` never sees the given ones. `args` holds the flags as given,
+    whose defaults are the args.json of `run_dir`, the directory passed to --resume."""
+    saved = read_saved_args(run_dir)
+    listed = " ".join(map(str, run_seeds))
+    run_has = f"the run's seeds {listed}" if len(run_seeds) > 1 else f"the run's seed {listed}"
+    if args.seeds and tuple(args.seeds) != run_seeds:
+        raise UserError(
+            f"--resume {run_dir}: --seeds {' '.join(map(str, args.seeds))} differs from {run_has} — a resume continues "
+            "every seed of the run; drop --seeds, or start a new run for other seeds"
+        )
+    if not args.seeds and args.seed != saved.get("seed", args.seed):  # --seed is ignored beside --seeds
+        raise UserError(
+            f"--resume {run_dir}: --seed {args.seed} differs from the run's {saved['seed']} — a resume continues "
+            f"{run_has}; drop --seed, or start a new run for another seed"
+        )
+    given = args.continual.schedule_seed
+    schedule_seed = saved.get("continual", {}).get("schedule_seed", given)
+    if (given if given >= 0 else saved.get("seed", given)) != schedule_seed:  # -1: the run's seed, which start_run records
+        raise UserError(
+            f"--resume {run_dir}: --continual.schedule-seed {given} differs from the run's {schedule_seed} — the "
+            "schedule is part of what the checkpoint means; start a new run for another schedule"
         )
 
 

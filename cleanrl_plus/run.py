@@ -31,11 +31,20 @@ from cleanrl_plus.checkpoint import (
     save_checkpoint,
     write_atomically,
 )
-from cleanrl_plus.config import RunArgs, agent_of, check_resume, describe_run, parse_args, read_saved_args, validate_args
+from cleanrl_plus.config import (
+    RunArgs,
+    agent_of,
+    check_resume,
+    check_resume_seeds,
+    describe_run,
+    parse_args,
+    read_saved_args,
+    validate_args,
+)
 from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
 from cleanrl_plus.graphs import check_flags
 from cleanrl_plus.logger import GroupLogger, Logger
-from cleanrl_plus.runlock import lock_run_dir
+from cleanrl_plus.runlock import LOCK_NAME, lock_run_dir, run_dir_holder
 from cleanrl_plus.tracking import require_wandb, start_wandb
 
 ArgsT = TypeVar("ArgsT", bound=RunArgs)
@@ -90,6 +99,26 @@ def run_name_for(args: RunArgs, in_group: bool = False) -> str:
     return f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
 
+NAME_MAX = 255  # bytes in one file name on Linux's and macOS's file systems
+
+
+def check_run_names(args: RunArgs) -> None:
+    """One line, before anything is created, for a run directory name the file system would refuse (a group member's
+    name adds __<seed>), instead of an OSError."""
+    if args.resume:
+        return
+    grouped = len(group_seeds(args)) > 1
+    size = max(len(os.fsencode(run_name_for(member_args, grouped))) for member_args in member_flags(args))
+    if size > NAME_MAX:
+        flag = "--run-name" if args.run_name else "--exp-name"
+        suffix = " with a member's __<seed>" if grouped and args.run_name else ""
+        fix = "a shorter --run-name" if args.run_name else "a shorter --exp-name, or name the run with --run-name"
+        raise UserError(
+            f"{flag}: the run directory's name{suffix} would be {size} bytes, over the file system's limit of "
+            f"{NAME_MAX} — choose {fix}"
+        )
+
+
 def finite_or_null(value: Any) -> Any:
     """NaN and ±inf become None (JSON null), recursively: summary.json stays strict JSON whatever the run did."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -135,6 +164,7 @@ class MemberRun:
             _make_run_dir(self.dir, self.args.runs_dir)
             _fresh_run_dirs.append(self.dir)
             self.lock_fd = lock_run_dir(self.dir)
+            _remove_leftovers(self.dir)
             write_json(self.dir / "args.json", self.recorded_args)
         if self.args.track:  # before the TensorBoard writer exists: W&B hooks it when it is made
             self.wandb_run = start_wandb(self.args, self.dir, self.resumed is not None)
@@ -165,6 +195,8 @@ class MemberRun:
         except OSError as error:
             raise file_system_error(self.dir, error) from None
         self.checkpoint_step = step
+        if self.dir in _fresh_run_dirs:  # it holds a checkpoint now: never removed as a run that did not start
+            _fresh_run_dirs.remove(self.dir)
         self.write_summary(summary)
 
     def save(self, state: dict[str, Any], summary: dict[str, Any]) -> bool:
@@ -219,13 +251,15 @@ class Run:
     def start_step(self) -> int:
         return self.members[0].resumed["global_step"] if self.resumed else 0
 
-    def open(self) -> None:
-        """Start every member's run (once: each member's first TensorBoard event asks too)."""
+    def open(self, announce: bool = True) -> None:
+        """Start every member's run (once: each member's first TensorBoard event asks too) and say where it logs."""
         if self.opened:
             return
         self.opened = True
         for member in self.members:
             member.open()
+        if not announce:
+            return
         action = f"resuming from step {self.start_step} in" if self.resumed else "logging to"
         where = self.members[0].dir if len(self.members) == 1 else f"{len(self.members)} runs in {self.members[0].dir.parent}"
         print(f"{action} {where} (device {self.device}, {torch.get_num_threads()} threads)", flush=True)
@@ -264,22 +298,61 @@ _open_runs: list[Run] = []  # started by this process and not closed yet: closed
 
 
 def _refuse_existing(run_dir: Path) -> None:
-    if run_dir.exists():
+    if run_dir.exists() and (leftovers_of_a_killed_start(run_dir) is None or run_dir_holder(run_dir) is not None):
         raise UserError(
             f"run directory {run_dir} already holds {describe_run(run_dir)} — pick another --run-name or --runs-dir "
             f"(--resume {run_dir} continues that run with its own flags; it never starts yours)"
         )
 
 
+# What a run writes into its directory before its first checkpoint (checkpoint.pt.pending, once complete, is one)
+_BEFORE_FIRST_CHECKPOINT = (
+    "args.json",
+    "args.json.tmp",
+    LOCK_NAME,
+    "schedule.json",
+    pending_path(CHECKPOINT_NAME).name + ".tmp",
+)
+
+
+def leftovers_of_a_killed_start(run_dir: Path) -> list[Path] | None:
+    """The files a run killed before its first checkpoint left in `run_dir`, which starting the run again replaces;
+    None if the directory holds anything else (a checkpoint, a summary, a folder, a file cleanrl_plus does not
+    write) or none of the files that show cleanrl_plus made it."""
+    try:
+        entries = list(run_dir.iterdir())
+    except OSError:
+        return None
+    written_here = any(entry.name in ("args.json", "args.json.tmp", LOCK_NAME) for entry in entries)
+    ours = all(
+        entry.is_file() and (entry.name in _BEFORE_FIRST_CHECKPOINT or entry.name.startswith("events.out.tfevents."))
+        for entry in entries
+    )
+    return entries if written_here and ours else None
+
+
 def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
     _refuse_existing(run_dir)
     try:
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(parents=True, exist_ok=run_dir.is_dir())  # a run killed before its first checkpoint is reused
     except OSError as error:
         _refuse_existing(run_dir)  # made by another process since start_run looked
         raise UserError(
             f"--runs-dir {runs_dir}: cannot create {run_dir} ({error.strerror or error}) — pass a writable folder"
         ) from None
+
+
+def _remove_leftovers(run_dir: Path) -> None:
+    """Starting a run again in the directory of one killed before its first checkpoint: what the killed run left goes
+    (looked at again under this process's lock, so a run that wrote a checkpoint meanwhile is refused instead)."""
+    leftovers = leftovers_of_a_killed_start(run_dir)
+    if leftovers is None:
+        raise UserError(
+            f"run directory {run_dir} already exists — continue it with --resume {run_dir}, or pick another --run-name"
+        )
+    for path in leftovers:
+        if path.name != LOCK_NAME:
+            path.unlink(missing_ok=True)
 
 
 class _ChecksPassed(Exception):
@@ -310,6 +383,7 @@ def start_run(args: RunArgs) -> Run:
     its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
     validate_args(args)
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
+    check_run_names(args)
     if args.track:
         require_wandb()
     if _checking_start_up:
@@ -321,10 +395,11 @@ def start_run(args: RunArgs) -> Run:
     if args.resume:
         # Everything is checked before anything in a run directory is written: a refused resume changes nothing.
         run_dirs = group_of(Path(args.resume))
-        finish_group_checkpoint([run_dir / CHECKPOINT_NAME for run_dir in run_dirs])
+        saved_args = [read_saved_args(run_dir) for run_dir in run_dirs]
+        check_resume_seeds(args, Path(args.resume), tuple(saved["seed"] for saved in saved_args))
         members = []
-        for run_dir in run_dirs:
-            saved = read_saved_args(run_dir)  # members differ only in their seed and the schedule seed it defaulted
+        # members differ only in their seed and the schedule seed it defaulted
+        for run_dir, saved in zip(run_dirs, saved_args):
             schedule_seed = saved.get("continual", {}).get("schedule_seed", args.continual.schedule_seed)
             member_args = dataclasses.replace(
                 args,
@@ -334,7 +409,12 @@ def start_run(args: RunArgs) -> Run:
                 continual=dataclasses.replace(args.continual, schedule_seed=schedule_seed),
             )
             check_resume(member_args, run_dir)
-            members.append((member_args, run_dir, load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device)))
+            members.append((member_args, run_dir))
+        finish_group_checkpoint([run_dir / CHECKPOINT_NAME for run_dir in run_dirs])
+        members = [
+            (member_args, run_dir, load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=device))
+            for member_args, run_dir in members
+        ]
         for abandoned in [run for run in _open_runs if {m.dir for m in run.members} & set(run_dirs)]:
             abandoned.close()  # an earlier run of this process that an exception left open (tests run agents in-process)
         args.seeds = tuple(member_args.seed for member_args, _, _ in members) if len(members) > 1 else ()

@@ -14,6 +14,7 @@ order."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -45,12 +46,24 @@ class MemberRecord:
         self.eval_history: list[tuple[int, float]] = []
         self.tasks: dict[int, dict[str, Any]] = {}
 
+    def state_dict(self) -> dict[str, Any]:
+        """Kept in the checkpoint, so that a resume knows which evaluations ran, the final one included, whatever
+        summary.json a kill left."""
+        return copy.deepcopy({"last_eval": self.last_eval, "eval_history": self.eval_history, "tasks": self.tasks})
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = copy.deepcopy(state)
+        self.last_eval, self.eval_history, self.tasks = state["last_eval"], state["eval_history"], state["tasks"]
+
     def restore(self, path: Path, start_step: int) -> None:
-        """A resumed run continues the evaluation and per-task records of its summary (up to its checkpoint)."""
+        """A resumed run whose checkpoint holds no records (an older cleanrl_plus wrote it) continues the evaluation
+        and per-task records of its summary (up to its checkpoint)."""
         try:
             previous = json.loads((path / "summary.json").read_text())
         except (OSError, json.JSONDecodeError):
             return
+        if previous.get("eval", {}).get("step", math.inf) <= start_step:
+            self.last_eval = previous["eval"]
         self.eval_history = [tuple(entry) for entry in previous.get("eval_history", []) if entry[0] <= start_step]
         for record in previous.get("tasks", []):
             self.tasks[record["task"]] = record | {"evals": [tuple(e) for e in record.get("evals", []) if e[0] <= start_step]}
@@ -86,8 +99,12 @@ class TrainingSession:
             restore_rng_state(checkpoints[0]["rng"])
             obs = group_state([checkpoint["obs"] for checkpoint in checkpoints]).to(run.device)
             counters = (obs, checkpoints[0]["global_step"], checkpoints[0]["num_updates"])
-        run.open()  # everything is built and checked: the runs start writing
         start_step = counters[1]
+        # a finished run resumed: nothing to train, evaluate or write (finish says so)
+        self.finished_before = (
+            run.resumed is not None and start_step >= self.args.total_timesteps and self._finished_already(start_step)
+        )
+        run.open(announce=not self.finished_before)  # everything is built and checked: the runs start writing
         self.progress = Progress(self.args.total_timesteps, start_step, f"{self.agent} {self.args.env_id}", self.args.progress)
         self.start_time, self.start_step = time.perf_counter(), start_step
         self.learning_clock: tuple[float, int, int] | None = None  # (time, step, updates) when updates began
@@ -102,8 +119,11 @@ class TrainingSession:
         if self.args.capture_video:
             self.recorder = VideoRecorder(self.evaluator.env_id, self.evaluator.seed, run.device, **self.evaluator.env_kwargs)
         if run.resumed:
-            for member, record in zip(run.members, self.records):
-                record.restore(member.dir, start_step)
+            for member, record, checkpoint in zip(run.members, self.records, run.resumed):
+                if "evaluations" in checkpoint:
+                    record.load_state_dict(checkpoint["evaluations"])
+                else:
+                    record.restore(member.dir, start_step)
         if self.task is not None:
             self._open_task(self.task, start_step, resumed=run.resumed is not None)
         return counters
@@ -114,7 +134,7 @@ class TrainingSession:
         counters = {"global_step": global_step, "num_updates": num_updates, "rng": capture_rng_state()}
         return [
             counters
-            | {"obs": member_state(obs, k, self.count)}
+            | {"obs": member_state(obs, k, self.count), "evaluations": self.records[k].state_dict()}
             | {name: member_part(thing, group[name], k, self.count) for name, thing in self.state.items()}
             for k in range(self.count)
         ]
@@ -337,12 +357,15 @@ class TrainingSession:
         summary; a group's is {"members": [each member's summary]}."""
         loop_end, finished = time.perf_counter(), global_step >= self.args.total_timesteps
         self.num_updates = num_updates
+        if self.finished_before and global_step == self.start_step:
+            return self._leave_finished_run(global_step)
         self._log_episodes()
         if finished and self.records[0].last_eval.get("step") != global_step:
             self.evaluate(policy, global_step)
-        if finished and self.recorder is not None:
+        video = self.run.members[0].dir / "videos" / "final.mp4"
+        if finished and self.recorder is not None and (global_step > self.start_step or not video.exists()):
             member = self.run.members[0]
-            frames = self.recorder.record(policy, member.dir / "videos" / "final.mp4", task=self.task)
+            frames = self.recorder.record(policy, video, task=self.task)
             log_video(member.logger.writer, "videos/eval", frames, self.recorder.fps, global_step)
         if self.recorder is not None:
             self.recorder.close()
@@ -359,6 +382,32 @@ class TrainingSession:
         state = "finished" if finished else f"stopped at step {global_step}; continue with --resume {self.run.members[0].dir}"
         logdir = where if self.count > 1 else where.parent
         print(f"{self.agent} {state} — TensorBoard logs in {where} (tensorboard --logdir {logdir})")
+        return summaries[0] if self.count == 1 else {"members": summaries}
+
+    def _finished_already(self, global_step: int) -> bool:
+        """Whether every member's summary says it finished at `global_step`: a finished run that was resumed."""
+        for member in self.run.members:
+            try:
+                summary = json.loads((member.dir / "summary.json").read_text())
+            except (OSError, json.JSONDecodeError):
+                return False
+            if not (summary.get("finished") and summary.get("global_step") == global_step):
+                return False
+        return True
+
+    def _leave_finished_run(self, global_step: int) -> dict[str, Any]:
+        """A resumed run that had finished: no evaluation, point, checkpoint or summary is added; it says so."""
+        if self.recorder is not None:
+            self.recorder.close()
+        self.run.close()
+        self.env.close()
+        self.evaluator.close()
+        summaries = [json.loads((member.dir / "summary.json").read_text()) for member in self.run.members]
+        where = ", ".join(str(member.dir) for member in self.run.members)
+        print(
+            f"{self.agent}: {where} finished at step {global_step} already — nothing to do; "
+            "a larger --total-timesteps trains it on"
+        )
         return summaries[0] if self.count == 1 else {"members": summaries}
 
 

@@ -10,11 +10,13 @@ the observation itself.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -45,6 +47,26 @@ MINATAR_COLOURS = np.array(
 )
 
 
+@contextlib.contextmanager
+def _quiet_teardown_of_failed_renderers() -> Iterator[None]:
+    """Warnings off, and quiet about a renderer that failed half-way: dm-control's GLFW context and MjrContext, built
+    without a display, raise in `__del__` and warn when they are freed (at exit, after the one-line error, if the
+    error held them)."""
+    previous = sys.unraisablehook
+
+    def quiet(unraisable: Any) -> None:
+        if not getattr(unraisable.object, "__module__", "").startswith(("dm_control", "glfw", "mujoco", "OpenGL")):
+            previous(unraisable)
+
+    sys.unraisablehook = quiet
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield  # the failed renderer is freed as its exception is, inside this block
+    finally:
+        sys.unraisablehook = previous
+
+
 def renderable_id(env_id: str) -> str:
     """The id whose episodes can be drawn: `torch:` and `warp:` tasks are played on gymnasium's implementation."""
     return env_id.replace("torch:", "").replace("warp:", "")
@@ -67,17 +89,18 @@ class VideoRecorder:
             "MinAtar/"
         ):  # MinAtar: a 10×10 float image
             env_kwargs = env_kwargs | {"render_mode": "rgb_array"}
-        try:
-            with warnings.catch_warnings():  # GLFW warns about a missing display before failing: the error says it all
-                warnings.simplefilter("ignore")
+        hint = None
+        with _quiet_teardown_of_failed_renderers():  # GLFW warns about a missing display before failing, and after
+            try:
                 self.env = envs.make(self.env_id, num_envs=1, seed=seed, device=device, training=False, **env_kwargs)
                 self.frame(self.env.reset(seed=seed))  # fails here when no rendering backend works
-        except UserError:
-            raise
-        except Exception as error:  # the renderers raise many types (GLError, FatalError, EGLError, ...)
-            gl = any(word in f"{type(error).__name__} {error}" for word in ("GL", "gl", "DISPLAY"))
-            hint = f"no OpenGL rendering here — {GL_HINT}" if gl else f"{type(error).__name__}: {str(error)[:120]}"
-            raise UserError(f"--capture-video: cannot render {env_id}: {hint}") from None
+            except UserError:
+                raise
+            except Exception as error:  # the renderers raise many types (GLError, FatalError, EGLError, ...)
+                gl = any(word in f"{type(error).__name__} {error}" for word in ("GL", "gl", "DISPLAY"))
+                hint = f"no OpenGL rendering here — {GL_HINT}" if gl else f"{type(error).__name__}: {str(error)[:120]}"
+        if hint is not None:  # raised here, so that the error holds no frame of the failed renderer
+            raise UserError(f"--capture-video: cannot render {env_id}: {hint}")
 
     def _backend_env(self) -> Any:
         """The backend's env inside any continual wrappers: the one that can render."""

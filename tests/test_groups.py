@@ -245,3 +245,34 @@ def test_a_group_checkpoint_cut_short_by_a_kill_is_completed_or_dropped_as_a_who
     save_checkpoint(pending_path(paths[0]), {"global_step": 300})  # killed while b's and c's were being written
     finish_group_checkpoint(paths)
     assert steps() == [200, 200, 200] and not pending_path(paths[0]).exists()
+
+
+def test_no_members_checkpoint_is_replaced_before_every_members_next_one_is_written(tmp_path, monkeypatch, capsys):
+    """The second member's next checkpoint fails to write (a full disk): the first member's checkpoint.pt keeps its
+    bytes, the run stops with one line, and the group resumes with both members at the step they last shared."""
+    import errno
+
+    import cleanrl_plus.checkpoint
+
+    first, second = tmp_path / "group__3", tmp_path / "group__7"
+    real_save, first_checkpoint = torch.save, {}
+
+    def full_disk_for_the_second_member(state, file):
+        if state["global_step"] == 512 and Path(file.name).parent == second:
+            first_checkpoint["bytes"] = (first / "checkpoint.pt").read_bytes()  # as it was before this checkpoint began
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(state, file)
+
+    monkeypatch.setattr(cleanrl_plus.checkpoint.torch, "save", full_disk_for_the_second_member)
+    flags = [*FLAGS, "--checkpoint-every", "256", "--seeds", "3", "7", "--runs-dir", str(tmp_path), "--run-name", "group"]
+    result = cli_in_process("ppo", flags, monkeypatch, capsys)
+    assert result.returncode == 1 and result.stderr.startswith(f"error: cannot write {second / 'checkpoint.pt'}: No space")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert load_checkpoint(first / "checkpoint.pt")["global_step"] == 256
+    assert (first / "checkpoint.pt").read_bytes() == first_checkpoint["bytes"]
+    assert load_checkpoint(second / "checkpoint.pt")["global_step"] == 256
+
+    monkeypatch.undo()
+    result = run_script("agents/ppo.py", "--resume", str(second))
+    assert result.returncode == 0 and "resuming from step 256" in result.stdout, result.stderr
+    assert [load_checkpoint(d / "checkpoint.pt")["global_step"] for d in (first, second)] == [512, 512]

@@ -726,3 +726,188 @@ def test_dm_control_starts_without_a_display_warning():
     )
     assert result.returncode == 0, result.stderr
     assert "DISPLAY" not in result.stderr and "GLFW" not in result.stderr, result.stderr
+
+
+# ---------------------------------------------------------------- 7. what a resume continues, what a restart replaces
+
+PPO_TINY = [
+    "--env-id",
+    "CartPole-v1",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "32",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "1",
+    "--eval-episodes",
+    "2",
+    "--threads",
+    "1",
+    "--no-progress",
+]
+
+
+def _ppo(runs_dir: Path, *flags: str) -> dict:
+    """A tiny PPO run (64 env steps per iteration), in this process."""
+    from agents import ppo
+    from cleanrl_plus.config import parse_args
+
+    return ppo.main(parse_args(ppo.Args, [*PPO_TINY, "--runs-dir", str(runs_dir), *flags]))
+
+
+def _resume(run_dir: Path, *flags: str) -> dict:
+    from agents import ppo
+    from cleanrl_plus.config import parse_args
+
+    return ppo.main(parse_args(ppo.Args, ["--resume", str(run_dir), *flags]))
+
+
+def _all_hashes(folder: Path) -> dict[str, str]:
+    """Every file under `folder` but run.lock (which names the process that last held a run)."""
+    return {name: digest for name, digest in _hashes(folder).items() if Path(name).name != "run.lock"}
+
+
+def test_a_resume_refuses_seeds_that_differ_from_the_runs(tmp_path, monkeypatch, capsys):
+    """A member's seed (and the schedule seed it defaulted) come from its own args.json on resume: given seeds that
+    differ from the run's were dropped without a word, and the whole group resumed."""
+    _ppo(tmp_path, "--total-timesteps", "64", "--seeds", "1", "2", "3", "--run-name", "group")
+    _ppo(tmp_path, "--total-timesteps", "64", "--seed", "1", "--run-name", "alone")
+    continual = ["--env-id", "continual:obs-offset:torch:CartPole-v1", "--continual.steps-per-task", "64"]
+    _ppo(tmp_path, *continual, "--total-timesteps", "128", "--seed", "4", "--run-name", "schedule")
+    before = _all_hashes(tmp_path)
+    for run_name, flags, expected in [
+        ("group__1", ["--seeds", "1", "2"], "--seeds 1 2 differs from the run's seeds 1 2 3 — a resume continues every seed"),
+        ("group__2", ["--seeds", "1", "2", "3", "4"], "--seeds 1 2 3 4 differs from the run's seeds 1 2 3"),
+        ("group__3", ["--seeds", "3", "2", "1"], "--seeds 3 2 1 differs from the run's seeds 1 2 3"),
+        ("group__1", ["--seed", "2"], "--seed 2 differs from the run's 1 — a resume continues the run's seeds 1 2 3"),
+        ("alone", ["--seeds", "1", "2"], "--seeds 1 2 differs from the run's seed 1 — "),
+        ("alone", ["--seed", "5"], "--seed 5 differs from the run's 1 — a resume continues the run's seed 1; drop --seed"),
+        ("schedule", ["--continual.schedule-seed", "9"], "--continual.schedule-seed 9 differs from the run's 4 — "),
+        ("alone", ["--run-name", "other"], "--run-name other differs from the run's alone — only --total-timesteps"),
+    ]:
+        run_dir = tmp_path / run_name
+        result = cli_in_process("ppo", ["--resume", str(run_dir), *flags], monkeypatch, capsys)
+        _one_line_error(result, f"--resume {run_dir}: {expected}")
+        assert _all_hashes(tmp_path) == before, flags
+    # the run's own seeds, given again, are no change
+    assert [
+        m["seed"] for m in _resume(tmp_path / "group__2", "--seeds", "1", "2", "3", "--total-timesteps", "128")["members"]
+    ] == [
+        1,
+        2,
+        3,
+    ]
+    assert _resume(tmp_path / "alone", "--seed", "1", "--total-timesteps", "128")["global_step"] == 128
+
+
+def _killed_before_its_first_checkpoint(run_dir: Path, only_args_tmp: bool = False) -> None:
+    """What a kill before the first checkpoint leaves of a finished run's directory: its flags (or, killed while they
+    were being written, args.json.tmp alone), run.lock, an events file and a half-written first checkpoint."""
+    for path in run_dir.iterdir():
+        if path.name not in ("args.json", "run.lock") and not path.name.startswith("events.out.tfevents."):
+            path.unlink()
+    (run_dir / "checkpoint.pt.pending.tmp").write_bytes(b"PK\x03\x04 half a checkpoint")
+    if only_args_tmp:
+        for path in run_dir.iterdir():
+            path.unlink()
+        (run_dir / "args.json.tmp").write_text('{"seed": 2, "env_id": "Cart')
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_again_with_the_same_command(tmp_path, monkeypatch, capsys):
+    """--resume has nothing to continue and says so; the command that started the run starts it again, in place of
+    what the killed run left (a group's members, a one-seed run). A directory holding a checkpoint, a file
+    cleanrl_plus does not write, or a live writer is never replaced."""
+    group = ["--total-timesteps", "64", "--seeds", "1", "2", "--run-name", "group"]
+    alone = ["--total-timesteps", "64", "--seed", "1", "--run-name", "alone"]
+    _ppo(tmp_path, *group), _ppo(tmp_path, *alone)
+    _killed_before_its_first_checkpoint(tmp_path / "group__1")
+    _killed_before_its_first_checkpoint(tmp_path / "group__2", only_args_tmp=True)
+    _killed_before_its_first_checkpoint(tmp_path / "alone")
+    left = _all_hashes(tmp_path)
+
+    for run_name, expected in [
+        ("group__2", "that run was killed before it recorded its flags, so before its first checkpoint: nothing to resume"),
+        ("group__1", "that run was killed before it recorded its flags"),  # its member group__2 was
+        ("alone", f"no checkpoint at {tmp_path / 'alone' / 'checkpoint.pt'} — the run was killed before its first"),
+    ]:
+        line = _one_line_error(cli_in_process("ppo", ["--resume", str(tmp_path / run_name)], monkeypatch, capsys), "")
+        assert expected in line and "start it again without --resume" in line and "not a run started" not in line
+        assert _all_hashes(tmp_path) == left
+
+    for flags, members in ((group, ("group__1", "group__2")), (alone, ("alone",))):
+        _ppo(tmp_path, *flags)  # the same command again
+        for name in members:
+            files = sorted(p.name for p in (tmp_path / name).iterdir())
+            assert load_checkpoint(tmp_path / name / "checkpoint.pt")["global_step"] == 64, name
+            assert sum(f.startswith("events.out.tfevents.") for f in files) == 1, files  # the killed run's went
+            assert not any(f.endswith(".tmp") for f in files), files
+            assert json.loads((tmp_path / name / "summary.json").read_text())["finished"], name
+
+    # never replaced: a run with a checkpoint, a folder holding a file cleanrl_plus does not write, a live one
+    from cleanrl_plus.runlock import lock_run_dir
+
+    (tmp_path / "checkpointed").mkdir()  # killed between its first checkpoint and its first summary
+    for name in ("args.json", "checkpoint.pt"):
+        (tmp_path / "checkpointed" / name).write_bytes((tmp_path / "alone" / name).read_bytes())
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "args.json").write_text("{}")
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    (tmp_path / "starting").mkdir()
+    (tmp_path / "starting" / "args.json.tmp").write_text("{")
+    held = lock_run_dir(tmp_path / "starting")
+    try:
+        before = _all_hashes(tmp_path)
+        for name in ("alone", "checkpointed", "notes", "starting"):
+            result = cli_in_process("ppo", [*alone[:-1], name, *PPO_TINY, "--runs-dir", str(tmp_path)], monkeypatch, capsys)
+            _one_line_error(result, f"run directory {tmp_path / name} already exists")
+            assert _all_hashes(tmp_path) == before, name
+    finally:
+        os.close(held)
+
+
+def test_resuming_a_finished_run_adds_no_evaluation_and_no_point(tmp_path, capsys):
+    """A finished run resumed (alone or a group's member) says so and changes no file; one killed between its final
+    checkpoint and its final summary finishes that summary from the checkpoint, without evaluating again."""
+    flags = ["--total-timesteps", "128", "--eval-every", "64", "--log-every", "64"]
+    _ppo(tmp_path, *flags, "--seed", "1", "--run-name", "fin")
+    _ppo(tmp_path, *flags, "--seeds", "1", "2", "--run-name", "group")
+    finished = {name: json.loads((tmp_path / name / "summary.json").read_text()) for name in ("fin", "group__1", "group__2")}
+    assert [step for step, _ in finished["fin"]["eval_history"]] == [64, 128]
+    series = {name: _scalars(tmp_path / name) for name in finished}
+    before = _all_hashes(tmp_path)
+
+    for run_name, says in (("fin", tmp_path / "fin"), ("group__2", f"{tmp_path / 'group__1'}, {tmp_path / 'group__2'}")):
+        capsys.readouterr()
+        _resume(tmp_path / run_name)
+        assert capsys.readouterr().out.splitlines() == [
+            f"ppo: {says} finished at step 128 already — nothing to do; a larger --total-timesteps trains it on"
+        ]
+        assert _all_hashes(tmp_path) == before
+
+    # killed just after the end: the final checkpoint is written, the summary still the one of step 64
+    first_eval = finished["fin"]["eval_history"][:1]
+    summary = finished["fin"] | {"finished": False, "global_step": 64, "eval_history": first_eval}
+    (tmp_path / "fin" / "summary.json").write_text(json.dumps(summary | {"eval": {"step": 64, "mean": first_eval[0][1]}}))
+    _resume(tmp_path / "fin")
+    resumed = json.loads((tmp_path / "fin" / "summary.json").read_text())
+    assert resumed["finished"] and resumed["eval_history"] == finished["fin"]["eval_history"]
+    assert resumed["eval"] == finished["fin"]["eval"]
+    assert _scalars(tmp_path / "fin") == series["fin"]
+    assert len(list((tmp_path / "fin").glob("events.out.tfevents.*"))) == 1
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--run-name", "r" * 256], "--run-name: the run directory's name would be 256 bytes, over the file system's limit"),
+        (["--run-name", "r" * 253, "--seeds", "1", "2"], "--run-name: the run directory's name with a member's __<seed> "),
+        (["--exp-name", "e" * 240], "--exp-name: the run directory's name would be "),
+    ],
+)
+def test_a_run_name_too_long_for_the_file_system_is_one_line(tmp_path, monkeypatch, capsys, flags, says):
+    result = cli_in_process("ppo", [*PPO_TINY, "--runs-dir", str(tmp_path / "runs"), *flags], monkeypatch, capsys)
+    _one_line_error(result, says)
+    assert "limit of 255 — choose a shorter" in result.stderr
+    assert not any(tmp_path.iterdir())

@@ -18,7 +18,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanrl_plus.members import Members
-from cleanrl_plus.video import VideoRecorder, observation_picture, renderable_id
+from cleanrl_plus.video import GL_HINT, VideoRecorder, observation_picture, renderable_id
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,6 +160,32 @@ def test_with_no_rendering_backend_a_run_stops_at_start_up_with_one_line(tmp_pat
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1 and "libosmesa6" in error_lines[0] and "Traceback" not in result.stderr
     assert not list(tmp_path.iterdir())  # the run directory was removed again
+
+
+def test_eval_of_a_dm_control_run_with_no_rendering_backend_is_one_line_and_nothing_after(tmp_path):
+    """dm-control's GLFW renderer, built without a display, used to raise in MjrContext.__del__ and warn that GLFW was
+    not initialised when it was freed at exit, after the one-line error."""
+    pytest.importorskip("dm_control")
+    flags = ["--total-timesteps", "200", "--learning-starts", "100", "--eval-every", "0", "--eval-episodes", "1"]
+    flags += ["--batch-size", "32", "--hidden-sizes", "32", "32", "--threads", "1", "--no-progress"]
+    train = [sys.executable, "agents/td3.py", "--env-id", "dmc:cartpole-balance", *flags, "--runs-dir", str(tmp_path)]
+    trained = subprocess.run([*train, "--run-name", "dmc"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
+    result = subprocess.run(
+        [sys.executable, "-m", "commands.cli", "eval", str(tmp_path / "dmc"), "--capture-video", "--episodes", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env | {"PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    if result.returncode == 0:
+        pytest.skip("dm-control renders without MUJOCO_GL on this machine")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        "error: --capture-video: cannot render dmc:cartpole-balance: no OpenGL rendering here — " + GL_HINT
+    ], result.stderr[-2000:]
 
 
 def test_a_failed_encode_leaves_the_earlier_video_and_no_partial_file(tmp_path, monkeypatch):
