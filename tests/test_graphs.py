@@ -1215,3 +1215,25 @@ def test_inductor_compiled_cchain_ppo_stays_within_rounding_of_eager(runs_dir):
     compiled = _cchain_cartpole(seed=7, exp_name="compiled", compile=True, runs_dir=runs_dir)
     eager = _cchain_cartpole(seed=7, exp_name="eager", runs_dir=runs_dir)
     assert_close_states(_ppo_state(compiled), _ppo_state(eager), "inductor against eager")
+
+
+def test_a_cchain_group_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypatch):
+    """A group of the C-CHAIN recipe stopped after two iterations and resumed with --compile ends where the straight eager
+    group ends: the compiled rectifiers and the loss take the checkpoint's weights, Adam moments and C-CHAIN's state."""
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    common = dict(seeds=(3, 7), runs_dir=runs_dir)
+    straight = _cchain_cartpole(exp_name="straight", **common)["members"]
+    half = _cchain_cartpole(total_timesteps=128, exp_name="split", **common)["members"]
+    epochs = []
+
+    class CountingStorage(ppo.RolloutStorage):
+        def minibatch_indices(self, num_minibatches):
+            epochs.append(num_minibatches)
+            return super().minibatch_indices(num_minibatches)
+
+    monkeypatch.setattr(ppo, "RolloutStorage", CountingStorage)
+    resumed = _cchain_cartpole(exp_name="split", compile=True, resume=half[0]["run_dir"], **common)["members"]
+    assert [member["global_step"] for member in resumed] == [256, 256]
+    assert len(epochs) == 2 * CCHAIN_TINY["update_epochs"], "the resumed group ran from the start, not from its checkpoint"
+    for straight_member, resumed_member in zip(straight, resumed):
+        _assert_states_close(_ppo_state(straight_member), _ppo_state(resumed_member))
