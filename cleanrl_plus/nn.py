@@ -156,15 +156,48 @@ class FourierFeatures(nn.Module):
         return torch.cat([torch.sin(x), torch.cos(x)], dim=-1)
 
 
+class _RectifierFromOutput(torch.autograd.Function):
+    """y = leaky_relu(x, slope) (slope 0: ReLU) whose backward reads the sign from y, not from a saved mask: the
+    gradient eager autograd computes (g where x > 0, else slope·g; y > 0 exactly where x > 0), but inductor keeps a float
+    activation instead of a bool mask per layer, whose store its CPU kernels write ~100× slower (docs/speed.md)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, slope: float) -> torch.Tensor:
+        return F.leaky_relu(x, slope) if slope else F.relu(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(output)
+        ctx.slope = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (y,) = ctx.saved_tensors
+        return torch.where(y > 0, grad, grad * ctx.slope if ctx.slope else torch.zeros_like(grad)), None
+
+
+class ReLU(nn.ReLU):
+    """nn.ReLU; inside torch.compile its backward reads the output's sign (`_RectifierFromOutput`), eager it is torch's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _RectifierFromOutput.apply(x, 0.0) if torch.compiler.is_compiling() else F.relu(x)
+
+
 class LeakyReLU(nn.LeakyReLU):
-    """LeakyReLU with slope 0.1 for x < 0: TRAC's and C-CHAIN's classic-control networks (`nn.LeakyReLU(0.1)`)."""
+    """LeakyReLU with slope 0.1 for x < 0: TRAC's and C-CHAIN's classic-control networks (`nn.LeakyReLU(0.1)`); compiled
+    as ReLU is."""
 
     def __init__(self) -> None:
         super().__init__(negative_slope=0.1)
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return _RectifierFromOutput.apply(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope)
+
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "relu": nn.ReLU,
+    "relu": ReLU,
     "leaky-relu": LeakyReLU,
     "tanh": nn.Tanh,
     "crelu": CReLU,

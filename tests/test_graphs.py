@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 
 import cleanrl_plus.graphs as graphs
+import cleanrl_plus.nn as nn_activations
 from agents import ddqn, gtr, ppo, sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.distributional import CriticArgs
@@ -1149,3 +1150,90 @@ def test_runs_are_eager_unless_asked_and_the_cuda_marker_is_registered():
     assert td3.Args().compile is False and td3.Args().cudagraphs is False
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert any(marker.startswith("cuda:") for marker in pyproject["tool"]["pytest"]["ini_options"]["markers"])
+
+
+# ---- the C-CHAIN setting compiled on the CPU: rectifiers, groups ---------------------------------------------------
+@pytest.mark.parametrize("activation", [nn_activations.ReLU, nn_activations.LeakyReLU])
+def test_compiled_rectifiers_give_eager_gradients_and_keep_no_bool_mask(activation):
+    """Inside torch.compile ReLU and LeakyReLU read the sign from their output in backward: the same gradient bit for bit
+    (at ±0 and tiny inputs too: y > 0 exactly where x > 0), and the forward graph hands backward no bool mask, whose store
+    inductor's CPU kernels write ~100× slower than a float (docs/speed.md): only y, which the next layer's weight gradient
+    needs anyway."""
+    from functorch.compile import make_boxed_func
+    from torch._inductor.compile_fx import compile_fx
+
+    forward_graphs = []  # inductor's own decompositions and forward/backward split, run as traced (no C++ build)
+
+    def keep_graph(graph_module, example_inputs, **kwargs):
+        forward_graphs.append(graph_module)
+        return make_boxed_func(graph_module.forward)
+
+    backend = lambda graph_module, example_inputs: compile_fx(graph_module, example_inputs, inner_compile=keep_graph)  # noqa: E731
+    layer = activation()
+    x = torch.tensor([[-2.0, -1e-30, -0.0, 0.0], [1e-30, 3.0, -7.5, 0.25]])
+    first = torch.eye(4, requires_grad=True)  # a hidden layer: its pre-activations are x exactly (±0 and tiny ones)
+    second = torch.linspace(-1.0, 2.0, 12).reshape(4, 3).requires_grad_()
+    grad = torch.linspace(-1.0, 2.0, 6).reshape(2, 3)
+    mlp = lambda x, first, second: layer(x @ first) @ second  # noqa: E731
+    z_eager, z_compiled = mlp(x, first, second), torch.compile(mlp, backend=backend, fullgraph=True)(x, first, second)
+    assert torch.equal(z_eager, z_compiled)
+    for expected, got in zip(*(torch.autograd.grad(z, (first, second), grad) for z in (z_eager, z_compiled))):
+        assert torch.equal(expected, got)
+    saved = [node.meta["val"] for node in forward_graphs[0].graph.find_nodes(op="output")[0].args[0][1:]]
+    assert saved and all(value.dtype != torch.bool for value in saved), [value.dtype for value in saved]
+
+
+CCHAIN_TINY = dict(total_timesteps=256, num_steps=64, num_minibatches=4, update_epochs=2, hidden_sizes=(32, 32, 32))
+CCHAIN_TINY |= dict(progress=False, threads=1, cchain=CChainArgs(enabled=True))
+
+
+def _cchain_cartpole(**flags) -> dict:
+    return ppo.main(ppo.Args.defaults_for("continual:cchain-cartpole", **(CCHAIN_TINY | flags)))
+
+
+def test_a_compiled_cchain_group_member_is_its_compiled_one_seed_run(runs_dir, monkeypatch):
+    """The C-CHAIN reproduction's recipe (LeakyReLU MLPs, one Adam, no clipping) with C-CHAIN on, compiled: member 7 of a
+    group is the compiled one-seed run of seed 7 within the groups' tolerance, and compiled equals eager."""
+    from test_groups import assert_close_states
+
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    group = _cchain_cartpole(seeds=(3, 7), exp_name="group", compile=True, runs_dir=runs_dir)["members"][1]
+    single = _cchain_cartpole(seed=7, exp_name="single", compile=True, runs_dir=runs_dir)
+    eager = _cchain_cartpole(seed=7, exp_name="eager", runs_dir=runs_dir)
+    assert single["num_updates"] == 32
+    group_state, single_state = _ppo_state(group), _ppo_state(single)
+    assert_close_states(group_state, single_state, "compiled group member 7")
+    _assert_states_close(single_state, _ppo_state(eager))
+
+
+@pytest.mark.slow
+def test_inductor_compiled_cchain_ppo_stays_within_rounding_of_eager(runs_dir):
+    """Inductor's own kernels (C++ on the CPU) round differently from eager's, and nothing more: after 32 updates the
+    compiled run's weights and Adam moments are eager's within the groups' tolerance."""
+    from test_groups import assert_close_states
+
+    compiled = _cchain_cartpole(seed=7, exp_name="compiled", compile=True, runs_dir=runs_dir)
+    eager = _cchain_cartpole(seed=7, exp_name="eager", runs_dir=runs_dir)
+    assert_close_states(_ppo_state(compiled), _ppo_state(eager), "inductor against eager")
+
+
+def test_a_cchain_group_resume_may_switch_compile_on_and_continues_exactly(runs_dir, monkeypatch):
+    """A group of the C-CHAIN recipe stopped after two iterations and resumed with --compile ends where the straight eager
+    group ends: the compiled rectifiers and the loss take the checkpoint's weights, Adam moments and C-CHAIN's state."""
+    monkeypatch.setitem(graphs.COMPILE_OPTIONS, "backend", "aot_eager")
+    common = dict(seeds=(3, 7), runs_dir=runs_dir)
+    straight = _cchain_cartpole(exp_name="straight", **common)["members"]
+    half = _cchain_cartpole(total_timesteps=128, exp_name="split", **common)["members"]
+    epochs = []
+
+    class CountingStorage(ppo.RolloutStorage):
+        def minibatch_indices(self, num_minibatches):
+            epochs.append(num_minibatches)
+            return super().minibatch_indices(num_minibatches)
+
+    monkeypatch.setattr(ppo, "RolloutStorage", CountingStorage)
+    resumed = _cchain_cartpole(exp_name="split", compile=True, resume=half[0]["run_dir"], **common)["members"]
+    assert [member["global_step"] for member in resumed] == [256, 256]
+    assert len(epochs) == 2 * CCHAIN_TINY["update_epochs"], "the resumed group ran from the start, not from its checkpoint"
+    for straight_member, resumed_member in zip(straight, resumed):
+        _assert_states_close(_ppo_state(straight_member), _ppo_state(resumed_member))
