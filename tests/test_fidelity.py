@@ -288,17 +288,25 @@ def test_cchain_on_ppo_restarts_its_schedule_at_a_task_switch_and_a_value_networ
     assert int(policy.churn_points) == 1  # … then again
 
 
-def test_ppo_scales_cchain_against_its_policy_loss(runs_dir):
-    """With a window of one iteration the logged coefficient is ρ·|policy loss|/churn of the iteration's last update (a
-    Gaussian policy: the DMC script's rule; a categorical one takes the iteration's means, test above)."""
+@pytest.mark.parametrize(
+    "env_id, minibatches, epochs, ent_coef",
+    [("Pendulum-v1", 2, 2, 0.0), ("CartPole-v1", 1, 1, 0.5)],
+    ids=["gaussian-last-minibatch", "categorical-with-entropy"],
+)
+def test_ppo_scales_cchain_against_its_policy_loss(runs_dir, env_id, minibatches, epochs, ent_coef):
+    """With a window of one iteration the logged coefficient is ρ·|policy loss|/churn: a Gaussian policy's of the
+    iteration's last update (the DMC script's rule); a categorical policy's of the iteration's means (one update per
+    iteration here, so the logged values are those means), its policy loss the clipped surrogate minus c_H·entropy
+    (basic_utils.py's `policy_loss`)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     args = ppo.Args(
-        env_id="Pendulum-v1",
+        env_id=env_id,
         total_timesteps=256,
         num_steps=64,
-        num_minibatches=2,
-        update_epochs=2,
+        num_minibatches=minibatches,
+        update_epochs=epochs,
+        ent_coef=ent_coef,
         hidden_sizes=(8, 8),
         eval_every=0,
         eval_episodes=1,
@@ -308,11 +316,10 @@ def test_ppo_scales_cchain_against_its_policy_loss(runs_dir):
         cchain=CChainArgs(enabled=True, warmup=1, window=1, relative_scale=0.5, min_coef=0.0),
     )
     events = EventAccumulator(ppo.main(args)["run_dir"]).Reload()
-    last = {
-        tag: events.Scalars(tag)[-1].value
-        for tag in ("remedies/agent_cchain_coef", "losses/policy_loss", "remedies/agent_cchain_loss")
-    }
-    expected = 0.5 * abs(last["losses/policy_loss"]) / (last["remedies/agent_cchain_loss"] + 1e-8)
+    tags = ("remedies/agent_cchain_coef", "losses/policy_loss", "losses/entropy", "remedies/agent_cchain_loss")
+    last = {tag: events.Scalars(tag)[-1].value for tag in tags}
+    policy_loss = last["losses/policy_loss"] - ent_coef * last["losses/entropy"]
+    expected = 0.5 * abs(policy_loss) / (last["remedies/agent_cchain_loss"] + 1e-8)
     assert last["remedies/agent_cchain_coef"] == pytest.approx(expected, rel=1e-4)
 
 
