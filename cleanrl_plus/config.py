@@ -110,8 +110,9 @@ RESUMABLE_FLAGS = (
 
 # What tells one run's settings from another's besides its seed: every flag that must equal the run's on --resume
 # (`cleanrl-plus sweep` adopts, and `cleanrl-plus report` groups, only runs that agree on them), not the member
-# bookkeeping of a group (`seeds`, `group`) nor the agent (compared on its own).
-NOT_SETTINGS = (*RESUMABLE_FLAGS, "seed", "seeds", "group", "agent")
+# bookkeeping of a group (`seeds`, `group`), the agent (compared on its own), nor the run's name (where it lives, not
+# how it learns; a --resume still refuses another one).
+NOT_SETTINGS = (*RESUMABLE_FLAGS, "seed", "seeds", "group", "agent", "run_name")
 
 
 def run_settings(recorded: dict[str, Any]) -> dict[str, Any]:
