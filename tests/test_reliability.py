@@ -861,7 +861,7 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_with_the_same_com
         before = _all_hashes(tmp_path)
         for name in ("alone", "checkpointed", "notes", "starting"):
             result = cli_in_process("ppo", [*alone[:-1], name, *PPO_TINY, "--runs-dir", str(tmp_path)], monkeypatch, capsys)
-            _one_line_error(result, f"run directory {tmp_path / name} already exists")
+            _one_line_error(result, f"run directory {tmp_path / name} already holds ")
             assert _all_hashes(tmp_path) == before, name
     finally:
         os.close(held)
