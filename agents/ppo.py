@@ -503,7 +503,7 @@ def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | N
                 storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
                 obs = obs_normalizer(step.obs, update=True)
             if args.restart_episodes:  # cut the episodes still running (their last step bootstraps: a truncation)
-                obs = obs_normalizer(env.reset_where(~(step.terminated | step.truncated), obs), update=True)
+                obs = obs_normalizer(env.cut_episodes(~(step.terminated | step.truncated), obs), update=True)
         previous_step, global_step = global_step, global_step + batch_size
         estimate_advantages()  # Â = GAE(γ, λ), bootstrapping from V(s') on truncation, not on termination
         if trust_region is not None:

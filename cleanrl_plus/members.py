@@ -136,6 +136,9 @@ class MemberEnvs:
     def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         return self.split(self.env.reset_where(mask.flatten(0, 1), obs.flatten(0, 1)))
 
+    def cut_episodes(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        return self.split(self.env.cut_episodes(mask.flatten(0, 1), obs.flatten(0, 1)))
+
     def state_dict(self) -> dict[str, Any]:
         return self.env.state_dict()
 

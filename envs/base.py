@@ -97,6 +97,11 @@ class TorchVecEnv:
         observations to act on, with fresh initial observations where `mask` is set."""
         raise UserError(f"{type(self).__name__} cannot stop episodes early; LEAST needs the gymnasium or torch backend")
 
+    def cut_episodes(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """End the episodes in `mask` at a rollout's end (PPO's --restart-episodes): reset_where, except that a continual
+        env starts the new episodes in the task scheduled now."""
+        return self.reset_where(mask, obs)
+
     # --- checkpoints, cut per member ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """A group of one saves what a one-seed run saves; a larger group its members' states."""

@@ -559,8 +559,13 @@ class ContinualVecEnv(TorchVecEnv):
         obs = shift.observation(step.obs, self.switch_index)
         return StepResult(obs, reward, step.terminated, step.truncated, next_obs)
 
+    def cut_episodes(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """reset_where at a rollout's end: the new episodes start in the task scheduled now, so a switch due at the
+        boundary (C-CHAIN's levels: every 200 iterations) takes effect with the next rollout's first step."""
+        self._push_pending()
+        return self.reset_where(mask, obs)
+
     def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-        self._push_pending()  # an episode stopped at or after a scheduled switch restarts in the new task, as in step
         fresh = self.inner.reset_where(mask, obs)
         if fresh is obs:
             return obs

@@ -179,14 +179,14 @@ def test_every_rollout_starts_fresh_episodes_and_logs_the_cut_ones(runs_dir):
     assert [task["start_step"] for task in summary["tasks"]] == [0, 1024]  # the new offset from the iteration's start
 
 
-def test_an_episode_cut_at_a_scheduled_switch_restarts_in_the_new_task():
+def test_an_episode_cut_at_a_rollouts_end_after_a_scheduled_switch_restarts_in_the_new_task():
     env = continual.ContinualVecEnv(
         "continual:cchain-cartpole", 1, 3, torch.device("cpu"), continual=continual.ContinualArgs(steps_per_task=4)
     )
     env.reset()
     for _ in range(4):  # CartPole cannot fall in 4 steps from its initial states (±0.05)
         step = env.step(torch.zeros(1, dtype=torch.long))
-    fresh = env.reset_where(torch.ones(1, dtype=torch.bool), step.obs)
+    fresh = env.cut_episodes(torch.ones(1, dtype=torch.bool), step.obs)
     assert int(env.switch_index[0]) == 1
     assert torch.all((fresh[0] - env.shifts[0].offsets[1]).abs() <= 0.05)  # an initial state under level 1's offset
 
