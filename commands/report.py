@@ -1,7 +1,7 @@
 """`cleanrl-plus report`: seeds aggregated into tables and figures with rliable statistics, from the run directories.
 
     cleanrl-plus report runs/ [--baseline ppo] [--oracle ppo-oracle] [--out DIR] [--reps 2000]
-                              [--metric eval|train|average-performance]
+                              [--metric eval|train|average-performance] [--published FILE]
 
 Reads each run's TensorBoard events directly (no W&B), `args.json` (exp_name) and `summary.json` (agent, env_id,
 seed, and per-task records of continual runs). Runs are grouped by (agent, env_id, exp_name); a sweep gives each
@@ -43,6 +43,7 @@ from cleanrl_plus.errors import UserError, did_you_mean
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.ranges import AtLeastOne
 from commands import stats
+from commands.published import PublishedTable, differs, load_published
 
 METRIC_TAGS = {
     "eval": "eval/episodic_return",
@@ -73,6 +74,9 @@ class ReportArgs:
     """which return: 'eval' (deterministic evaluations, eval/episodic_return), 'train' (charts/episodic_return), or
     'average-performance': train, plus C-CHAIN's Eq. 1 score (mean over iterations of each iteration's mean training
     return; mean ± standard error over seeds) for PPO/GTR runs"""
+    published: str | None = None
+    """TOML file of a paper's table (commands/published.py, e.g. benchmarks/published/cchain-table1.toml): each of its
+    cells beside ours, mean ± s.e., with the difference; needs the file's --metric"""
 
 
 @dataclasses.dataclass
@@ -332,8 +336,16 @@ class Row:
 class Report:
     """The tables (as markdown lines and CSV rows) and figures for a set of runs; each table method adds its rows."""
 
-    def __init__(self, runs: list[RunRecord], metric: str, reps: int, baseline: str | None, oracle: str | None) -> None:
-        self.runs, self.metric, self.reps = runs, metric, reps
+    def __init__(
+        self,
+        runs: list[RunRecord],
+        metric: str,
+        reps: int,
+        baseline: str | None,
+        oracle: str | None,
+        published: PublishedTable | None = None,
+    ) -> None:
+        self.runs, self.metric, self.reps, self.published = runs, metric, reps, published
         self.labels = method_labels(runs)
         if baseline:
             chosen = resolve_method(baseline, self.labels, "--baseline")
@@ -385,19 +397,56 @@ class Report:
                 lines.append(f"| {env_id} | {label} | {len(runs)} | {' | '.join(cells)} |")
         return lines
 
+    def average_performance_of(self, runs: list[RunRecord]) -> tuple[float, float]:
+        """The mean and standard error over `runs` of their Eq. 1 values (s.e. NaN for one run)."""
+        scores = np.array([average_performance(r.steps, r.returns, r.iteration_steps) for r in runs])
+        error = float(scores.std(ddof=1) / math.sqrt(len(scores))) if len(scores) > 1 else math.nan
+        return float(scores.mean()), error
+
     def average_performance_table(self) -> list[str]:
         """C-CHAIN's score per env and group: the mean ± standard error over seeds of each run's Eq. 1 value."""
         lines = ["| env | group | seeds | average performance (Eq. 1) mean ± s.e. |", "|-|-|-|-|"]
         for env_id in self.envs:
             for method in self.methods_in(env_id):
                 runs, label = self.runs_of(env_id, method), self.labels[method]
-                scores = np.array([average_performance(r.steps, r.returns, r.iteration_steps) for r in runs])
-                mean = float(scores.mean())
-                error = float(scores.std(ddof=1) / math.sqrt(len(scores))) if len(scores) > 1 else math.nan
+                mean, error = self.average_performance_of(runs)
                 self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "mean", mean))
                 self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "standard_error", error))
-                cell = f"{stats.format_number(mean)} ± {stats.format_number(error)}"
-                lines.append(f"| {env_id} | {label} | {len(runs)} | {cell} |")
+                lines.append(f"| {env_id} | {label} | {len(runs)} | {_mean_and_error(mean, error)} |")
+        return lines
+
+    def published_table(self, table: PublishedTable) -> list[str]:
+        """Each cell of a paper's table beside ours (its rows in its order, its columns in its order); a cell whose
+        two values lie further apart than their standard errors combined is marked, since it needs an explanation."""
+        lines = [
+            "| paper's row (our env) | paper's column (our group) | seeds (ours / theirs) | ours mean ± s.e. "
+            "| theirs mean ± s.e. | ours − theirs | beyond the s.e. combined |",
+            "|-|-|-|-|-|-|-|",
+        ]
+        for row, env_id in table.rows.items():
+            for column, exp_name in table.columns.items():
+                theirs = table.values.get((row, column))
+                runs = [r for r in self.runs if r.env_id == env_id and r.exp_name == exp_name]
+                where = f"| {row} (`{env_id}`) | {column} (`{exp_name}`) |"
+                theirs_cell = "—" if theirs is None else _mean_and_error(*theirs)
+                if not runs:
+                    lines.append(f"{where} 0 / {table.seeds} | not run | {theirs_cell} | | |")
+                    continue
+                ours = self.average_performance_of(runs)
+                unfinished = sum(not r.finished for r in runs)
+                seeds = f"{len(runs)}{f' ({unfinished} unfinished)' if unfinished else ''} / {table.seeds}"
+                for estimator, value in zip(("mean", "standard_error"), ours):
+                    self.rows.append(Row("published", env_id, exp_name, len(runs), "eq1", estimator, value, reference=column))
+                if theirs is None:
+                    lines.append(f"{where} {seeds} | {_mean_and_error(*ours)} | — | | |")
+                    continue
+                for estimator, value in zip(("published_mean", "published_standard_error"), theirs):
+                    self.rows.append(
+                        Row("published", env_id, exp_name, table.seeds, "eq1", estimator, value, reference=column)
+                    )
+                verdict = "**yes**" if differs(ours, theirs) else "no"
+                difference = stats.format_number(ours[0] - theirs[0])
+                lines.append(f"{where} {seeds} | {_mean_and_error(*ours)} | {theirs_cell} | {difference} | {verdict} |")
         return lines
 
     def normalised_matrix(self, method: tuple[str, str], values: dict[int, float], envs: list[str]) -> np.ndarray:
@@ -687,6 +736,9 @@ class Report:
         if self.metric == "average-performance":
             parts += ["", "## Average performance (C-CHAIN, Tang et al. 2025, Eq. 1): mean ± standard error over seeds", ""]
             parts += self.average_performance_table()
+        if self.published is not None:
+            parts += ["", f"## Beside the published table: {self.published.source}", ""]
+            parts += self.published_table(self.published)
         if len(self.envs) > 1:
             parts += [
                 "",
@@ -773,6 +825,10 @@ class Report:
             writer.writeheader()
             for row in self.rows:
                 writer.writerow(dataclasses.asdict(row))
+
+
+def _mean_and_error(mean: float, error: float) -> str:
+    return f"{stats.format_number(mean)} ± {stats.format_number(error)}"
 
 
 def nan_padded(columns: list) -> np.ndarray:
@@ -876,6 +932,7 @@ def write_report(
     reps: int = 2000,
     metric: str = "eval",
     verbose: bool = False,
+    published: str | Path | None = None,
 ) -> Path:
     """Read the runs under `paths`, write report.md, report.csv and the figures into `out_dir`; return report.md's path.
 
@@ -887,6 +944,9 @@ def write_report(
         raise UserError(f"unknown --metric '{metric}' — use eval, train or average-performance")
     if reps < 1:
         raise UserError(f"--reps must be >= 1, got {reps}")
+    table = load_published(published) if published is not None else None
+    if table is not None and table.metric != metric:
+        raise UserError(f"--published {published} holds {table.metric} scores — add --metric {table.metric}")
     out = Path(out_dir) if out_dir is not None else default_out_dir(paths[0])
     directories, notes = find_run_dirs(paths, out)
     runs = []
@@ -912,7 +972,7 @@ def write_report(
             "— report it with --metric train"
         )
     check_groups_agree(runs)
-    report = Report(runs, metric, reps, baseline, oracle)
+    report = Report(runs, metric, reps, baseline, oracle, table)
     tables, methods = report.markdown(notes)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "report.md", out / "report.csv", out / "curves.png", out / "profiles.png"]
@@ -938,4 +998,6 @@ def parse(argv: list[str] | None = None) -> ReportArgs:
 
 def main(argv: list[str] | None = None) -> Path:
     args = parse(argv)
-    return write_report(args.paths, args.out, args.baseline, args.oracle, args.reps, args.metric, verbose=True)
+    return write_report(
+        args.paths, args.out, args.baseline, args.oracle, args.reps, args.metric, verbose=True, published=args.published
+    )
