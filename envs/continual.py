@@ -88,6 +88,9 @@ class Preset:
     source: str
     random_steps_per_task: int = 0
     max_episode_steps: int = 0  # replaces the base env's time limit (0: keep it)
+    # the schedule drawn as the authors' scripts draw it: numpy.random.seed(seed), then one normal(0, σ, dim) per level
+    # (level 0's then zeroed), so seed s meets the offsets of their --seed s; otherwise the suite's own generator
+    numpy_seeded_draw: bool = False
 
 
 def _minatar(*games: str) -> tuple[str, ...]:
@@ -112,10 +115,22 @@ PRESETS: dict[str, Preset] = {
     # ignore gym's own truncation flag, so MountainCar's 200-step limit does not apply either). Agent side: the PPO
     # recipe these ids pick (agents/ppo.py CCHAIN_CONTROL_DEFAULTS).
     "cchain-cartpole": Preset(
-        "torch:CartPole-v1", ObservationOffset, 160_000, 10, "C-CHAIN Table 1 C-CartPole", max_episode_steps=400
+        "torch:CartPole-v1",
+        ObservationOffset,
+        160_000,
+        10,
+        "C-CHAIN Table 1 C-CartPole",
+        max_episode_steps=400,
+        numpy_seeded_draw=True,
     ),
     "cchain-acrobot": Preset(
-        "torch:Acrobot-v1", ObservationOffset, 160_000, 10, "C-CHAIN Table 1 C-Acrobot", max_episode_steps=400
+        "torch:Acrobot-v1",
+        ObservationOffset,
+        160_000,
+        10,
+        "C-CHAIN Table 1 C-Acrobot",
+        max_episode_steps=400,
+        numpy_seeded_draw=True,
     ),
     "cchain-lunarlander": Preset(
         "LunarLander-v3",
@@ -124,6 +139,7 @@ PRESETS: dict[str, Preset] = {
         10,
         "C-CHAIN Table 1 C-LunarLander (their LunarLander-v2 is gymnasium's v3; needs box2d)",
         max_episode_steps=400,
+        numpy_seeded_draw=True,
     ),
     # the curves' label in the repository's assets/curves_for_crl_gym_control.png: `MountainCar-v0_ls400_on0.02`,
     # 400 iterations per level, offset σ 0.02, 2,000 iterations in all
@@ -134,6 +150,7 @@ PRESETS: dict[str, Preset] = {
         5,
         "C-CHAIN Table 1 C-MountainCar (schedule from the figure label ls400_on0.02)",
         max_episode_steps=400,
+        numpy_seeded_draw=True,
     ),
     "cartpole-permute": Preset(
         "CartPole-v1", ObservationPermutation, 60_000, 5, "observation permutation per task [our default schedule]"
@@ -213,6 +230,14 @@ class Setting:
     num_tasks: int
     random_steps_per_task: int = 0
     max_episode_steps: int = 0  # the preset's time limit (0: the base env's)
+    numpy_seeded_draw: bool = False  # the preset's (Preset.numpy_seeded_draw)
+
+    def schedule_generator(self, env_id: str, schedule_seed: int) -> np.random.RandomState | np.random.Generator:
+        """The generator a member's schedule is drawn from: it depends on (benchmark, schedule seed) only (zlib.crc32
+        is stable across processes, hash() is not), or, for the authors' presets, on the seed alone as numpy's."""
+        if self.numpy_seeded_draw:
+            return np.random.RandomState(schedule_seed)
+        return np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed])
 
     def task_at(self, env_step: int) -> int:
         """The task scheduled at env step `env_step` (a sub-env takes it at its next episode end)."""
@@ -234,7 +259,7 @@ def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
     if name in PRESETS:
         preset = PRESETS[name]
         base, shift, steps, tasks = preset.env_id, preset.make_shift(), preset.steps_per_task, preset.num_tasks
-        random_steps, time_limit = preset.random_steps_per_task, preset.max_episode_steps
+        random_steps, time_limit, numpy_draw = preset.random_steps_per_task, preset.max_episode_steps, preset.numpy_seeded_draw
     else:
         shift_name, _, base = name.partition(":")
         if base and shift_name not in SHIFTS:
@@ -246,13 +271,13 @@ def parse(env_id: str, settings: ContinualArgs | None = None) -> Setting:
             )
             raise UserError(f"unknown continual id '{env_id}'{hint}")
         shift = SHIFTS[shift_name]()
-        steps, tasks, random_steps, time_limit = shift.default_steps, shift.default_tasks, 0, 0
+        steps, tasks, random_steps, time_limit, numpy_draw = shift.default_steps, shift.default_tasks, 0, 0, False
     steps = settings.steps_per_task or steps
     tasks = settings.num_tasks or tasks
     if steps < 1 or tasks < 1:
         raise UserError(f"--continual.steps-per-task and --continual.num-tasks must be positive, got {steps} and {tasks}")
     random_steps = settings.random_steps_per_task if settings.random_steps_per_task >= 0 else random_steps
-    return Setting(base, shift, steps, tasks, random_steps, time_limit)
+    return Setting(base, shift, steps, tasks, random_steps, time_limit, numpy_draw)
 
 
 def base_env_id(env_id: str) -> str:
@@ -406,8 +431,7 @@ class ContinualVecEnv(TorchVecEnv):
             raise UserError(f"{env_id}: {len(schedule_seeds)} schedule seeds for a group of {self.members}")
         for shift, member_seed in zip(self.shifts, schedule_seeds):
             schedule_seed = settings.schedule_seed if settings.schedule_seed >= 0 else member_seed
-            # the schedule depends on (benchmark, schedule seed) only: zlib.crc32 is stable across processes, hash() is not
-            shift.draw(np.random.default_rng([zlib.crc32(env_id.encode()), schedule_seed]), self.setting.num_tasks, self)
+            shift.draw(self.setting.schedule_generator(env_id, schedule_seed), self.setting.num_tasks, self)
         self.shift = (
             self.shifts[0] if self.members == 1 else MemberShifts(self.shifts, num_envs, self.setting.num_tasks, device)
         )

@@ -13,6 +13,7 @@ import pytest
 import torch
 from test_report import read_rows, value, write_run
 
+import envs
 from agents import ppo
 from cleanrl_plus.members import Members
 from cleanrl_plus.rollout import RolloutStorage
@@ -76,6 +77,21 @@ def test_presets_and_their_ppo_recipe_are_the_authors_setting(preset):
     assert args.total_timesteps == setting.total_steps
     assert ppo.Args.defaults_for("continual:cchain-cartpole", learning_rate=0.01).learning_rate == 0.01  # a flag wins
     assert ppo.Args.defaults_for("continual:obs-offset:torch:CartPole-v1").num_steps == ppo.Args().num_steps  # others not
+
+
+@pytest.mark.parametrize("preset", ["cchain-cartpole", "cchain-acrobot", "cchain-mountaincar"])
+def test_each_seed_meets_the_offsets_of_the_authors_same_seed(preset):
+    """get_peturbations in control_train_aligned_*.py: numpy.random.seed(seed), then one normal(0, σ, dim) per level,
+    level 0's zeroed. Every member of a group draws its own seed's (members 0 and 2 of seeds 2, 0, 7)."""
+    _, sigma, levels, _ = AUTHORS_ENVS[preset]
+    env = envs.make(f"continual:{preset}", 1, members=(2, 0, 7))
+    for member, seed in enumerate([2, 0, 7]):
+        np.random.seed(seed)
+        theirs = [np.random.normal(0, sigma, env.single_observation_space.shape) for _ in range(levels)]
+        theirs[0] = np.zeros_like(theirs[0])
+        ours = env.shifts[member].offsets
+        np.testing.assert_allclose(ours.numpy(), np.array(theirs, dtype=np.float32), rtol=0, atol=0)
+    env.close()
 
 
 def test_the_plan_is_the_tables_six_columns_with_the_authors_remedy_settings():
