@@ -199,7 +199,9 @@ REMEDIES: tuple[Remedy, ...] = (
         "--optim.name kron",
         lambda args: _get(args, "optim.name") == "kron",
         not_with={
-            flag: "heavyball's PSGD-Kron step keeps Python-side state and compiles itself its own way"
+            flag: (
+                "heavyball's PSGD-Kron step keeps Python-side state and compiles itself its own way"
+            )
             for flag in SPEED_FLAGS
         },
         not_in_groups=(

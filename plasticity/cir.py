@@ -14,10 +14,10 @@ Two plug-ins that TD3 and SAC take from the command line:
 
 - the **CIR critic torso** (`--cir.critic`): for each critic, on x = concat(s, a) with no
   observation normaliser,
-      z₀ = ELU(tanh(AvgL1Norm(LN(W₀x))))                       the constrained initial representation
-      z₁ = ELU(LN(W₁z₀)),  z₂ = ELU(LN(W₂z₁))                  "down" layers
-      z₃ = LN(M₁·ELU(LN(U₁z₂)) + z₂)                           "up" block with a skip from z₂
-      z₄ = LN(M₂·ELU(LN(U₂z₃)) + z₁)                           the long shallow→deep skip from z₁
+      z₀ = ELU(tanh(AvgL1Norm(LN(W₀x))))        the constrained initial representation
+      z₁ = ELU(LN(W₁z₀)),  z₂ = ELU(LN(W₂z₁))   "down" layers
+      z₃ = LN(M₁·ELU(LN(U₁z₂)) + z₂)            "up" block with a skip from z₂
+      z₄ = LN(M₂·ELU(LN(U₂z₃)) + z₁)            the long shallow→deep skip from z₁
       Q = wᵀz₄ + b,     AvgL1Norm(z) = 0.1·z / max(mean|z|, 1e-8)
   width 512, PyTorch default init; by default ONE LayerNorm module is shared by every site of both
   critics, as in the official code (tied affine parameters; in a group, one per member);

@@ -1,9 +1,10 @@
 """The two hooks through which an agent applies the loss, optimiser and architecture remedies to
 each network.
 
-    loss = hooks.loss("critic", td_loss, reference)      # + L2, L2-init, Parseval, C-CHAIN (reference: a replay batch, or
-    None)
-    optimizer.zero_grad(); loss.backward(); hooks.step("critic")   # TRAC or the base step, NaP, clipping
+    # + L2, L2-init, Parseval, C-CHAIN (reference: a replay batch, or None)
+    loss = hooks.loss("critic", td_loss, reference)
+    # TRAC or the base step, NaP, clipping
+    optimizer.zero_grad(); loss.backward(); hooks.step("critic")
 
 `RemedyArgs` holds the settings (nested flags --net.*, --nap.*, --reg.*, --clip.*, --cchain.*,
 --optim.*); the methods themselves live in architecture.py, regularizers.py, cchain.py and

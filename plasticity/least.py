@@ -70,8 +70,8 @@ class EpisodeStopper:
     ) -> None:
         if max_episode_steps <= 0:
             raise UserError(
-                "LEAST needs a time limit (its thresholds are indexed by the step within the "
-                "episode)"
+                "LEAST needs a time limit (its thresholds are indexed by the step "
+                "within the episode)"
             )
         self.args, self.length = args, max_episode_steps
         self.start_step = int(args.start * total_timesteps)

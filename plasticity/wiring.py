@@ -1,11 +1,17 @@
 """One object per agent that owns every remedy and diagnostic of its networks: `Plasticity`.
 
-    plasticity = Plasticity(args, critic, actor, logger=run.logger, members=K)   # each a plasticity.network.Network
-    loss = plasticity.loss("critic", td_loss, reference)   # (K,) per member + L2, L2-init, Parseval, C-CHAIN
-    plasticity.minimise("critic", loss)     # zero_grad, backward, (clip the gradient norm), TRAC or the step, NaP, clipping
-    plasticity.after_update(num_updates, replay, global_step)             # diagnostics, then resets
-    next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)   # LEAST's early stops
-    plasticity.on_task_switch(args.continual, replay, normalizers)        # what a continual switch resets
+    # each a plasticity.network.Network
+    plasticity = Plasticity(args, critic, actor, logger=run.logger, members=K)
+    # (K,) per member + L2, L2-init, Parseval, C-CHAIN
+    loss = plasticity.loss("critic", td_loss, reference)
+    # zero_grad, backward, (clip the gradient norm), TRAC or the step, NaP, clipping
+    plasticity.minimise("critic", loss)
+    # diagnostics, then resets
+    plasticity.after_update(num_updates, replay, global_step)
+    # LEAST's early stops
+    next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
+    # what a continual switch resets
+    plasticity.on_task_switch(args.continual, replay, normalizers)
 
 Every network holds the K members of a group (cleanrl_plus.members) along the leading, member-major
 dimension of each tensor; losses are one value per member, and every remedy acts on each member on
