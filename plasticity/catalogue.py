@@ -28,9 +28,8 @@ class Remedy:
     is_on: Callable[[Any], bool]
     # agent → why it does not apply
     not_for: dict[str, str] = dataclasses.field(default_factory=dict)
-    not_with: dict[str, str] = dataclasses.field(
-        default_factory=dict
-    )  # speed flag (compile, cudagraphs) → why it cannot run with it
+    # speed flag (compile, cudagraphs) → why it cannot run with it
+    not_with: dict[str, str] = dataclasses.field(default_factory=dict)
     # why it cannot act on each member of a group on its own (--seeds; cleanrl_plus.members)
     not_in_groups: str = ""
 

@@ -239,9 +239,10 @@ class ChurnReducer:
         with torch.no_grad():
             self.last_churn.copy_(churn)
             self.has_churn.copy_(~self.skip)
+            # θₜ₋₁ of the next update
             torch._foreach_copy_(
                 list(self.previous.values()), [p.detach() for p in self.module.parameters()]
-            )  # θₜ₋₁ of the next update
+            )
         return torch.where(self.skip, 0.0, self.coef * churn)
 
     @torch.no_grad()

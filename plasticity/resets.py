@@ -564,9 +564,8 @@ class ContinualBackprop:
             UnitStatistics(layer_in, layer_out) for layer_in, layer_out in net.unit_pairs
         ]
         for stats in self.layers:
-            stats.entries_per_member = (
-                stats.birth.shape[0] // members
-            )  # a plain function, so that copies of the network (deepcopy) do not copy `stats`
+            stats.entries_per_member = stats.birth.shape[0] // members
+            # a plain function, so that copies of the network (deepcopy) do not copy `stats`
             stats.layer_out.register_forward_pre_hook(
                 lambda layer, inputs, stats=stats: stats.record(layer, inputs[0])
             )
