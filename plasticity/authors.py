@@ -1,10 +1,11 @@
-"""The authors' runs: for each remedy, the setting of its authors' experiments in our flags, where each value was read,
-and what of that setting our suite does not reproduce.
+"""The authors' runs: for each remedy, the setting of its authors' experiments in our flags, where
+each value was read, and what of that setting our suite does not reproduce.
 
-`RUNS` is the one place these settings live. Each "As the authors run it" line of docs/remedies/*.md is `markdown(run)`
-of one entry, and tests/test_authors.py parses every such documented command with its agent's own parser and checks
-each value below on the parsed flags, so a renamed flag, a value parsed differently or an edited docs line fails a
-test. Every value is passed explicitly, so a later change of an agent's defaults does not change these commands.
+`RUNS` is the one place these settings live. Each "As the authors run it" line of docs/remedies/*.md
+is `markdown(run)` of one entry, and tests/test_authors.py parses every such documented command with
+its agent's own parser and checks each value below on the parsed flags, so a renamed flag, a value
+parsed differently or an edited docs line fails a test. Every value is passed explicitly, so a later
+change of an agent's defaults does not change these commands.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ class AuthorsRun:
     setting: str  # which of the authors' experiments
     agent: str
     env_id: str  # "" where the suite has no task like the authors' (then only the flags are shown)
-    settings: dict[str, Any]  # attribute path of the agent's Args ("reset.every") → the authors' value
+    # attribute path of the agent's Args ("reset.every") → the authors' value
+    settings: dict[str, Any]
     source: str  # the repository and files (or the paper's section) each value was read from
-    differs: str = ""  # what of the authors' run the command does not reproduce ("" = nothing we know of)
+    # what of the authors' run the command does not reproduce ("" = nothing we know of)
+    differs: str = ""
 
     def flags(self) -> str:
         return " ".join(_flag(path, value) for path, value in self.settings.items())
@@ -56,12 +59,16 @@ def markdown(run: AuthorsRun) -> str:
     """The docs text of one entry; docs/remedies/*.md hold it verbatim, up to line breaks."""
     head = f"As the authors run it ({run.setting}; {run.source})"
     if not run.env_id:
-        return f"{head}: not reproducible here. {run.differs} Their values in our flags: `{run.flags()}`."
+        return (
+            f"{head}: not reproducible here. {run.differs} Their values in our flags: "
+            f"`{run.flags()}`."
+        )
     text = f"{head}:\n\n```bash\n{run.command()}\n```"
     return f"{text}\n\nWhat differs: {run.differs}" if run.differs else text
 
 
-_CLEANRL_PPO_TANH_64 = {"hidden_sizes": (64, 64), "net.activation": "tanh"}  # CleanRL's ppo_continuous_action networks
+# CleanRL's ppo_continuous_action networks
+_CLEANRL_PPO_TANH_64 = {"hidden_sizes": (64, 64), "net.activation": "tanh"}
 
 RUNS: tuple[AuthorsRun, ...] = (
     AuthorsRun(
@@ -88,8 +95,9 @@ RUNS: tuple[AuthorsRun, ...] = (
             "reset.networks": "both",
             "reset.every": 200_000,
         },
-        "evgenii-nikishin/rl_with_resets, README's `train_dense.py` command, `configs/sac.py` (`reset_interval` 2·10⁵ "
-        "environment steps), target entropy −|A|/2 in `continuous_control/agents/sac/sac_learner.py`",
+        "evgenii-nikishin/rl_with_resets, README's `train_dense.py` command, `configs/sac.py` "
+        "(`reset_interval` 2·10⁵ environment steps), target entropy −|A|/2 in "
+        "`continuous_control/agents/sac/sac_learner.py`",
     ),
     AuthorsRun(
         "ReGraMa",
@@ -115,10 +123,11 @@ RUNS: tuple[AuthorsRun, ...] = (
             "reset.every": 1_000,
             "reset.regrama_tau": 0.1,
         },
-        "rippl-svg/grad-based-plasticity-metrics, README's `main.py --exp-name grad_redo` command, `SAC/configs.py`, "
-        "`main.py`",
-        "Their SAC is CleanRL's, whose actor learns at 3e-4 and takes two steps every second update (ours: one "
-        "`--learning-rate` for both networks, one actor step per update); HalfCheetah-v4 there.",
+        "rippl-svg/grad-based-plasticity-metrics, README's `main.py --exp-name grad_redo` command, "
+        "`SAC/configs.py`, `main.py`",
+        "Their SAC is CleanRL's, whose actor learns at 3e-4 and takes two steps every second "
+        "update (ours: one `--learning-rate` for both networks, one actor step per update); "
+        "HalfCheetah-v4 there.",
     ),
     AuthorsRun(
         "continual backprop (CBP)",
@@ -152,9 +161,9 @@ RUNS: tuple[AuthorsRun, ...] = (
             "reset.cbp_maturity": 10_000,
         },
         "shibhansh/loss-of-plasticity, `lop/rl/cfg/sant/cbp.yml` and `lop/rl/run_ppo.py`",
-        "Slippery Ant-v3 (mujoco-py) there, Ant-v5 here; their frictions come from the repository's `cfg/frictions` "
-        "file per seed, ours are drawn from the task seed; their networks start from LeCun's initialisation, ours "
-        "from PPO's orthogonal one.",
+        "Slippery Ant-v3 (mujoco-py) there, Ant-v5 here; their frictions come from the "
+        "repository's `cfg/frictions` file per seed, ours are drawn from the task seed; their "
+        "networks start from LeCun's initialisation, ours from PPO's orthogonal one.",
     ),
     AuthorsRun(
         "Parseval",
@@ -171,7 +180,8 @@ RUNS: tuple[AuthorsRun, ...] = (
             "reg.parseval": 1e-4,
         },
         "wechu/parseval_reg, the per-environment settings in `parseval_reg/main.py`",
-        "The suite has no CARL contexts (theirs give LunarLander a new context every 500k steps, for 10M).",
+        "The suite has no CARL contexts (theirs give LunarLander a new context every 500k steps, "
+        "for 10M).",
     ),
     AuthorsRun(
         "Parseval",
@@ -198,9 +208,10 @@ RUNS: tuple[AuthorsRun, ...] = (
         "",
         {**_CLEANRL_PPO_TANH_64, "num_envs": 1, "reg.parseval": 1e-3},
         "wechu/parseval_reg, `parseval_reg/main.py`: λ = 1e-3 on MetaWorld, 1e-4 on the quadruped",
-        "The suite has neither benchmark. Their `main.py` asks for RPO there (`rpo_alpha` 0.5, its default) and, for "
-        "Parseval on MetaWorld, per-unit diagonal layers (`add_diag_layer`), but its `ppo_agent` branch passes neither "
-        "setting on to the agent (neither is in its key list), so the released code trains plain PPO, as ours would.",
+        "The suite has neither benchmark. Their `main.py` asks for RPO there (`rpo_alpha` 0.5, its "
+        "default) and, for Parseval on MetaWorld, per-unit diagonal layers (`add_diag_layer`), but "
+        "its `ppo_agent` branch passes neither setting on to the agent (neither is in its key "
+        "list), so the released code trains plain PPO, as ours would.",
     ),
     AuthorsRun(
         "weight clipping",
@@ -216,8 +227,8 @@ RUNS: tuple[AuthorsRun, ...] = (
             "anneal_lr": True,
             "clip.kappa": 3.0,
         },
-        "mohmdelsayed/weight-clipping, `rl_experiments/ppo_continuous_action_clipped.py`: CleanRL's PPO with κ = 3, "
-        "the output layers clipped",
+        "mohmdelsayed/weight-clipping, `rl_experiments/ppo_continuous_action_clipped.py`: "
+        "CleanRL's PPO with κ = 3, the output layers clipped",
         "HalfCheetah-v4 there.",
     ),
     AuthorsRun(
@@ -239,7 +250,8 @@ RUNS: tuple[AuthorsRun, ...] = (
             "continual.reset_obs_norm": True,
             "cchain.enabled": True,
         },
-        "bluecontra/C-CHAIN, `crl_dmc/crl_run_ppo_c_chain_dmc.py` and `AgentReLU` in `crl_dmc/utils/basic_utils.py`",
+        "bluecontra/C-CHAIN, `crl_dmc/crl_run_ppo_c_chain_dmc.py` and `AgentReLU` in "
+        "`crl_dmc/utils/basic_utils.py`",
     ),
     AuthorsRun(
         "C-CHAIN",
@@ -265,9 +277,10 @@ RUNS: tuple[AuthorsRun, ...] = (
             "continual.reset_exploration": False,
             "cchain.enabled": True,
         },
-        "bluecontra/C-CHAIN, `crl_minatar/crl_run_double_dqn_c_chain.py` and `crl_minatar/agents/double_dqn_c_chain.py`",
-        "Their ε falls from 1 to 0.1 over the first 100k steps that follow the first game's 10k random ones; ours "
-        "over `--exploration-fraction` of the whole run.",
+        "bluecontra/C-CHAIN, `crl_minatar/crl_run_double_dqn_c_chain.py` and "
+        "`crl_minatar/agents/double_dqn_c_chain.py`",
+        "Their ε falls from 1 to 0.1 over the first 100k steps that follow the first game's 10k "
+        "random ones; ours over `--exploration-fraction` of the whole run.",
     ),
     AuthorsRun(
         "C-CHAIN",
@@ -298,10 +311,12 @@ RUNS: tuple[AuthorsRun, ...] = (
             "normalize_reward": False,
             "cchain.enabled": True,
         },
-        "bluecontra/C-CHAIN, `crl_gym_classic_control/control_train_aligned_c_chain.py`, `basic_utils.py` and `networks.py`",
-        "Their reference minibatches are a second shuffle of the iteration's samples (without replacement), ours are "
-        "drawn with replacement; their churn term also skips the run's second update. The id `continual:cchain-cartpole` "
-        "picks these values by itself (docs/agents/ppo.md).",
+        "bluecontra/C-CHAIN, `crl_gym_classic_control/control_train_aligned_c_chain.py`, "
+        "`basic_utils.py` and `networks.py`",
+        "Their reference minibatches are a second shuffle of the iteration's samples (without "
+        "replacement), ours are drawn with replacement; their churn term also skips the run's "
+        "second update. The id `continual:cchain-cartpole` picks these values by itself "
+        "(docs/agents/ppo.md).",
     ),
     AuthorsRun(
         "Normalize-and-Project (NaP)",
@@ -310,8 +325,8 @@ RUNS: tuple[AuthorsRun, ...] = (
         "ALE/Breakout-v5",
         {"nap.enabled": True},
         "Lyle et al. 2024, arXiv 2407.01800; no official code",
-        "With no code public, only `--nap.enabled` is theirs: the agent and its settings are our Double DQN's Atari "
-        "recipe, not those of the paper's Atari experiments.",
+        "With no code public, only `--nap.enabled` is theirs: the agent and its settings are our "
+        "Double DQN's Atari recipe, not those of the paper's Atari experiments.",
     ),
     AuthorsRun(
         "CIR",
@@ -339,7 +354,8 @@ RUNS: tuple[AuthorsRun, ...] = (
             "cir.width": 512,
             "cir.convex_lambda": 0.3,
         },
-        "dmksjfl/CIR, README's `train_dmc.py --policy cir --smr --ratio 2` command, `dmc/train_dmc.py`, "
-        "`dmc/algo/cir.py` and `dmc/dmc.py`: action repeat 2, 1M frames, the first 5k random",
+        "dmksjfl/CIR, README's `train_dmc.py --policy cir --smr --ratio 2` command, "
+        "`dmc/train_dmc.py`, `dmc/algo/cir.py` and `dmc/dmc.py`: action repeat 2, 1M frames, the "
+        "first 5k random",
     ),
 )

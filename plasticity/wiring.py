@@ -1,18 +1,25 @@
 """One object per agent that owns every remedy and diagnostic of its networks: `Plasticity`.
 
-    plasticity = Plasticity(args, critic, actor, logger=run.logger, members=K)   # each a plasticity.network.Network
-    loss = plasticity.loss("critic", td_loss, reference)   # (K,) per member + L2, L2-init, Parseval, C-CHAIN
-    plasticity.minimise("critic", loss)     # zero_grad, backward, (clip the gradient norm), TRAC or the step, NaP, clipping
-    plasticity.after_update(num_updates, replay, global_step)             # diagnostics, then resets
-    next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)   # LEAST's early stops
-    plasticity.on_task_switch(args.continual, replay, normalizers)        # what a continual switch resets
+    # each a plasticity.network.Network
+    plasticity = Plasticity(args, critic, actor, logger=run.logger, members=K)
+    # (K,) per member + L2, L2-init, Parseval, C-CHAIN
+    loss = plasticity.loss("critic", td_loss, reference)
+    # zero_grad, backward, (clip the gradient norm), TRAC or the step, NaP, clipping
+    plasticity.minimise("critic", loss)
+    # diagnostics, then resets
+    plasticity.after_update(num_updates, replay, global_step)
+    # LEAST's early stops
+    next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
+    # what a continual switch resets
+    plasticity.on_task_switch(args.continual, replay, normalizers)
 
-Every network holds the K members of a group (cleanrl_plus.members) along the leading, member-major dimension of each
-tensor; losses are one value per member, and every remedy acts on each member on its own (a global gradient norm or a
-statistic over all parameters would mix seeds). Adding a remedy touches plasticity/ and its catalogue entry, not the
-agents. Its state (resets, diagnostics, loss
-and step remedies, LEAST) is one entry of the agent's checkpoint; the resets load first, so that an injected head
-exists again before the networks' weights arrive: `checkpointed()` lists it first, then the networks.
+Every network holds the K members of a group (cleanrl_plus.members) along the leading, member-major
+dimension of each tensor; losses are one value per member, and every remedy acts on each member on
+its own (a global gradient norm or a statistic over all parameters would mix seeds). Adding a remedy
+touches plasticity/ and its catalogue entry, not the agents. Its state (resets, diagnostics, loss
+and step remedies, LEAST) is one entry of the agent's checkpoint; the resets load first, so that an
+injected head exists again before the networks' weights arrive: `checkpointed()` lists it first,
+then the networks.
 """
 
 from __future__ import annotations
@@ -29,8 +36,11 @@ from plasticity.network import Network
 from plasticity.optimizers import clip_grad_norm_per_member
 from plasticity.resets import Resetter, full_reset
 
-# (obs, actions, next_obs) → (Q̂(s, a) of the actions taken, V̄(s')): how LEAST judges an agent's episodes
-EpisodeValues = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+# (obs, actions, next_obs) → (Q̂(s, a) of the actions taken, V̄(s')): how LEAST judges an
+# agent's episodes
+EpisodeValues = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]
+]
 
 
 class Plasticity:
@@ -48,33 +58,48 @@ class Plasticity:
         self.args, self.logger, self.networks, self.members = args, logger, networks, members
         self.reset_units = [unit for net in networks for unit in net.reset_units()]
         watched = [part for net in networks for part in (net.parts or (net,))]
-        self.monitor = PlasticityMonitor(args.diagnostics, watched, members) if hasattr(args, "diagnostics") else None
+        self.monitor = (
+            PlasticityMonitor(args.diagnostics, watched, members)
+            if hasattr(args, "diagnostics")
+            else None
+        )
         self.resetter = Resetter(args.reset, self.reset_units, members)
         self.hooks = RemedyHooks(args, list(networks), members)
         least = getattr(args, "least", None)
         self.stopper, self.episode_values = None, episode_values
         if least is not None and least.enabled:
             self.stopper = EpisodeStopper(
-                least, env.envs_per_member, env.max_episode_steps, args.total_timesteps, env.device, members
+                least,
+                env.envs_per_member,
+                env.max_episode_steps,
+                args.total_timesteps,
+                env.device,
+                members,
             )
 
     def loss(
-        self, name: str, main_loss: torch.Tensor, reference: Any = None, scale_against: torch.Tensor | None = None
+        self,
+        name: str,
+        main_loss: torch.Tensor,
+        reference: Any = None,
+        scale_against: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """main_loss (one value per member) + the named network's regularisers; `reference` is C-CHAIN's batch
-        (`reference_batch`), `scale_against` the loss C-CHAIN's coefficient is scaled against (default main_loss; PPO: the
-        policy loss)."""
+        """main_loss (one value per member) + the named network's regularisers; `reference` is
+        C-CHAIN's batch (`reference_batch`), `scale_against` the loss C-CHAIN's coefficient is
+        scaled against (default main_loss; PPO: the policy loss)."""
         return self.hooks.loss(name, main_loss, reference, scale_against)
 
     def step(self, name: str) -> None:
-        """The named network's optimiser step (through TRAC when on), then NaP's projection and weight clipping."""
+        """The named network's optimiser step (through TRAC when on), then NaP's projection and
+        weight clipping."""
         self.hooks.step(name)
 
     def minimise(self, name: str, loss: torch.Tensor, max_grad_norm: float = 0.0) -> None:
-        """One gradient step of the named network on `loss` (its `loss(...)`, one value per member): zero the gradients,
-        backpropagate the members' sum (each member's gradient stays its own), clip each member's gradient norm over the
-        parameters its optimiser trains to `max_grad_norm` (0: no clipping; an injected network's frozen old head keeps
-        its last gradient out of the norm), and `step`."""
+        """One gradient step of the named network on `loss` (its `loss(...)`, one value per member):
+        zero the gradients, backpropagate the members' sum (each member's gradient stays its own),
+        clip each member's gradient norm over the parameters its optimiser trains to `max_grad_norm`
+        (0: no clipping; an injected network's frozen old head keeps its last gradient out of the
+        norm), and `step`."""
         optimizer = self.hooks.networks[name].net.optimizer
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
@@ -84,12 +109,16 @@ class Plasticity:
         self.step(name)
 
     def reference_batch(self, source: Any, batch_size: int) -> Any:
-        """C-CHAIN's reference batch, drawn from the replay (or rollout) apart from the training batch; None when off."""
+        """C-CHAIN's reference batch, drawn from the replay (or rollout) apart from the training
+        batch; None when off."""
         return source.sample(batch_size) if self.args.cchain.enabled else None
 
-    def after_update(self, num_updates: int, source: Any, global_step: int, last_of_step: bool = True) -> None:
-        """After each gradient update: the diagnostics that are due, then the reset that is due (`last_of_step`: no more
-        updates follow at this environment step; full and layer resets wait for it)."""
+    def after_update(
+        self, num_updates: int, source: Any, global_step: int, last_of_step: bool = True
+    ) -> None:
+        """After each gradient update: the diagnostics that are due, then the reset that is due
+        (`last_of_step`: no more updates follow at this environment step; full and layer resets wait
+        for it)."""
         if self.monitor is not None:
             self.monitor.after_update(num_updates, source, self.logger, global_step)
         self.resetter.after_update(num_updates, source, self.logger, global_step, last_of_step)
@@ -97,13 +126,15 @@ class Plasticity:
     def after_env_step(
         self, env: Any, step: Any, obs: torch.Tensor, actions: torch.Tensor, global_step: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(observations to act on next, truncated): LEAST's stops end their episodes as truncations; without LEAST the
-        step's own."""
+        """(observations to act on next, truncated): LEAST's stops end their episodes as
+        truncations; without LEAST the step's own."""
         if self.stopper is None:
             return step.obs, step.truncated
         with torch.no_grad():
             q_taken, next_value = self.episode_values(obs, actions, step.next_obs)
-        next_obs = self.stopper.after_env_step(env, step, q_taken, next_value, self.args.gamma, global_step)
+        next_obs = self.stopper.after_env_step(
+            env, step, q_taken, next_value, self.args.gamma, global_step
+        )
         return next_obs, step.truncated | self.stopper.stopped_now
 
     def report(self) -> dict[str, torch.Tensor]:
@@ -117,9 +148,10 @@ class Plasticity:
         normalizers: Iterable[nn.Module] = (),
         also_on_fresh_start: Iterable[Callable[[], None]] = (),
     ) -> None:
-        """What the agent keeps across a continual task switch (--continual.*): everything by default; the oracle gets a
-        fresh agent (networks re-drawn, optimiser moments dropped, targets re-synced, replay emptied, normalisers
-        restarted, and `also_on_fresh_start`, e.g. SAC's temperature); C-CHAIN restarts its schedule where its authors do."""
+        """What the agent keeps across a continual task switch (--continual.*): everything by
+        default; the oracle gets a fresh agent (networks re-drawn, optimiser moments dropped,
+        targets re-synced, replay emptied, normalisers restarted, and `also_on_fresh_start`, e.g.
+        SAC's temperature); C-CHAIN restarts its schedule where its authors do."""
         self.hooks.on_task_switch()
         if settings.oracle:
             for network in self.reset_units:
@@ -133,9 +165,10 @@ class Plasticity:
                 normalizer.reset()
 
     def checkpointed(self) -> dict[str, Any]:
-        """What a checkpoint holds of the networks, for the agent's TrainingSession, in loading order: this object first
-        (an injected head must exist again before the weights arrive), then each network, its target and optimiser
-        ('critic', 'critic_target', 'critic_optimizer', …)."""
+        """What a checkpoint holds of the networks, for the agent's TrainingSession, in loading
+        order: this object first (an injected head must exist again before the weights arrive), then
+        each network, its target and optimiser ('critic', 'critic_target', 'critic_optimizer',
+        …)."""
         state: dict[str, Any] = {"plasticity": self}
         for net in self.networks:
             state |= {net.name: net.module, f"{net.name}_optimizer": net.optimizer}
@@ -152,7 +185,8 @@ class Plasticity:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.resetter.load_state_dict(state["resets"])  # first: an injected head must exist again before the weights arrive
+        # first: an injected head must exist again before the weights arrive
+        self.resetter.load_state_dict(state["resets"])
         self.hooks.load_state_dict(state["remedies"])
         if self.monitor is not None:
             self.monitor.load_state_dict(state["diagnostics"])
