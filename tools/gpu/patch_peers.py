@@ -33,15 +33,26 @@ FINAL_OBS = [
 PPO_CONTINUOUS = ["cleanrl/ppo_continuous_action.py", "leanrl/ppo_continuous_action_torchcompile.py"]
 ENVPOOL = ["cleanrl/ppo_atari_envpool.py", "leanrl/ppo_atari_envpool_torchcompile.py"]
 
+# gymnasium 1.x's vector API for scripts written for 0.29, (why, old text, new text); benchmarks/peers/run.py patches
+# CleanRL's ppo.py with these two as well
+SAME_STEP_AUTORESET = (
+    "gymnasium 1.x resets a finished env on the NEXT step by default (a step of no reward after every episode, which "
+    "the scripts would learn from); SAME_STEP restores the 0.29 behaviour they were written for (reset within the step, "
+    "final observation and info in `infos`)",
+    "gym.vector.SyncVectorEnv(",
+    "gym.vector.SyncVectorEnv(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, env_fns=",
+)
+FINAL_INFO_AS_LIST = (
+    "gymnasium 1.x gives infos['final_info'] as one dict of per-env arrays (mask '_episode'), not a list of "
+    "per-env dicts: rebuild the list of finished envs' {'episode': {...}} that the loop body reads",
+    'for info in infos["final_info"]:',
+    'for info in [{"episode": {k: v[i] for k, v in infos["final_info"]["episode"].items()}}'
+    ' for i in np.flatnonzero(infos["final_info"].get("_episode", []))]:',
+)
+
 # (why, files, old text, new text)
 EDITS = [
-    (
-        "gymnasium 1.x resets a finished env on the NEXT step by default; SAME_STEP restores the 0.29 behaviour "
-        "these scripts were written for (reset within the step, final observation and info in `infos`)",
-        GYM_VECTOR,
-        "gym.vector.SyncVectorEnv(",
-        "gym.vector.SyncVectorEnv(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, env_fns=",
-    ),
+    (SAME_STEP_AUTORESET[0], GYM_VECTOR, *SAME_STEP_AUTORESET[1:]),
     (
         "gymnasium 1.x renamed infos['final_observation'] to infos['final_obs']",
         FINAL_OBS,
@@ -55,14 +66,7 @@ EDITS = [
         '"final_observation" in infos',
         '"final_obs" in infos and truncations.any()',
     ),
-    (
-        "gymnasium 1.x gives infos['final_info'] as one dict of per-env arrays (mask '_episode'), not a list of "
-        "per-env dicts: rebuild the list of finished envs' {'episode': {...}} that the loop body reads",
-        GYM_VECTOR,
-        'for info in infos["final_info"]:',
-        'for info in [{"episode": {k: v[i] for k, v in infos["final_info"]["episode"].items()}}'
-        ' for i in np.flatnonzero(infos["final_info"].get("_episode", []))]:',
-    ),
+    (FINAL_INFO_AS_LIST[0], GYM_VECTOR, *FINAL_INFO_AS_LIST[1:]),
     (
         "gymnasium 1.x TransformObservation takes the new observation space as a third argument",
         PPO_CONTINUOUS,
