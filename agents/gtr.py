@@ -150,12 +150,7 @@ class GaussianTrustRegion(ppo.ClippedSurrogate):
         self.parameters_before = member_parameters(policy.parameters(), self.members).clone()
 
     def __call__(
-        self,
-        ratio: Tensor,
-        advantages: Tensor,
-        new_logprobs: Tensor,
-        minibatch: Minibatch,
-        clip_coef: Tensor,
+        self, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch, clip_coef: Tensor
     ) -> Tensor:
         # (members, B) quantities: one loss per member
         if self.args.mode == "add":

@@ -434,12 +434,7 @@ class ClippedSurrogate:
     extra_features = 0
 
     def __call__(
-        self,
-        ratio: Tensor,
-        advantages: Tensor,
-        new_logprobs: Tensor,
-        minibatch: Minibatch,
-        clip_coef: Tensor,
+        self, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch, clip_coef: Tensor
     ) -> Tensor:
         """The policy loss of a minibatch: (members, B) quantities → one loss per member."""
         return clipped_surrogate_loss(ratio, advantages, clip_coef)
@@ -469,8 +464,8 @@ def ppo_objective(
     clip_coef: Tensor,
     reference: Minibatch | None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """(L_π + c_V·L_V − c_H·H[π_θ] with the remedies' penalties, CleanRL's tags), one loss
-    per member."""
+    """(L = L_π + c_V·L_V − c_H·H[π_θ] plus the remedies' penalties, CleanRL's tags): one loss
+    per member, each its own mean over its minibatch."""
     new_logprobs, entropy, new_values = agent.evaluate(minibatch.obs, minibatch.actions)
     logratio = new_logprobs - minibatch.logprobs
     ratio = logratio.exp()
@@ -494,8 +489,8 @@ def ppo_report(
     logratio: Tensor,
     clip_coef: Tensor,
 ) -> dict[str, Tensor]:
-    """CleanRL's PPO tags of a minibatch, per member: the losses, the k3 estimate of KL(π_old ‖
-    π_θ) and the clipped fraction."""
+    """CleanRL's PPO tags of a minibatch, per member: the losses, the k3 estimate of
+    KL(π_old ‖ π_θ) and the clipped fraction."""
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean(-1)
         clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean(-1)

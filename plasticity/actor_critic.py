@@ -1,5 +1,4 @@
-"""An on-policy actor-critic (PPO, GTR) as the plasticity code sees it: one network, "agent", in two
-parts.
+"""An on-policy actor-critic (PPO, GTR) as the plasticity code sees it: one network in two parts.
 
 One loss and one optimiser train the policy and the value network together, so the loss and step
 remedies treat them as one network, "agent" (C-CHAIN keeps the policy's mean or probabilities close,
@@ -42,6 +41,9 @@ def actor_critic_network(
     policy_linears, value_linears = (ensemble_linears(net) for net in (policy.net, critic))
     probe_activation = torch.tanh if activation == "tanh" else torch.relu
 
+    def policy_outputs(batch) -> torch.Tensor:
+        return policy.net(batch.obs)
+
     def joint_outputs(batch) -> torch.Tensor:
         outputs, values = agent.heads(batch.obs)
         return torch.cat([outputs, values.unsqueeze(-1)], dim=-1)
@@ -60,7 +62,7 @@ def actor_critic_network(
         "actor",
         policy,
         optimizer,
-        lambda batch: policy.net(batch.obs),
+        policy_outputs,
         rebuild_policy,
         hidden=policy_linears[:-1],
         heads=policy_linears[-1:],
@@ -77,7 +79,7 @@ def actor_critic_network(
         heads=(policy_linears[-1], value_linears[-1]),
         unit_pairs=shared_torso_pairs(policy_linears, value_linears) if agent.shares_torso else [],
         parts=(value_part, policy_part),
-        churn=policy_churn(lambda batch: policy.net(batch.obs), policy.continuous, updates_per_iteration),
+        churn=policy_churn(policy_outputs, policy.continuous, updates_per_iteration),
     )
 
 
@@ -86,8 +88,10 @@ def ensemble_linears(net: nn.Module) -> list[nn.Module]:
     return [module for module in net.modules() if isinstance(module, EnsembleLinear)]
 
 
-def shared_torso_pairs(policy_linears: list[nn.Module], value_linears: list[nn.Module]) -> list[tuple[nn.Module, nn.Module]]:
+def shared_torso_pairs(policy_linears: list[nn.Module], value_linears: list[nn.Module]) -> list:
     """(layer feeding a unit, a layer reading it) for two heads on one torso, in the order a forward
-    reaches them: the torso's last layer (the first of each list) feeds both heads' first layers."""
+    reaches them: the torso's last layer (the first of each list) feeds both heads' first layers,
+    and each head's layers feed their next."""
     pairs = [(policy_linears[0], policy_linears[1]), (value_linears[0], value_linears[1])]
-    return pairs + list(zip(policy_linears[1:-1], policy_linears[2:])) + list(zip(value_linears[1:-1], value_linears[2:]))
+    pairs += list(zip(policy_linears[1:-1], policy_linears[2:]))
+    return pairs + list(zip(value_linears[1:-1], value_linears[2:]))
