@@ -52,7 +52,7 @@ from cleanrl_plus.members import Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
-from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.run import check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession, crossed
 from envs.continual import base_env_id
 from plasticity import Network, Plasticity, catalogue
@@ -226,8 +226,14 @@ def double_dqn_target(
     return rewards + gamma * (1.0 - terminated) * next_q_target.gather(-1, next_action).squeeze(-1)
 
 
-def main(args: Args) -> dict:
+def check(args: Args) -> None:
+    """Every start-up check that needs no machine, env or network (`cleanrl-plus sweep` runs it too)."""
     catalogue.check("ddqn", args)
+    check_run_args(args)
+
+
+def main(args: Args) -> dict:
+    check(args)
     run = start_run(args)
     device = run.device
     members = Members(run.seeds, device)  # each member's random streams, from its own seed

@@ -1,41 +1,47 @@
 """PPO: Proximal Policy Optimization (Schulman et al. 2017, arXiv 1707.06347), discrete and continuous actions.
 
 Defaults are CleanRL's `ppo_continuous_action.py` (also GTR's base, agents/gtr.py): 1 env,
-2,048-step rollouts, 10 epochs × 32 minibatches, clip 0.2 with value clipping, entropy 0, γ 0.99, GAE λ 0.95,
-Adam lr 3e-4 (eps 1e-5) annealed linearly, grad-norm clip 0.5, per-minibatch advantage normalisation, 64-64
-tanh networks with orthogonal init, observation and reward normalisation (clip ±10). For CartPole the rl-zoo
-recipe is in the README (8 envs, 32 steps, 20 epochs, λ 0.8, γ 0.98, lr 1e-3 and clip 0.2 both annealed).
-Atari `ALE/<Game>-v5` ids take CleanRL's `ppo_atari.py` recipe instead (`Args.defaults_for`; flags given override
-it): 8 envs × 128 steps, 4 epochs × 4 minibatches, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps, no
-observation or reward normalisation (the training env clips rewards to their sign), and its network: the Nature CNN
-(orthogonal init, gain √2) shared by a linear policy head (gain 0.01) and a linear value head (gain 1), frames /255.
+2,048-step rollouts, 10 epochs × 32 minibatches, clip 0.2 with value clipping, entropy 0,
+γ 0.99, GAE λ 0.95, Adam lr 3e-4 (eps 1e-5) annealed linearly, grad-norm clip 0.5, per-minibatch
+advantage normalisation, 64-64 tanh networks with orthogonal init, observation and reward
+normalisation (clip ±10). For CartPole the rl-zoo recipe is in the README (8 envs, 32 steps,
+20 epochs, λ 0.8, γ 0.98, lr 1e-3 and clip 0.2 both annealed). Atari `ALE/<Game>-v5` ids take
+CleanRL's `ppo_atari.py` recipe instead (`Args.defaults_for`; flags given override it): 8 envs ×
+128 steps, 4 epochs × 4 minibatches, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps, no
+observation or reward normalisation (the training env clips rewards to their sign), and its
+network: the Nature CNN (orthogonal init, gain √2) shared by a linear policy head (gain 0.01) and
+a linear value head (gain 1), frames /255.
 
     for each iteration:
-        lr ← lr₀·(1 − (i − 1)/I)                                    (--anneal-lr)
+        lr ← lr₀·(1 − (i − 1)/I)                                              (--anneal-lr)
         collect T steps × N envs with π_old: store s, a, log π_old(a|s), r̃, terminated, truncated, s'
-        Â = GAE(γ, λ) bootstrapping from V(s') on truncation, not on termination   (cleanrl_plus/rollout.py)
+        Â = GAE(γ, λ) bootstrapping from V(s') on truncation, not on termination
         for each epoch, for each minibatch:
             ρ = π_θ(a|s)/π_old(a|s);  Â ← (Â − mean)/std
             L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)]
             L_V = ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)]      (--clip-vloss)
             minimise L_clip + c_V·L_V − c_H·H[π_θ];  clip ‖∇‖ ≤ 0.5
 
-`main(args, make_trust_region=...)` is also GTR's loop (agents/gtr.py): a trust region may add anchor data before
-the epochs and replace the policy loss inside them; everything else is PPO's.
+GTR (agents/gtr.py) is this agent with another policy-loss term in place of L_clip, which
+`build(args, trust_region=...)` takes: it may keep anchor data with the rollout and act before and
+after the epochs; everything else is PPO's.
 
 Run: python agents/ppo.py --env-id CartPole-v1      (python agents/ppo.py --help lists every flag)
      python agents/ppo.py --env-id ALE/Breakout-v5 --env-backend envpool
-On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
+On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py,
+docs/speed.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Callable, Literal, Protocol
+from functools import partial
+from typing import Annotated, Any, Callable, Literal
 
 import gymnasium as gym
 import torch
 import torch.nn as nn
+from torch import Tensor
 
 import envs
 from cleanrl_plus.config import RunArgs
@@ -49,35 +55,40 @@ from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, hidden_linear, layer_in
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
-from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.run import Run, check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from envs.continual import base_env_id
-from plasticity import Network, Plasticity, catalogue
+from plasticity import Plasticity, catalogue
+from plasticity.actor_critic import actor_critic_network
 from plasticity.architecture import NetArgs, torso_settings
-from plasticity.cchain import policy_churn
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
 from plasticity.optimizers import make_optimizer, set_learning_rate
 from plasticity.resets import ResetArgs, rebuild_injected_heads
 
-torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost more than the math here
+# argument checks cost more than the math here
+torch.distributions.Distribution.set_default_validate_args(False)
+
+AdamBeta = Annotated[float, Range(ge=0, lt=1)]
 
 
 @dataclasses.dataclass
 class Args(RemedyArgs, RunArgs):
     exp_name: str = "ppo"
-    """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
+    """name of this experiment (the run directory is
+    runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "Hopper-v5"
-    """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5, ALE/Breakout-v5); it also picks the
-    defaults"""
+    """the environment id (discrete or continuous actions, e.g. CartPole-v1, Hopper-v5,
+    ALE/Breakout-v5); it also picks the defaults"""
     env_backend: Literal["auto", "atari", "envpool"] = "auto"
-    """'auto' = ale-py for ALE ids and gymnasium otherwise; 'envpool' runs ALE ids in envpool (faster on CPU)"""
+    """'auto' = ale-py for ALE ids and gymnasium otherwise; 'envpool' runs ALE ids in envpool
+    (faster on CPU)"""
     learning_rate: Positive = 3e-4
     """Adam learning rate"""
     adam_eps: Positive = 1e-5
     """Adam ε (CleanRL's 1e-5)"""
-    adam_betas: tuple[Annotated[float, Range(ge=0, lt=1)], Annotated[float, Range(ge=0, lt=1)]] = (0.9, 0.999)
+    adam_betas: tuple[AdamBeta, AdamBeta] = (0.9, 0.999)
     """Adam (β1, β2); continual-learning work (Dohare et al. 2024) uses (0.99, 0.99)"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0 over the run"""
@@ -94,16 +105,18 @@ class Args(RemedyArgs, RunArgs):
     norm_adv: bool = True
     """normalise advantages"""
     norm_adv_over: Literal["minibatch", "rollout"] = "minibatch"
-    """where advantages are normalised: per minibatch (CleanRL: (Â − mean)/(std + 1e-8)), or once over each rollout
-    (TRAC/C-CHAIN's classic control: (Â − mean)/(population std + 1e-5))"""
+    """where advantages are normalised: per minibatch (CleanRL: (Â − mean)/(std + 1e-8)), or once
+    over each rollout (TRAC/C-CHAIN's classic control: (Â − mean)/(population std + 1e-5))"""
     value_lambda: Annotated[float, Range(ge=0, le=1)] | None = None
-    """λ of the value targets R = GAE(γ, λ_V) + V (None: --gae-lambda, CleanRL's); 1.0 gives the discounted return-to-go,
-    bootstrapped from V(s') where an episode is cut (TRAC/C-CHAIN's classic control)"""
+    """λ of the value targets R = GAE(γ, λ_V) + V (None: --gae-lambda, CleanRL's); 1.0 gives the
+    discounted return-to-go, bootstrapped from V(s') where an episode is cut (TRAC/C-CHAIN's classic
+    control)"""
     reward_scale: Positive = 1.0
-    """multiply the rewards the agent learns from by this (after --normalize-reward); logged returns stay raw"""
+    """multiply the rewards the agent learns from by this (after --normalize-reward); logged returns
+    stay raw"""
     restart_episodes: bool = False
-    """start every rollout with fresh episodes: an episode still running at a rollout's end is cut there (a truncation,
-    bootstrapped) and logged (TRAC/C-CHAIN's classic-control loop)"""
+    """start every rollout with fresh episodes: an episode still running at a rollout's end is cut
+    there (a truncation, bootstrapped) and logged (TRAC/C-CHAIN's classic-control loop)"""
     clip_coef: Positive = 0.2
     """surrogate clipping ε (also the value clipping range)"""
     anneal_clip: bool = False
@@ -117,63 +130,80 @@ class Args(RemedyArgs, RunArgs):
     max_grad_norm: NonNegative = 0.5
     """gradient-norm clip (of each member's gradient, in a group); 0 = no clipping"""
     target_kl: NonNegative = 0.0
-    """stop the epochs of an iteration once the approximate KL to π_old exceeds this (0 = never; costs a sync per epoch;
-    one seed only)"""
+    """stop the epochs of an iteration once the approximate KL to π_old exceeds this (0 = never;
+    costs a sync per epoch; one seed only)"""
     normalize_obs: bool = True
     """normalise observations with running statistics (clip ±10); statistics are checkpointed"""
     normalize_reward: bool = True
-    """scale rewards by the running std of the discounted return (clip ±10); logged returns stay raw"""
+    """scale rewards by the running std of the discounted return (clip ±10); logged returns stay
+    raw"""
     init: Literal["orthogonal", "default"] = "orthogonal"
-    """initialisation of the dense layers: orthogonal (CleanRL: gain √2, 0.01 for the policy head, 1 for the value head,
-    zero biases) or torch's default nn.Linear init (uniform ±1/√fan_in, TRAC/C-CHAIN)"""
+    """initialisation of the dense layers: orthogonal (CleanRL: gain √2, 0.01 for the policy head,
+    1 for the value head, zero biases) or torch's default nn.Linear init (uniform ±1/√fan_in,
+    TRAC/C-CHAIN)"""
     hidden_sizes: tuple[AtLeastOne, ...] = (64, 64)
-    """hidden widths of the policy and of the value network (separate networks); on Atari, of each head on the shared
-    Nature CNN (() = CleanRL's linear heads)"""
+    """hidden widths of the policy and of the value network (separate networks); on Atari, of each
+    head on the shared Nature CNN (() = CleanRL's linear heads)"""
     eval_epsilon: Fraction = 0.0
-    """ε of the evaluation policy around the most probable action (Atari: 0.05, as DDQN, so that a policy that never
-    presses FIRE still ends its game)"""
-    diagnostics: DiagnosticsArgs = dataclasses.field(default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512))
+    """ε of the evaluation policy around the most probable action (Atari: 0.05, as DDQN, so that a
+    policy that never presses FIRE still ends its game)"""
+    diagnostics: DiagnosticsArgs = dataclasses.field(
+        default_factory=lambda: DiagnosticsArgs(every=1_000, probe_size=512),
+    )
     """plasticity diagnostics of policy and value network on a probe batch of the current rollout
     (plasticity/diagnostics.py)"""
     least: LEASTArgs = dataclasses.field(default_factory=LEASTArgs)
-    """LEAST does not apply to PPO/GTR (it needs a Q function); present so that asking for it is a clear error"""
+    """LEAST does not apply to PPO/GTR (it needs a Q function); present so that asking for it is a
+    clear error"""
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
-    """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch updates
-    (plasticity/resets.py);
+    """neuron resets of the policy ('actor') and/or value network ('critic'), counted in minibatch
+    updates (plasticity/resets.py);
     on Atari both together (one torso: 'agent'), ReDo on its fully connected layers"""
 
     @classmethod
     def defaults_for(cls, env_id: str, **overrides: Any) -> "Args":
-        recipe = ATARI_DEFAULTS if is_atari(env_id) else CCHAIN_CONTROL_DEFAULTS if is_cchain_control(env_id) else {}
-        return cls(env_id=env_id, **(recipe | overrides))
+        return cls(env_id=env_id, **(recipe_for(env_id) | overrides))
 
 
-# CleanRL's ppo_atari.py (= ppo_atari_envpool.py: the same numbers); γ, λ, c_V = 0.5, value clipping, grad-norm 0.5,
-# Adam ε 1e-5, lr annealing and advantage normalisation are the field defaults above. Evaluation and checkpoint
-# cadences are DDQN's Atari ones; eval ε 0.05 as DDQN's (CleanRL evaluates by sampling).
+# CleanRL's ppo_atari.py (= ppo_atari_envpool.py: the same numbers); γ, λ, c_V = 0.5, value
+# clipping, grad-norm 0.5, Adam ε 1e-5, lr annealing and advantage normalisation are the field
+# defaults above. Evaluation and checkpoint cadences are DDQN's Atari ones; eval ε 0.05 as DDQN's
+# (CleanRL evaluates by sampling).
 ATARI_DEFAULTS: dict[str, Any] = (
-    dict(total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4, num_minibatches=4, update_epochs=4)
-    | dict(clip_coef=0.1, ent_coef=0.01, normalize_obs=False, normalize_reward=False, hidden_sizes=())
+    dict(total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4)
+    | dict(num_minibatches=4, update_epochs=4, clip_coef=0.1, ent_coef=0.01)
+    | dict(normalize_obs=False, normalize_reward=False, hidden_sizes=())
     | dict(eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000)
 )
 
 
-# C-CHAIN's continual Gym Control PPO (`continual:cchain-*` ids): Tang et al. 2025, bluecontra/C-CHAIN
-# crl_gym_classic_control/control_train_aligned_vanilla.py (args, loop) + basic_utils.py (losses, targets) + networks.py,
-# which reorganise TRAC's main.ipynb. One env; 800 steps per iteration, every iteration starting fresh episodes; 5 epochs
-# of minibatch 32 (25 per epoch); one Adam (torch defaults: ε 1e-8) over both networks, lr 1e-3 (the scripts' default
-# since commit f5ff6d2; 1e-2 in 6412a34 and in TRAC's notebook: --learning-rate 0.01), constant; no gradient clipping;
-# clip 0.2, entropy 0.01, value loss 0.5·MSE (c_V = 1 on our ½E[(V − R)²]) unclipped; GAE(0.99, 0.95) advantages
-# normalised over the iteration, value targets the discounted return-to-go (λ_V = 1); rewards /20; raw observations;
-# separate 3 × 256 LeakyReLU(0.1) MLPs with torch's default init. No evaluation in their scripts: ours runs only at
-# each level's end. The run length is the preset's schedule (10 levels × 160k steps; MountainCar 5 × 320k).
+# C-CHAIN's continual Gym Control PPO (`continual:cchain-*` ids): Tang et al. 2025,
+# bluecontra/C-CHAIN crl_gym_classic_control/control_train_aligned_vanilla.py (args, loop) +
+# basic_utils.py (losses, targets) + networks.py, which reorganise TRAC's main.ipynb. One env; 800
+# steps per iteration, every iteration starting fresh episodes; 5 epochs of minibatch 32 (25 per
+# epoch); one Adam (torch defaults: ε 1e-8) over both networks, lr 1e-3 (the scripts' default since
+# commit f5ff6d2; 1e-2 in 6412a34 and in TRAC's notebook: --learning-rate 0.01), constant; no
+# gradient clipping; clip 0.2, entropy 0.01, value loss 0.5·MSE (c_V = 1 on our ½E[(V − R)²])
+# unclipped; GAE(0.99, 0.95) advantages normalised over the iteration, value targets the discounted
+# return-to-go (λ_V = 1); rewards /20; raw observations; separate 3 × 256 LeakyReLU(0.1) MLPs with
+# torch's default init. No evaluation in their scripts: ours runs only at each level's end. The run
+# length is the preset's schedule (10 levels × 160k steps; MountainCar 5 × 320k).
 CCHAIN_CONTROL_DEFAULTS: dict[str, Any] = (
     dict(total_timesteps=1_600_000, num_envs=1, num_steps=800, num_minibatches=25, update_epochs=5)
     | dict(learning_rate=1e-3, anneal_lr=False, adam_eps=1e-8, max_grad_norm=0.0)
-    | dict(clip_coef=0.2, clip_vloss=False, ent_coef=0.01, vf_coef=1.0, gamma=0.99, gae_lambda=0.95, value_lambda=1.0)
-    | dict(norm_adv_over="rollout", normalize_obs=False, normalize_reward=False, reward_scale=1 / 20, restart_episodes=True)
-    | dict(hidden_sizes=(256, 256, 256), init="default", net=NetArgs(activation="leaky-relu"), eval_every=0)
+    | dict(clip_coef=0.2, clip_vloss=False, ent_coef=0.01, vf_coef=1.0)
+    | dict(gamma=0.99, gae_lambda=0.95, value_lambda=1.0, norm_adv_over="rollout")
+    | dict(normalize_obs=False, normalize_reward=False, reward_scale=1 / 20, restart_episodes=True)
+    | dict(hidden_sizes=(256, 256, 256), init="default", net=NetArgs(activation="leaky-relu"))
+    | dict(eval_every=0)
 )
+
+
+def recipe_for(env_id: str) -> dict[str, Any]:
+    """The defaults of an env id: CleanRL's Atari recipe, C-CHAIN's classic control one, or none."""
+    if is_atari(env_id):
+        return ATARI_DEFAULTS
+    return CCHAIN_CONTROL_DEFAULTS if is_cchain_control(env_id) else {}
 
 
 def is_cchain_control(env_id: str) -> bool:
@@ -181,14 +211,18 @@ def is_cchain_control(env_id: str) -> bool:
 
 
 def is_atari(env_id: str) -> bool:
-    return base_env_id(env_id).startswith("ALE/")  # a continual id takes the recipe of the env it is built on
+    # a continual id takes the recipe of the env it is built on
+    return base_env_id(env_id).startswith("ALE/")
 
 
 def network_settings(args: Args) -> tuple[str, str]:
-    """(norm, activation) of the networks: --net.activation auto is CleanRL's tanh, ReLU on Atari (its Nature CNN)."""
-    return torso_settings(args.net, args.nap, default_activation="relu" if is_atari(args.env_id) else "tanh")
+    """(norm, activation) of the networks: --net.activation auto is CleanRL's tanh, ReLU on Atari
+    (its Nature CNN)."""
+    default_activation = "relu" if is_atari(args.env_id) else "tanh"
+    return torso_settings(args.net, args.nap, default_activation)
 
 
+# ---- networks ------------------------------------------------------------------------------------
 def ppo_mlp(
     members: int,
     in_features: int,
@@ -199,8 +233,8 @@ def ppo_mlp(
     norm: str = "none",
     init: str = "orthogonal",
 ) -> nn.Sequential:
-    """MLP of each member, orthogonally initialised (`out_std` the head's gain) or with nn.Linear's init (`init`
-    "default"); `activation` and `norm` as --net.* (cleanrl_plus.nn)."""
+    """MLP of each member, orthogonally initialised (`out_std` the head's gain) or with nn.Linear's
+    init (`init` "default"); `activation` and `norm` as --net.* (cleanrl_plus.nn)."""
     initialise = layer_init if init == "orthogonal" else lambda layer, std=None: layer
     layers: list[nn.Module] = []
     for width in hidden:
@@ -212,9 +246,10 @@ def ppo_mlp(
 
 
 class Policy(nn.Module):
-    """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with state-independent log σ for Box.
-    `net` maps observations to those outputs: an MLP on `in_features` inputs, or `torso` then that MLP (the head).
-    Every member of the group has its own: observations (members, B, ...) → outputs (members, B, ...)."""
+    """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with
+    state-independent log σ for Box. `net` maps observations to those outputs: an MLP on
+    `in_features` inputs, or `torso` then that MLP (the head). Every member of the group has its
+    own: observations (members, B, ...) → outputs (members, B, ...)."""
 
     def __init__(
         self,
@@ -229,47 +264,52 @@ class Policy(nn.Module):
     ):
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
-        self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)  # action dimensions or actions
+        # action dimensions or actions
+        self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)
         head = ppo_mlp(members, in_features, self.outputs, hidden, activation, out_std=0.01, norm=norm, init=init)
         self.net = head if torso is None else nn.Sequential(torso, head)
         if self.continuous:
             self.log_std = nn.Parameter(torch.zeros(members, self.outputs))
 
-    def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+    def distribution(self, obs: Tensor) -> torch.distributions.Distribution:
         return self.distribution_from(self.net(obs))
 
-    def distribution_from(self, outputs: torch.Tensor) -> torch.distributions.Distribution:
+    def distribution_from(self, outputs: Tensor) -> torch.distributions.Distribution:
         """π(·|s) from the network's outputs: the mean (Box) or the logits (Discrete)."""
         if self.continuous:
-            return torch.distributions.Normal(outputs, self.log_std.exp().unsqueeze(1).expand_as(outputs))
+            std = self.log_std.exp().unsqueeze(1).expand_as(outputs)
+            return torch.distributions.Normal(outputs, std)
         return torch.distributions.Categorical(logits=outputs)
 
-    def distribution_parameters(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """{"mean", "log_std"} (Box) or {"logits"} (Discrete): what the KL churn diagnostic compares across an update."""
+    def distribution_parameters(self, obs: Tensor) -> dict[str, Tensor]:
+        """{"mean", "log_std"} (Box) or {"logits"} (Discrete): what the KL churn diagnostic compares
+        across an update."""
         if self.continuous:
             return {"mean": self.net(obs), "log_std": self.log_std.unsqueeze(1)}
         return {"logits": self.net(obs)}
 
-    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_prob(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         """(log π(a|s), entropy H[π(·|s)]), one value per sample."""
         return self.log_prob_from(self.net(obs), actions)
 
-    def log_prob_from(self, outputs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_prob_from(self, outputs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         dist = self.distribution_from(outputs)
         if self.continuous:
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
         return dist.log_prob(actions), dist.entropy()
 
-    def noise(self, members: Members, batch: int) -> torch.Tensor:
-        """The random numbers `sample` turns into actions for `batch` observations of each member, from the member's own
-        generator, drawn as torch's own samplers draw them: ε ~ N(0, 1) per action dimension (Box), E ~ Exp(1) per action
-        (Discrete)."""
-        return members.randn(batch, self.outputs) if self.continuous else members.exponential(batch, self.outputs)
+    def noise(self, members: Members, batch: int) -> Tensor:
+        """The random numbers `sample` turns into actions for `batch` observations of each member,
+        from the member's own generator, drawn as torch's own samplers draw them: ε ~ N(0, 1) per
+        action dimension (Box), E ~ Exp(1) per action (Discrete)."""
+        if self.continuous:
+            return members.randn(batch, self.outputs)
+        return members.exponential(batch, self.outputs)
 
-    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(a ~ π(·|s), log π(a|s)) from `noise`: a = μ + σ·ε (Box), or a = argmax p/E, the exponential race that
-        torch.multinomial runs for one draw (Discrete). The actions `dist.sample()` would give, without its host sync on
-        a GPU."""
+    def sample(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+        """(a ~ π(·|s), log π(a|s)) from `noise`: a = μ + σ·ε (Box), or a = argmax p/E, the
+        exponential race that torch.multinomial runs for one draw (Discrete). The actions
+        `dist.sample()` would give, without its host sync on a GPU."""
         dist = self.distribution(obs)
         if self.continuous:
             actions = dist.loc + dist.scale * noise
@@ -277,14 +317,15 @@ class Policy(nn.Module):
         actions = (dist.probs / noise).argmax(dim=-1)
         return actions, dist.log_prob(actions)
 
-    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+    def greedy(self, obs: Tensor) -> Tensor:
         return self.net(obs) if self.continuous else self.net(obs).argmax(dim=-1)
 
 
 class ActorCritic(nn.Module):
-    """Policy and value network: separate MLPs, or two heads on the features of one torso (`critic` then is
-    `nn.Sequential(torso, value head)` on the policy's torso), whose gradient sums both losses' (CleanRL's ppo_atari).
-    make_actor_critic builds either."""
+    """Policy and value network: separate MLPs, or two heads on the features of one torso (`critic`
+    then is `nn.Sequential(torso, value head)` on the policy's torso), whose gradient sums both
+    losses' (CleanRL's ppo_atari). make_actor_critic builds either; plasticity/actor_critic.py
+    describes it to the remedies and diagnostics."""
 
     def __init__(self, policy: Policy, critic: nn.Module, shares_torso: bool):
         super().__init__()
@@ -294,17 +335,17 @@ class ActorCritic(nn.Module):
     def torso(self) -> nn.Module:
         return self.policy.net[0]
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
+    def value(self, obs: Tensor) -> Tensor:
         return self.critic(obs).squeeze(-1)
 
-    def heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def heads(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """(policy outputs, V(s)) with a shared torso run once."""
         if not self.shares_torso:
             return self.policy.net(obs), self.value(obs)
         features = self.torso(obs)
         return self.policy.net[1](features), self.critic[1](features).squeeze(-1)
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(log π(a|s), H[π(·|s)], V(s)) of a minibatch."""
         if not self.shares_torso:  # the two networks one after the other, as they always ran
             return (*self.policy.log_prob(obs, actions), self.value(obs))
@@ -321,22 +362,63 @@ def make_actor_critic(
     norm: str = "none",
     init: str = "orthogonal",
 ) -> ActorCritic:
-    """Separate MLPs (of `hidden`, initialised as `init` says) for vector observations; for frame stacks, the Nature CNN
-    shared by a policy head and a value head (MLPs of `hidden`; () = one linear layer)."""
-    torso = None if len(obs_shape) == 1 else orthogonal_nature_cnn(members, obs_shape, norm, activation)
+    """Separate MLPs (of `hidden`, initialised as `init` says) for vector observations; for frame
+    stacks, the Nature CNN shared by a policy head and a value head (MLPs of `hidden`; () = one
+    linear layer)."""
+    frames = len(obs_shape) > 1
+    torso = orthogonal_nature_cnn(members, obs_shape, norm, activation) if frames else None
     in_features = obs_shape[0] if torso is None else torso.features
     policy = Policy(members, in_features, action_space, hidden, activation, norm, torso, init)
     value_head = ppo_mlp(members, in_features, 1, hidden, activation, out_std=1.0, norm=norm, init=init)
-    return ActorCritic(policy, value_head if torso is None else nn.Sequential(torso, value_head), torso is not None)
+    critic = value_head if torso is None else nn.Sequential(torso, value_head)
+    return ActorCritic(policy, critic, torso is not None)
 
 
-def clipped_surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float | torch.Tensor) -> torch.Tensor:
-    """L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)], per member: (members, B) → (members,)."""
+def make_agent(members: int, obs_shape: tuple[int, ...], action_space: gym.Space, args: Args) -> ActorCritic:
+    """The policy and value network of `members` members as the flags say (--hidden-sizes, --init,
+    --net.*)."""
+    norm, activation = network_settings(args)
+    return make_actor_critic(members, obs_shape, action_space, args.hidden_sizes, activation, norm, args.init)
+
+
+def make_policy(members: int, obs_shape: tuple[int, ...], action_space: gym.Space, args: Args) -> Policy:
+    """A policy alone, as a reset of the policy ('actor') draws it afresh."""
+    norm, activation = network_settings(args)
+    return Policy(members, obs_shape[0], action_space, args.hidden_sizes, activation, norm, init=args.init)
+
+
+def fresh(members: Members, factory: Callable[[int], nn.Module]) -> nn.Module:
+    """The network `factory(K)` of every member, each drawn from its own generator, on the members'
+    device."""
+    return members.build(factory).to(members.device)
+
+
+def evaluation_policy(
+    agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float, device: torch.device
+) -> Callable[[Tensor, Members], Tensor]:
+    """(observations (members, E, ...), the evaluation's generators) → the mean action clipped to
+    the bounds (Box), or the most probable action, ε-greedy with ε = --eval-epsilon (Discrete)."""
+    if isinstance(space, gym.spaces.Box):
+        low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))
+        return lambda obs, members: agent.policy.greedy(obs_normalizer(obs)).clamp(low, high)
+
+    def epsilon_greedy_policy(obs: Tensor, members: Members) -> Tensor:
+        logits = agent.policy.net(obs_normalizer(obs))
+        return epsilon_greedy(logits, epsilon, exploration_draws(members, logits.shape[1], logits.shape[2]))
+
+    return epsilon_greedy_policy
+
+
+# ---- losses: every quantity is (members, B), every loss one value per member, its own mean -------
+def clipped_surrogate_loss(ratio: Tensor, advantages: Tensor, clip_coef: float | Tensor) -> Tensor:
+    """L_clip = −E[min(ρÂ, clip(ρ, 1 − ε, 1 + ε)Â)], per member:
+    (members, B) → (members,)."""
     return torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean(-1)
 
 
-def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float | torch.Tensor, clip: bool) -> torch.Tensor:
-    """½E[(V − R)²], or with clipping ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)], per member."""
+def value_loss(new_values: Tensor, minibatch: Minibatch, clip_coef: float | Tensor, clip: bool) -> Tensor:
+    """½E[(V − R)²], or with clipping ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)],
+    per member."""
     unclipped = (new_values - minibatch.returns).square()
     if not clip:
         return 0.5 * unclipped.mean(-1)
@@ -344,16 +426,71 @@ def value_loss(new_values: torch.Tensor, minibatch: Minibatch, clip_coef: float 
     return 0.5 * torch.max(unclipped, (clipped - minibatch.returns).square()).mean(-1)
 
 
+class ClippedSurrogate:
+    """PPO's policy-loss term, L_clip. A trust region takes its place (GTR: agents/gtr.py), and may
+    keep per-sample quantities with the rollout (`extra_features`, storage.extra), act before and
+    after each iteration's epochs, and checkpoint what it keeps; PPO's term does none of these."""
+
+    extra_features = 0
+
+    def __call__(
+        self, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch, clip_coef: Tensor
+    ) -> Tensor:
+        """The policy loss of a minibatch: (members, B) quantities → one loss per member."""
+        return clipped_surrogate_loss(ratio, advantages, clip_coef)
+
+    def before_update(self, storage: RolloutStorage, policy: Policy) -> None:
+        """After the advantages are estimated, before the epochs."""
+
+    def after_update(self, storage: RolloutStorage, policy: Policy) -> dict[str, Tensor | float]:
+        """After the epochs: the values to log."""
+        return {}
+
+    def checkpointed(self) -> dict[str, Any]:
+        """What a checkpoint holds of it, name → object with state_dict()/load_state_dict()."""
+        return {}
+
+
+# a policy-loss term in place of PPO's, built on the policy of K members (GTR's trust region)
+TrustRegion = Callable[[Policy, int], ClippedSurrogate]
+
+
+def ppo_objective(
+    agent: ActorCritic,
+    policy_loss: ClippedSurrogate,
+    plasticity: Plasticity,
+    args: Args,
+    minibatch: Minibatch,
+    clip_coef: Tensor,
+    reference: Minibatch | None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """(L = L_π + c_V·L_V − c_H·H[π_θ] plus the remedies' penalties, CleanRL's tags): one loss
+    per member, each its own mean over its minibatch."""
+    new_logprobs, entropy, new_values = agent.evaluate(minibatch.obs, minibatch.actions)
+    logratio = new_logprobs - minibatch.logprobs
+    ratio = logratio.exp()
+    advantages = minibatch.advantages
+    if args.norm_adv and args.norm_adv_over == "minibatch":
+        advantages = (advantages - advantages.mean(-1, keepdim=True)) / (advantages.std(-1, keepdim=True) + 1e-8)
+    pg_loss = policy_loss(ratio, advantages, new_logprobs, minibatch, clip_coef)
+    v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
+    entropy_loss = entropy.mean(-1)
+    loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
+    # C-CHAIN scales against the policy loss, entropy bonus included (the authors' `policy_loss`)
+    loss = plasticity.loss("agent", loss, reference, scale_against=pg_loss - args.ent_coef * entropy_loss)
+    return loss, ppo_report(pg_loss, v_loss, entropy_loss, ratio, logratio, clip_coef)
+
+
 def ppo_report(
-    pg_loss: torch.Tensor,
-    v_loss: torch.Tensor,
-    entropy: torch.Tensor,
-    ratio: torch.Tensor,
-    logratio: torch.Tensor,
-    clip_coef: torch.Tensor,
-) -> dict[str, torch.Tensor]:
-    """CleanRL's PPO tags of a minibatch, per member: the losses, the k3 estimate of KL(π_old ‖ π_θ) and the clipped
-    fraction."""
+    pg_loss: Tensor,
+    v_loss: Tensor,
+    entropy: Tensor,
+    ratio: Tensor,
+    logratio: Tensor,
+    clip_coef: Tensor,
+) -> dict[str, Tensor]:
+    """CleanRL's PPO tags of a minibatch, per member: the losses, the k3 estimate of
+    KL(π_old ‖ π_θ) and the clipped fraction."""
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean(-1)
         clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean(-1)
@@ -366,6 +503,53 @@ def ppo_report(
     }
 
 
+# ---- the steps, as functions of tensors: --compile compiles the objective and the acting step,
+# --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are
+# drawn outside, by the loop
+def act(agent: ActorCritic, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+    """(a ~ π_old(·|s), log π_old(a|s)) of every member."""
+    with torch.no_grad():
+        return agent.policy.sample(obs, noise)
+
+
+def estimate_advantages(agent: ActorCritic, storage: RolloutStorage, args: Args) -> None:
+    """V(s) and V(s') in two batched passes, then Â = GAE(γ, λ) and the value targets, in the
+    storage (normalised over the rollout with --norm-adv-over rollout). Captured, never compiled:
+    dynamo would unroll GAE's loop."""
+    storage.compute_advantages(agent.value, args.gamma, args.gae_lambda, args.value_lambda)
+    if args.norm_adv and args.norm_adv_over == "rollout":
+        storage.normalize_advantages()
+
+
+def minibatch_update(
+    objective: Callable,
+    plasticity: Plasticity,
+    storage: RolloutStorage,
+    max_grad_norm: float,
+    indices: Tensor,
+    clip_coef: Tensor,
+    reference: Minibatch | None,
+) -> dict[str, Tensor]:
+    """One gradient step on the minibatch `indices` of the rollout; returns the tags of
+    `ppo_report`."""
+    loss, stats = objective(storage.gather(indices), clip_coef, reference)
+    # clip each member's ‖∇‖ ≤ max_grad_norm, then step
+    plasticity.minimise("agent", loss, max_grad_norm)
+    return stats
+
+
+# ---- checks, build, train ------------------------------------------------------------------------
+def check(args: Args, agent_name: str = "ppo") -> None:
+    """Every start-up check that needs no machine, env or network (`cleanrl-plus sweep` runs it for
+    each configuration): the remedies PPO takes, the rollout flags, then the run's own."""
+    # uint8 frame stacks for the Nature CNN, one torso under both heads
+    frames = is_atari(args.env_id)
+    activation = network_settings(args)[1]
+    catalogue.check(agent_name, args, activation=activation, shared_torso=frames)
+    check_rollout_flags(args, agent_name, frames)
+    check_run_args(args)
+
+
 def check_spaces(env, env_id: str, agent_name: str, frames: bool) -> None:
     space, obs_shape = env.single_action_space, env.single_observation_space.shape
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or not (frames or len(obs_shape) == 1):
@@ -375,245 +559,179 @@ def check_spaces(env, env_id: str, agent_name: str, frames: bool) -> None:
         )
 
 
-class TrustRegion(Protocol):
-    """What GTR plugs into PPO's loop (agents/gtr.py)."""
+@dataclasses.dataclass
+class PPOParts:
+    """Everything a PPO run holds (`build` makes it, `train` runs it)."""
 
-    extra_features: int  # per-sample quantities it keeps with the rollout (storage.extra; GTR: the anchor's log-prob)
+    args: Args
+    run: Run
+    members: Members
+    env: Any
+    agent: ActorCritic
+    optimizer: torch.optim.Optimizer
+    learning_rate: Tensor
+    """the annealed lr and clip range ε: tensors changed in place, so a captured update reads each
+    iteration's values"""
+    clip_coef: Tensor
+    obs_normalizer: ObservationNormalizer
+    reward_scaler: RewardScaler
+    storage: RolloutStorage
+    policy_loss: ClippedSurrogate
+    plasticity: Plasticity
+    session: TrainingSession
+    eval_policy: Callable[[Tensor, Members], Tensor]
+    to_env: Callable[[Tensor], Tensor]
+    """actions as the env takes them, clipped to a Box's bounds (the stored action stays
+    unclipped)"""
+    act: GraphStep
+    estimate_advantages: GraphStep
+    update: GraphStep
 
-    def before_update(self, storage: RolloutStorage, policy: Policy) -> None: ...
-
-    def policy_loss(
-        self,
-        ppo_loss: torch.Tensor,
-        ratio: torch.Tensor,
-        advantages: torch.Tensor,
-        new_logprobs: torch.Tensor,
-        minibatch: Minibatch,
-    ) -> torch.Tensor: ...
-
-    def after_update(self, storage: RolloutStorage, policy: Policy) -> dict[str, torch.Tensor | float]: ...
-
-    def state_dict(self) -> dict: ...
-
-    def load_state_dict(self, state: dict) -> None: ...
+    def anneal(self, progress_left: float) -> None:
+        """lr ← lr₀·progress_left (--anneal-lr) and ε ← ε₀·progress_left (--anneal-clip), in place."""
+        args = self.args
+        learning_rate = args.learning_rate * (progress_left if args.anneal_lr else 1.0)
+        set_learning_rate(self.optimizer, self.learning_rate, learning_rate)
+        if args.anneal_clip:
+            self.clip_coef.fill_(args.clip_coef * progress_left)
 
 
-def main(args: Args, make_trust_region: Callable[[Policy, int], TrustRegion] | None = None, agent_name: str = "ppo") -> dict:
-    frames = is_atari(args.env_id)  # uint8 frame stacks for the Nature CNN, one torso under both heads
+def build(args: Args, trust_region: TrustRegion | None = None, agent_name: str = "ppo") -> PPOParts:
+    """Check the flags, then build a run, in this order (each member's weights are drawn from its
+    own generator, so the order is part of the numbers): envs, networks, optimiser, normalisers, the
+    policy-loss term (PPO's, or `trust_region(policy, members)`), storage, remedies and the steps,
+    compiled and captured here once. The run directory opens when the loop starts."""
+    check(args, agent_name)
     norm, activation = network_settings(args)
-    catalogue.check(agent_name, args, activation=activation, shared_torso=frames)
-    check_rollout_flags(args, agent_name, frames)
     run = start_run(args)
     device = run.device
     members = Members(run.seeds, device)  # each member's random streams, from its own seed
     K = len(members)
     env, evaluator = make_envs(args, device)
-    check_spaces(env, args.env_id, agent_name, frames)
+    check_spaces(env, args.env_id, agent_name, is_atari(args.env_id))
     space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
-    new_agent = lambda: members.build(
-        lambda k: make_actor_critic(k, obs_shape, space, args.hidden_sizes, activation, norm, args.init)
-    )
-    agent = new_agent().to(device)
+    built_for = dict(obs_shape=obs_shape, action_space=space, args=args)
+    new_agent = partial(fresh, members, partial(make_agent, **built_for))
+    agent = new_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
     optimizer = make_optimizer(args, agent.parameters(), device, **adam_settings)
-    # the annealed lr and clip range ε are tensors changed in place, so a captured update reads each iteration's values;
-    # float64 on a CPU, where the fused Adam kernel then reads the very double it read as a Python float
-    schedule_dtype = torch.float64 if device.type == "cpu" else torch.float32  # CUDA's fused Adam reads a float32 lr
+    # float64 on a CPU, where the fused Adam kernel then reads the very double it read as a Python
+    # float; CUDA's fused Adam reads a float32 lr
+    schedule_dtype = torch.float64 if device.type == "cpu" else torch.float32
     learning_rate = torch.tensor(args.learning_rate, dtype=schedule_dtype, device=device)
     clip_coef = torch.tensor(args.clip_coef, dtype=schedule_dtype, device=device)
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs, members=K).to(device)
     reward_scaler = RewardScaler(env.envs_per_member, args.gamma, args.normalize_reward, members=K).to(device)
-    trust_region = make_trust_region(agent.policy, K) if make_trust_region else None
-    extra_features = trust_region.extra_features if trust_region else 0
-    storage = RolloutStorage.for_env(args.num_steps, env, device, members, extra_features)
-    to_env = envs.action_clipper(space, device)  # the stored action stays unclipped
+    policy_loss = trust_region(agent.policy, K) if trust_region else ClippedSurrogate()
+    storage = RolloutStorage.for_env(args.num_steps, env, device, members, policy_loss.extra_features)
+    to_env = envs.action_clipper(space, device)
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
-    new_policy = lambda: members.build(
-        lambda k: Policy(k, obs_shape[0], space, args.hidden_sizes, activation, norm, init=args.init)
-    )
-    network = plasticity_network(agent, optimizer, lambda: new_agent().to(device), lambda: new_policy().to(device), args)
+    new_policy = partial(fresh, members, partial(make_policy, **built_for))
+    updates_per_iteration = args.update_epochs * args.num_minibatches
+    network = actor_critic_network(agent, optimizer, new_agent, new_policy, activation, updates_per_iteration)
     plasticity = Plasticity(args, network, logger=run.logger, members=K)
 
-    # ---- the acting step, GAE and the update as functions of tensors: --compile compiles the loss and the acting step,
-    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside
-    def act(obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.no_grad():  # a ~ π_old(·|s) and log π_old(a|s)
-            return agent.policy.sample(obs, noise)
-
-    def estimate_advantages() -> None:  # V(s) and V(s') in two batched passes, then GAE; captured, never compiled (dynamo
-        storage.compute_advantages(agent.value, args.gamma, args.gae_lambda, args.value_lambda)  # would unroll its loop)
-        if args.norm_adv and args.norm_adv_over == "rollout":
-            storage.normalize_advantages()
-
-    def ppo_objective(minibatch: Minibatch, clip_coef: torch.Tensor, reference: Minibatch | None):
-        # every quantity is (members, B): each member's means over its own minibatch, one loss per member
-        new_logprobs, entropy, new_values = agent.evaluate(minibatch.obs, minibatch.actions)
-        logratio = new_logprobs - minibatch.logprobs
-        ratio = logratio.exp()
-        advantages = minibatch.advantages
-        if args.norm_adv and args.norm_adv_over == "minibatch":
-            advantages = (advantages - advantages.mean(-1, keepdim=True)) / (advantages.std(-1, keepdim=True) + 1e-8)
-        pg_loss = clipped_surrogate_loss(ratio, advantages, clip_coef)
-        if trust_region is not None:
-            pg_loss = trust_region.policy_loss(pg_loss, ratio, advantages, new_logprobs, minibatch)
-        v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
-        entropy_loss = entropy.mean(-1)
-        loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
-        # C-CHAIN scales against the policy loss, entropy bonus included (the authors' `policy_loss`)
-        loss = plasticity.loss("agent", loss, reference, scale_against=pg_loss - args.ent_coef * entropy_loss)
-        return loss, ppo_report(pg_loss, v_loss, entropy_loss, ratio, logratio, clip_coef)
-
-    act, ppo_objective = compiled(act, args.compile), compiled(ppo_objective, args.compile)
-
-    def update(indices: torch.Tensor, clip_coef: torch.Tensor, reference: Minibatch | None) -> dict[str, torch.Tensor]:
-        loss, stats = ppo_objective(storage.gather(indices), clip_coef, reference)
-        plasticity.minimise("agent", loss, args.max_grad_norm)  # clip each member's ‖∇‖ ≤ max_grad_norm, then step
-        return stats
-
-    # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    act = GraphStep(act, args.cudagraphs, watch=(agent.policy,))
-    estimate_advantages = GraphStep(estimate_advantages, args.cudagraphs, watch=(agent.critic,))
-    update = GraphStep(update, args.cudagraphs, watch=(agent, optimizer))
-
+    objective = compiled(partial(ppo_objective, agent, policy_loss, plasticity, args), args.compile)
+    update = partial(minibatch_update, objective, plasticity, storage, args.max_grad_norm)
+    acting = compiled(partial(act, agent), args.compile)
+    advantages = partial(estimate_advantages, agent, storage, args)
     normalizers = dict(obs_normalizer=obs_normalizer, reward_scaler=reward_scaler)
-    extra = {"trust_region": trust_region} if trust_region else {}
-    session = TrainingSession(
-        run, agent_name, env, evaluator, members=members, **plasticity.checkpointed(), **normalizers, **extra
+    checkpointed = plasticity.checkpointed() | normalizers | policy_loss.checkpointed()
+    session = TrainingSession(run, agent_name, env, evaluator, members=members, **checkpointed)
+    return PPOParts(
+        args=args,
+        run=run,
+        members=members,
+        env=env,
+        agent=agent,
+        optimizer=optimizer,
+        learning_rate=learning_rate,
+        clip_coef=clip_coef,
+        obs_normalizer=obs_normalizer,
+        reward_scaler=reward_scaler,
+        storage=storage,
+        policy_loss=policy_loss,
+        plasticity=plasticity,
+        session=session,
+        eval_policy=eval_policy,
+        to_env=to_env,
+        # a captured step is captured again when a tensor it watches is replaced (injection, dropped
+        # optimiser state)
+        act=GraphStep(acting, args.cudagraphs, watch=(agent.policy,)),
+        estimate_advantages=GraphStep(advantages, args.cudagraphs, watch=(agent.critic,)),
+        update=GraphStep(update, args.cudagraphs, watch=(agent, optimizer)),
     )
+
+
+def train(parts: PPOParts) -> dict:
+    """PPO's loop (the box above), for every member at once; returns the run's summary."""
+    args, run, env, agent, storage = parts.args, parts.run, parts.env, parts.agent, parts.storage
+    session, plasticity, policy_loss = parts.session, parts.plasticity, parts.policy_loss
+    members, obs_normalizer, reward_scaler = parts.members, parts.obs_normalizer, parts.reward_scaler
     obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=run.seeds), update=True))
     session.learning_started(global_step, num_updates)
     batch_size = args.num_steps * env.envs_per_member  # env steps of each member per iteration
-    num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
+    # ceil: the run spends at least its whole budget
+    num_iterations = -(-args.total_timesteps // batch_size)
 
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         if run.stop_requested:
             break
-        progress_left = 1.0 - (iteration - 1) / num_iterations
-        set_learning_rate(optimizer, learning_rate, args.learning_rate * (progress_left if args.anneal_lr else 1.0))
-        if args.anneal_clip:
-            clip_coef.fill_(args.clip_coef * progress_left)
+        parts.anneal(progress_left=1.0 - (iteration - 1) / num_iterations)
 
-        # ---- rollout with π_old (observations are stored normalised, as the policy saw them) ---------------
+        # ---- rollout with π_old (observations are stored normalised, as the policy saw them) ----
         with torch.no_grad():
             for t in range(args.num_steps):
-                actions, logprobs = act(obs, agent.policy.noise(members, env.envs_per_member))
-                step = env.step(to_env(actions))
+                actions, logprobs = parts.act(obs, agent.policy.noise(members, env.envs_per_member))
+                step = env.step(parts.to_env(actions))
                 rewards = reward_scaler(step.reward, step.terminated | step.truncated) * args.reward_scale
-                next_obs = obs_normalizer(step.next_obs)  # the true s' (final obs at episode ends), current statistics
+                # the true s' (final obs at episode ends), current statistics
+                next_obs = obs_normalizer(step.next_obs)
                 storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
                 obs = obs_normalizer(step.obs, update=True)
-            if args.restart_episodes:  # cut the episodes still running (their last step bootstraps: a truncation)
-                obs = obs_normalizer(env.cut_episodes(~(step.terminated | step.truncated), obs), update=True)
+            if args.restart_episodes:
+                # cut the episodes still running (their last step bootstraps: a truncation)
+                running = ~(step.terminated | step.truncated)
+                obs = obs_normalizer(env.cut_episodes(running, obs), update=True)
         previous_step, global_step = global_step, global_step + batch_size
-        estimate_advantages()  # Â = GAE(γ, λ), bootstrapping from V(s') on truncation, not on termination
-        if trust_region is not None:
-            trust_region.before_update(storage, agent.policy)
+        # Â = GAE(γ, λ), bootstrapping from V(s') on truncation, not on termination
+        parts.estimate_advantages()
+        policy_loss.before_update(storage, agent.policy)
 
-        # ---- K epochs of minibatch updates ---------------------------------------------------------------
-        clipped, updates_done = torch.zeros(K, device=device), 0
+        # ---- epochs of minibatch updates, one clipped fraction per member ------------------------
+        clipped, updates_done = torch.zeros(len(members), device=run.device), 0
         for epoch in range(args.update_epochs):
             for indices in storage.minibatch_indices(args.num_minibatches):
-                stats = update(indices, clip_coef, plasticity.reference_batch(storage, indices.shape[1]))
-                clipped += stats["losses/clipfrac"]  # summed at once: a replayed graph overwrites its outputs
+                reference = plasticity.reference_batch(storage, indices.shape[1])
+                stats = parts.update(indices, parts.clip_coef, reference)
+                # summed at once: a replayed graph overwrites its outputs
+                clipped += stats["losses/clipfrac"]
                 num_updates, updates_done = num_updates + 1, updates_done + 1
                 plasticity.after_update(num_updates, storage, global_step)
-            if args.target_kl and float(stats["losses/approx_kl"]) > args.target_kl:  # one sync per epoch, outside the graphs
+            # one sync per epoch, outside the graphs
+            if args.target_kl and float(stats["losses/approx_kl"]) > args.target_kl:
                 break
 
-        losses = (
-            stats | {"losses/clipfrac": clipped / updates_done, "charts/learning_rate": learning_rate} | plasticity.report()
-        )
-        losses["losses/explained_variance"] = storage.explained_variance()
-        if trust_region is not None:
-            losses |= trust_region.after_update(storage, agent.policy)
-        session.after_step(previous_step, global_step, num_updates, losses, eval_policy, obs)
-        if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            plasticity.on_task_switch(args.continual, normalizers=normalizers.values())
+        losses = stats | {"losses/clipfrac": clipped / updates_done}
+        losses |= {"charts/learning_rate": parts.learning_rate}
+        losses |= plasticity.report() | {"losses/explained_variance": storage.explained_variance()}
+        losses |= policy_loss.after_update(storage, agent.policy)
+        session.after_step(previous_step, global_step, num_updates, losses, parts.eval_policy, obs)
+        # continual ids: what the agent keeps across a task switch (--continual.*)
+        if session.task_switched:
+            plasticity.on_task_switch(args.continual, normalizers=(obs_normalizer, reward_scaler))
 
-    return session.finish(global_step, num_updates, eval_policy, obs)
-
-
-def plasticity_network(
-    agent: ActorCritic,
-    optimizer: torch.optim.Optimizer,
-    new_agent: Callable[[], ActorCritic],
-    new_policy: Callable[[], Policy],
-    args: Args,
-) -> Network:
-    """Policy and value network as the plasticity code sees them: one loss and one optimiser train both (the remedies
-    treat them as one network, "agent"; C-CHAIN keeps the policy's mean or probabilities, rescaling once an iteration);
-    the diagnostics watch each; the resets act on each, or on the whole when the two heads share the Nature CNN."""
-    policy_linears, value_linears = (
-        [m for m in net.modules() if isinstance(m, EnsembleLinear)] for net in (agent.policy.net, agent.critic)
-    )
-    probe_activation = torch.tanh if network_settings(args)[1] == "tanh" else torch.relu
-    updates_per_iteration = args.update_epochs * args.num_minibatches
-
-    def joint_outputs(batch: Minibatch) -> torch.Tensor:
-        outputs, values = agent.heads(batch.obs)
-        return torch.cat([outputs, values.unsqueeze(-1)], dim=-1)
-
-    def part(
-        name: str, module: nn.Module, linears: list[nn.Module], forward: Callable, rebuild: Callable, **kwargs
-    ) -> Network:
-        return Network(
-            name,
-            module,
-            optimizer,
-            forward,
-            rebuild,
-            hidden=linears[:-1],
-            heads=linears[-1:],
-            activation=probe_activation,
-            **kwargs,
-        )
-
-    value = part("critic", agent.critic, value_linears, lambda b: agent.value(b.obs), lambda: new_agent().critic)
-    policy = part(
-        "actor",
-        agent.policy,
-        policy_linears,
-        lambda b: agent.policy.net(b.obs),
-        new_policy,
-        label="policy",
-        distribution=lambda b: agent.policy.distribution_parameters(b.obs),
-    )
-    # one torso: its units feed both heads (pairs in the order a forward reaches them)
-    unit_pairs = [(policy_linears[0], policy_linears[1]), (value_linears[0], value_linears[1])]
-    unit_pairs += list(zip(policy_linears[1:-1], policy_linears[2:])) + list(zip(value_linears[1:-1], value_linears[2:]))
-    return Network(
-        "agent",
-        agent,
-        optimizer,
-        joint_outputs,
-        new_agent,
-        heads=(policy_linears[-1], value_linears[-1]),
-        unit_pairs=unit_pairs if agent.shares_torso else [],
-        parts=(value, policy),
-        churn=policy_churn(lambda b: agent.policy.net(b.obs), agent.policy.continuous, updates_per_iteration),
-    )
+    return session.finish(global_step, num_updates, parts.eval_policy, obs)
 
 
-def evaluation_policy(
-    agent: ActorCritic, obs_normalizer: ObservationNormalizer, space: gym.Space, epsilon: float, device: torch.device
-) -> Callable[[torch.Tensor, Members], torch.Tensor]:
-    """(observations (members, E, ...), the evaluation's generators) → the mean action clipped to the bounds (Box), or
-    the most probable action, ε-greedy with ε = --eval-epsilon (Discrete)."""
-    if isinstance(space, gym.spaces.Box):
-        low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))
-        return lambda obs, members: agent.policy.greedy(obs_normalizer(obs)).clamp(low, high)
-
-    def epsilon_greedy_policy(obs: torch.Tensor, members: Members) -> torch.Tensor:
-        logits = agent.policy.net(obs_normalizer(obs))
-        return epsilon_greedy(logits, epsilon, exploration_draws(members, logits.shape[1], logits.shape[2]))
-
-    return epsilon_greedy_policy
+def main(args: Args) -> dict:
+    return train(build(args))
 
 
 def load_policy(args: Args, env, state: dict, device: torch.device):
     """The evaluation policy of a checkpoint (`cleanrl-plus eval`): one member, the run's own."""
     obs_shape, space = tuple(env.single_observation_space.shape), env.single_action_space
-    agent = make_actor_critic(1, obs_shape, space, args.hidden_sizes, *reversed(network_settings(args)), args.init).to(device)
+    agent = make_agent(1, obs_shape, space, args).to(device)
     rebuild_injected_heads(agent, state["agent"]).load_state_dict(state["agent"])
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs).to(device)
     obs_normalizer.load_state_dict(state["obs_normalizer"])

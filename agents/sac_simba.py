@@ -52,7 +52,7 @@ from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.ranges import AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
-from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.run import check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
@@ -294,8 +294,14 @@ class Temperature(nn.Module):
         self.optimizer.restart(self.log_alpha, chosen)
 
 
-def main(args: Args) -> dict:
+def check(args: Args) -> None:
+    """Every start-up check that needs no machine, env or network (`cleanrl-plus sweep` runs it too)."""
     check_flags(args)
+    check_run_args(args)
+
+
+def main(args: Args) -> dict:
+    check(args)
     run = start_run(args)
     device = run.device
     members = Members(run.seeds, device)  # each member's random streams, from its own seed

@@ -43,7 +43,7 @@ from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, ensemble_stack, frozen,
 from cleanrl_plus.normalization import RunningMeanStd
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
-from cleanrl_plus.run import cli_main, start_run
+from cleanrl_plus.run import check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
@@ -222,8 +222,14 @@ def check_flags(args: Args) -> None:
         )
 
 
-def main(args: Args) -> dict:
+def check(args: Args) -> None:
+    """Every start-up check that needs no machine, env or network (`cleanrl-plus sweep` runs it too)."""
     check_flags(args)
+    check_run_args(args)
+
+
+def main(args: Args) -> dict:
+    check(args)
     run = start_run(args)
     device = run.device
     members = Members(run.seeds, device)  # each member's random streams, from its own seed

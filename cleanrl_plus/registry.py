@@ -7,7 +7,7 @@ from types import ModuleType
 
 from cleanrl_plus.errors import UserError, did_you_mean
 
-AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents/<name>.py, each with Args, main and load_policy
+AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents/<name>.py, each with Args, check, main and load_policy
 
 
 def agent_module(name: str) -> ModuleType:

@@ -355,39 +355,19 @@ def _remove_leftovers(run_dir: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-class _ChecksPassed(Exception):
-    """Raised by start_run in `check_start_up`: every check that needs no machine, env or network has passed."""
-
-
-_checking_start_up = False
-
-
-def check_start_up(main: Callable[[ArgsT], Any], args: ArgsT) -> None:
-    """Run an agent's `main(args)` up to the end of start_run's checks, creating nothing: every check an agent makes
-    before anything exists (flag ranges and combinations, remedy applicability, the env id). A failed one is a
-    UserError. The checks that depend on the machine (--device, --compile, --cudagraphs) are left to the run, which
-    may start elsewhere (`cleanrl-plus sweep --dry-run` on a cluster's login node)."""
-    global _checking_start_up
-    _checking_start_up = True
-    try:
-        main(args)
-    except _ChecksPassed:
-        return
-    finally:
-        _checking_start_up = False
-    raise RuntimeError(f"{main.__module__}.main returned without calling start_run")
-
-
-def start_run(args: RunArgs) -> Run:
-    """Check the flags, then set up the run. Its directory is created by `Run.open` once the agent built and checked
-    its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
+def check_run_args(args: RunArgs) -> None:
+    """The start-up checks that need no machine, env or network: flag ranges, the env id, run names, W&B."""
     validate_args(args)
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
     check_run_names(args)
     if args.track:
         require_wandb()
-    if _checking_start_up:
-        raise _ChecksPassed
+
+
+def start_run(args: RunArgs) -> Run:
+    """Check the flags, then set up the run. Its directory is created by `Run.open` once the agent built and checked
+    its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
+    check_run_args(args)
     tune_allocator()
     device = resolve_device(args.device)
     torch.set_num_threads(resolve_threads(args.threads))

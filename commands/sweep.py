@@ -204,16 +204,17 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
 
 
 def check_agent_flags(spec: RunSpec) -> None:
-    """Parse a run's flags with its agent's own parser and run the agent's start-up checks (ranges, combinations,
-    remedy applicability; cleanrl_plus.run.check_start_up), so that a configuration every run would refuse fails the
-    sweep (and --dry-run) at once, instead of every run it would have started."""
+    """Parse a run's flags with its agent's own parser and run the agent's start-up checks (`check(args)`: ranges,
+    combinations, remedy applicability, the env id), so that a configuration every run would refuse fails the sweep
+    (and --dry-run) at once, instead of every run it would have started. The checks that depend on the machine
+    (--device, --compile, --cudagraphs) are left to the run, which may start elsewhere (--dry-run on a cluster's login
+    node)."""
     from cleanrl_plus.config import parse_args
-    from cleanrl_plus.run import check_start_up
 
     agent = agent_module(spec.agent)
     try:
         args = parse_args(agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seed", str(spec.seed)])
-        check_start_up(agent.main, args)
+        agent.check(args)
     except UserError as error:
         raise UserError(f"configuration '{spec.config}' of {spec.agent}: {error}") from None
 
@@ -225,7 +226,6 @@ def trains_in_groups(spec: RunSpec) -> bool:
     import io
 
     from cleanrl_plus.config import parse_args
-    from cleanrl_plus.run import check_start_up
 
     agent = agent_module(spec.agent)
     try:
@@ -233,7 +233,7 @@ def trains_in_groups(spec: RunSpec) -> bool:
             args = parse_args(
                 agent.Args, [*spec.flags, "--env-id", spec.env_id, "--seeds", str(spec.seed), str(spec.seed + 1)]
             )
-            check_start_up(agent.main, args)
+            agent.check(args)
     except (UserError, SystemExit):
         return False
     return True

@@ -23,6 +23,7 @@ import torch.nn as nn
 
 from agents import ppo, td3
 from cleanrl_plus.nn import EnsembleLinear, MemberConv2d, NormedEnsembleLinear, NormedLinear, NormedMemberConv2d, frozen
+from plasticity.actor_critic import actor_critic_network
 from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
 from plasticity.hooks import RemedyArgs, RemedyHooks
@@ -45,8 +46,8 @@ def _torch_layout(layer: EnsembleLinear) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _ppo_network(agent: ppo.ActorCritic, optimizer, updates_per_iteration: int = 4) -> Network:
-    args = ppo.Args(env_id="CartPole-v1", update_epochs=1, num_minibatches=updates_per_iteration)  # tanh networks
-    return ppo.plasticity_network(agent, optimizer, lambda: copy.deepcopy(agent), lambda: copy.deepcopy(agent.policy), args)
+    rebuild, rebuild_policy = lambda: copy.deepcopy(agent), lambda: copy.deepcopy(agent.policy)
+    return actor_critic_network(agent, optimizer, rebuild, rebuild_policy, "tanh", updates_per_iteration)
 
 
 # ---- Parseval ----------------------------------------------------------------------------------------------------

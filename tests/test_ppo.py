@@ -274,6 +274,34 @@ def test_ppo_logs_plasticity_diagnostics_for_tanh_networks_and_the_kl_churn_of_i
     assert len(kl_churn) == result["num_updates"] // 4 and all(value >= 0 for value in kl_churn) and max(kl_churn) > 0
 
 
+@pytest.mark.parametrize("obs_shape", [(4,), (4, 84, 84)], ids=["separate-networks", "one-torso"])
+def test_the_actor_critic_is_one_network_in_two_parts_whose_units_two_heads_read_only_on_one_torso(obs_shape):
+    """plasticity/actor_critic.py: "agent" (one loss, one optimiser) made of "critic" and "actor" (labelled "policy");
+    with linear heads (--hidden-sizes with no widths) the Nature CNN's last layer feeds both heads, so ReDo's unit pairs
+    are (torso, head) for each and the resets act on the whole; separate networks have no shared units."""
+    from plasticity.actor_critic import actor_critic_network
+
+    agent = ppo.make_actor_critic(1, obs_shape, gym.spaces.Discrete(3), (), "relu")
+    optimizer = torch.optim.Adam(agent.parameters())
+    network = actor_critic_network(agent, optimizer, lambda: agent, lambda: agent.policy, "relu", 4)
+    value, policy = network.parts
+    assert [(part.name, part.tag, part.module) for part in network.parts] == [
+        ("critic", "critic", agent.critic),
+        ("actor", "policy", agent.policy),
+    ]
+    policy_head, value_head = policy.heads[0], value.heads[0]
+    assert network.heads == (policy_head, value_head) and network.optimizer is optimizer
+    obs = torch.zeros(1, 5, *obs_shape)
+    assert network.forward(Minibatch(obs, *[None] * 6)).shape == (1, 5, 4)  # three logits and V(s)
+    if len(obs_shape) == 1:
+        assert network.unit_pairs == [] and network.reset_units() == [value, policy]
+    else:
+        torso_layer = policy.hidden[0]
+        assert torso_layer is value.hidden[0]
+        assert network.unit_pairs == [(torso_layer, policy_head), (torso_layer, value_head)]
+        assert network.reset_units() == [network]
+
+
 def test_ppo_redo_needs_relu_units(runs_dir):
     from cleanrl_plus.errors import UserError
     from plasticity.resets import ResetArgs
