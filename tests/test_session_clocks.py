@@ -73,3 +73,21 @@ def test_burn_in_ends_with_its_block_even_when_the_run_raises():
         assert Clocks(start_step=0).burnin_steps == 50
         raise RuntimeError
     assert Clocks(start_step=0).burnin_steps == 0
+
+
+def test_bench_starts_the_sessions_of_its_run_inside_its_burn_in(monkeypatch):
+    from cleanrl_plus import session
+    from commands.bench import BenchArgs, bench
+
+    burn_ins = []
+
+    class SeenClocks(Clocks):
+        def __init__(self, start_step: int) -> None:
+            super().__init__(start_step)
+            burn_ins.append(self.burnin_steps)
+
+    monkeypatch.setattr(session, "Clocks", SeenClocks)
+    flags = "--num-steps 50 --num-minibatches 1 --update-epochs 1"
+    report = bench(BenchArgs(agent="ppo", env_id="torch:CartPole-v1", steps=100, burnin=50, device="cpu", agent_flags=flags))
+    assert burn_ins == [50] and report["burnin_steps"] == 50
+    assert Clocks(start_step=0).burnin_steps == 0  # and ends with it
