@@ -1,18 +1,15 @@
-"""User-facing errors: one line that names the fix, never a stack trace."""
+"""User-facing errors: one line that names the fix, never a stack trace. `UserError` and `did_you_mean` are defined
+in envs/errors.py, below every layer that raises them."""
 
 from __future__ import annotations
 
-import difflib
 import errno
 import sys
 from pathlib import Path
-from typing import Iterable, NoReturn
+from typing import NoReturn
 
-
-class UserError(Exception):
-    """A mistake in what the user asked for (bad id, flag, checkpoint); printed as one line, exit code 2."""
-
-    exit_code = 2
+from envs.errors import UserError
+from envs.errors import did_you_mean as did_you_mean  # re-exported: every layer imports its errors from here
 
 
 class RunFailure(Exception):
@@ -34,12 +31,6 @@ def file_system_error(path: Path, error: OSError) -> UserError | RunFailure:
     return RunFailure(
         f"cannot write {path}: {cause} — the previous checkpoint, if any, is intact; free space and --resume the run"
     )
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """' — did you mean 'X'?' for the closest candidate, or '' when nothing is close."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f" — did you mean '{close[0]}'?" if close else ""
 
 
 def exit_with(error: UserError | RunFailure) -> NoReturn:

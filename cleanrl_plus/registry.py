@@ -1,20 +1,11 @@
-"""The agents, by name: the one list every command and the remedy catalogue read."""
+"""The agents, by name: the one list every command and the remedy catalogue read (commands/agent_modules.py loads
+them: the library never imports agents/)."""
 
 from __future__ import annotations
-
-import importlib
-from types import ModuleType
 
 from cleanrl_plus.errors import UserError, did_you_mean
 
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents/<name>.py, each with Args, check, main and load_policy
-
-
-def agent_module(name: str) -> ModuleType:
-    """agents/<name>.py, imported (a name not in AGENTS is a KeyError: callers check names first)."""
-    if name not in AGENTS:
-        raise KeyError(name)
-    return importlib.import_module(f"agents.{name}")
 
 
 def check_agent_name(name: str) -> None:

@@ -68,14 +68,6 @@ class UniformSampler:
         pass
 
 
-def ring_slots(selected: torch.Tensor, written: torch.Tensor, capacity: int) -> torch.Tensor:
-    """Where the `selected` rows of a batch go in a ring of `capacity` rows that has received `written` rows so far,
-    in batch order and without a host sync; unselected rows point at the scratch row `capacity` (the ring
-    tensors keep one extra row for them)."""
-    order = written + torch.cumsum(selected.long(), 0) - 1
-    return torch.where(selected, order % capacity, capacity)
-
-
 class ReplayBuffer:
     """`capacity` transitions per member (module docstring)."""
 

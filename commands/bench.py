@@ -12,7 +12,6 @@ CPU time goes, operator by operator: what a group can share (many small calls) a
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import shlex
@@ -24,10 +23,12 @@ import gymnasium as gym
 import torch
 import tyro
 
+from cleanrl_plus.clocks import burn_in
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed
-from cleanrl_plus.registry import AGENTS, agent_module, check_agent_name
+from cleanrl_plus.registry import AGENTS, check_agent_name
+from commands.agent_modules import agent_module
 
 
 @dataclasses.dataclass
@@ -243,7 +244,7 @@ def bench(args: BenchArgs) -> dict:
     module = agent_module(args.agent)
     off_policy = any(field.name == "learning_starts" for field in dataclasses.fields(module.Args))
     warmup = args.warmup if off_policy else 0  # on-policy agents learn from the first rollout: all steps are timed
-    with tempfile.TemporaryDirectory() as runs_dir, _burnin(args.burnin):
+    with tempfile.TemporaryDirectory() as runs_dir, burn_in(args.burnin):
         settings = dict(
             total_timesteps=warmup + args.burnin + args.steps,
             num_envs=args.num_envs,
@@ -287,18 +288,6 @@ def bench(args: BenchArgs) -> dict:
         report["env_frames_per_second"] = round(result["sps_learning"] * result["frames"] / result["global_step"], 1)
         report["env_backend"] = args.env_backend
     return report
-
-
-@contextlib.contextmanager
-def _burnin(steps: int):
-    """The training loop's learning clock starts over `steps` env steps after learning begins (cleanrl_plus/session.py)."""
-    from cleanrl_plus.session import TrainingSession
-
-    TrainingSession.burnin_steps = steps
-    try:
-        yield
-    finally:
-        TrainingSession.burnin_steps = 0
 
 
 def parse(argv: list[str] | None = None) -> BenchArgs | GroupBenchArgs | ProfileArgs:

@@ -19,7 +19,7 @@ import tyro
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.ranges import SEED_MAX, AtLeastOne, Range
-from cleanrl_plus.registry import agent_module
+from commands.agent_modules import agent_module
 
 
 @dataclasses.dataclass

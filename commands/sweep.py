@@ -50,8 +50,9 @@ import tyro
 from cleanrl_plus.errors import UserError, did_you_mean
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
-from cleanrl_plus.registry import agent_module, check_agent_name
+from cleanrl_plus.registry import check_agent_name
 from cleanrl_plus.runlock import run_dir_holder
+from commands.agent_modules import agent_module
 
 BASELINE = "baseline"
 REPO = Path(__file__).resolve().parents[1]

@@ -13,17 +13,17 @@ member-major, member k's exactly `make(env_id, num_envs, seed=s_k)`'s (envs/base
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
+from envs.errors import UserError
 
-from cleanrl_plus.errors import UserError
-from envs.base import EpisodeStats, StepResult, TorchVecEnv, member_seeds
-from envs.continual import PREFIX as CONTINUAL_PREFIX
-from envs.continual import ContinualArgs, ContinualVecEnv
-from envs.continual import validate as validate_continual_id
+if TYPE_CHECKING:  # imported where used: `import envs.errors` (every layer's UserError) stays free of torch and gymnasium
+    import torch
 
-BackendFactory = Callable[..., TorchVecEnv]
+    from envs.base import TorchVecEnv
+    from envs.continual import ContinualArgs
+
+BackendFactory = Callable[..., "TorchVecEnv"]
 Seeds = int | tuple[int, ...]  # one seed, or a group's member seeds
 
 
@@ -85,6 +85,9 @@ def backend_for(env_id: str) -> str:
 
 def validate_env_id(env_id: str) -> None:
     """Raise a one-line UserError for an id no backend knows (cheap: no environment is built)."""
+    from envs.continual import PREFIX as CONTINUAL_PREFIX
+    from envs.continual import validate as validate_continual_id
+
     if env_id.startswith(CONTINUAL_PREFIX):
         validate_continual_id(env_id)
         return
@@ -124,6 +127,12 @@ def make(
     `continual` holds the `--continual.*` flags; ids without the `continual:` prefix ignore it.
     `members`: the seeds of a group (then `seed` is ignored): `num_envs` sub-envs per member, member k's seeded from
     `members[k]` as a one-seed env of that seed; `members=(s,)` is `seed=s`."""
+    import torch
+
+    from envs.base import member_seeds
+    from envs.continual import PREFIX as CONTINUAL_PREFIX
+    from envs.continual import ContinualVecEnv
+
     if num_envs < 1:
         raise UserError(f"num_envs must be at least 1, got {num_envs}")
     seed = member_seeds(members) if members is not None else seed
@@ -136,12 +145,14 @@ def make(
     return env
 
 
-__all__ = ["make", "validate_env_id", "BACKENDS", "EpisodeStats", "StepResult", "TorchVecEnv"]
+__all__ = ["make", "validate_env_id", "BACKENDS"]
 
 
 def action_clipper(space: Any, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
     """What an env gets from a policy's actions: clipped to a Box's bounds (a Gaussian policy's sample may leave them; the
     agent keeps the unclipped action), Discrete actions as they are."""
+    import torch
+
     if space.__class__.__name__ != "Box":
         return lambda actions: actions
     low, high = (torch.as_tensor(bound, device=device, dtype=torch.float32) for bound in (space.low, space.high))

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 from envs.gymnasium_backend import GymnasiumVecEnv, check_env_id
 
 FRAME_SKIP = 4

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 
 
 def generator_seed(seed: int, limit: int = 2**32) -> int:

@@ -33,9 +33,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError, did_you_mean
-from cleanrl_plus.ranges import SEED_MAX, Count, Range
 from envs.base import EpisodeStats, StepResult, TorchVecEnv, generator_seed
+from envs.errors import UserError, did_you_mean
+from envs.ranges import SEED_MAX, Count, Range
 from envs.shifts import (
     SHIFTS,
     ActionPermutation,

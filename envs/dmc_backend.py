@@ -20,8 +20,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError, did_you_mean
 from envs.base import StepResult, TorchVecEnv, generator_seed
+from envs.errors import UserError, did_you_mean
 
 PREFIX = "dmc:"
 

@@ -22,9 +22,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError
 from envs.atari_backend import FRAME_SKIP, FRAME_STACK, NOOP_MAX, SCREEN_SIZE, check_atari_id
 from envs.base import StepResult, TorchVecEnv, generator_seed
+from envs.errors import UserError
 
 
 class EnvpoolAtariVecEnv(TorchVecEnv):

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from cleanrl_plus.errors import UserError, did_you_mean
 from envs.base import StepResult, TorchVecEnv, generator_seed
+from envs.errors import UserError, did_you_mean
 
 # Tasks whose episodes only end at the time limit (no termination condition in gymnasium's source).
 NEVER_TERMINATE = {"Pendulum-v1", "HalfCheetah-v5", "HalfCheetah-v4", "Swimmer-v5", "Reacher-v5", "Pusher-v5"}

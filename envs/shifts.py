@@ -12,8 +12,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError
 from envs.base import TorchVecEnv
+from envs.errors import UserError
 
 
 class Shift:

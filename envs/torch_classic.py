@@ -20,9 +20,16 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from cleanrl_plus.errors import UserError, did_you_mean
-from cleanrl_plus.replay import ring_slots
 from envs.base import EpisodeStats, StepResult, TorchVecEnv
+from envs.errors import UserError, did_you_mean
+
+
+def ring_slots(selected: torch.Tensor, written: torch.Tensor, capacity: int) -> torch.Tensor:
+    """Where the `selected` rows of a batch go in a ring of `capacity` rows that has received `written` rows so far,
+    in batch order and without a host sync; unselected rows point at the scratch row `capacity` (the ring
+    tensors keep one extra row for them)."""
+    order = written + torch.cumsum(selected.long(), 0) - 1
+    return torch.where(selected, order % capacity, capacity)
 
 
 class DeviceEpisodeLog:

@@ -64,8 +64,8 @@ import gymnasium as gym
 import mujoco
 import torch
 
-from cleanrl_plus.errors import UserError, did_you_mean
 from envs.base import EpisodeStats, StepResult, TorchVecEnv
+from envs.errors import UserError, did_you_mean
 from envs.torch_classic import DeviceEpisodeLog
 
 PREFIX = "warp:"

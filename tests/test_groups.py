@@ -65,7 +65,7 @@ REMEDIES = {
 
 
 def train(agent: str, flags: list[str], runs_dir: Path, run_name: str) -> dict:
-    from cleanrl_plus.registry import agent_module
+    from commands.agent_modules import agent_module
 
     module = agent_module(agent)
     return module.main(parse_args(module.Args, [*flags, "--runs-dir", str(runs_dir), "--run-name", run_name]))

@@ -69,13 +69,6 @@ def test_state_dict_round_trip():
     assert (copy.position, copy.size, copy.num_inserted) == (2, 5, 7)
 
 
-def test_ring_slots_place_selected_rows_in_order_wrap_and_send_the_rest_to_scratch():
-    from cleanrl_plus.replay import ring_slots
-
-    selected = torch.tensor([True, False, True, True])
-    assert ring_slots(selected, torch.tensor(2), capacity=3).tolist() == [2, 3, 0, 1]
-
-
 # ---- n-step returns (NStepReplay) -----------------------------------------------------------------------------------
 # Three envs, six vector steps, γ = 0.5, n = 3. Env 0 terminates at step 2 and is truncated at step 4; env 1 never
 # ends; env 2 is truncated at step 1 and terminates at step 4. s'[t, e] = 100·e + t + 0.5.

@@ -9,7 +9,7 @@ import torch
 
 import envs
 from cleanrl_plus.errors import UserError
-from envs.torch_classic import TASKS, DeviceEpisodeLog
+from envs.torch_classic import TASKS, DeviceEpisodeLog, ring_slots
 
 NUM_ENVS = 16
 # Wide boxes of states to jump to every 25 steps, so that the whole state space (and the termination rules) is compared.
@@ -114,6 +114,11 @@ def test_device_episode_log_keeps_order_and_the_newest_when_full():
     assert stats.returns == [3.0, 5.0, 6.0] and stats.lengths == [3, 5, 6] and stats.end_steps == [10, 20, 20]
     assert stats.envs == [2, 1, 2]  # the sub-env each ended in
     assert len(log.drain()) == 0
+
+
+def test_ring_slots_place_selected_rows_in_order_wrap_and_send_the_rest_to_scratch():
+    selected = torch.tensor([True, False, True, True])
+    assert ring_slots(selected, torch.tensor(2), capacity=3).tolist() == [2, 3, 0, 1]
 
 
 def test_unknown_torch_id_is_a_one_line_error():
