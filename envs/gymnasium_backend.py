@@ -153,9 +153,18 @@ class NoRewardTimeout(gym.Wrapper):
 NO_REWARD_TIMEOUT_IDS = {"MinAtar/Seaquest-v0", "MinAtar/Seaquest-v1"}  # C-CHAIN applies it to Seaquest only
 
 
+OPTIONAL_PACKAGES = {"Box2D": "box2d"}  # what gymnasium says is missing → this project's extra that installs it
+
+
 def make_single_env(env_id: str, **env_kwargs: Any) -> gym.Env:
-    """gym.make, plus the no-reward timeout on the ids that need it (NO_REWARD_TIMEOUT_IDS)."""
-    env = gym.make(env_id, **env_kwargs)
+    """gym.make, plus the no-reward timeout on the ids that need it (NO_REWARD_TIMEOUT_IDS). An env whose package is
+    not installed (LunarLander's Box2D) is one UserError naming the extra to install."""
+    try:
+        env = gym.make(env_id, **env_kwargs)
+    except gym.error.DependencyNotInstalled as error:
+        missing = next((name for name in OPTIONAL_PACKAGES if name in str(error)), None)
+        fix = f'pip install -e ".[{OPTIONAL_PACKAGES[missing]}]"' if missing else "install the package gymnasium names"
+        raise UserError(f"{env_id} needs {missing or 'a package'} that is not installed ({error}) — {fix}") from None
     return NoRewardTimeout(env) if env_id in NO_REWARD_TIMEOUT_IDS else env
 
 

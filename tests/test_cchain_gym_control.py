@@ -273,3 +273,14 @@ def test_an_episode_that_ends_on_a_rollouts_last_step_is_not_cut_again(runs_dir)
     )
     events = EventAccumulator(ppo.main(args)["run_dir"], size_guidance={"scalars": 0}).Reload()
     assert [(e.step, e.value) for e in events.Scalars("charts/episodic_length")] == [(200, 200.0), (400, 200.0), (600, 200.0)]
+
+
+def test_the_lunarlander_level_adds_its_offset_to_the_real_env():
+    """With the box2d extra: C-LunarLander's level 1 observes the real LunarLander-v3 plus seed 0's second numpy draw."""
+    pytest.importorskip("Box2D")
+    env = envs.make("continual:cchain-lunarlander", 1, members=(0,))
+    np.random.seed(0)
+    draws = [np.random.normal(0, 2.0, (8,)) for _ in range(2)]
+    np.testing.assert_allclose(env.shifts[0].offsets[1].numpy(), draws[1].astype(np.float32))
+    assert env.single_observation_space.shape == (8,) and env.max_episode_steps == 400
+    env.close()

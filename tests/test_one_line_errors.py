@@ -13,7 +13,7 @@ from conftest import cli_in_process, run_script
 from cleanrl_plus.registry import AGENTS
 from commands import cli
 
-NAMES_A_FIX = re.compile(r"--help|did you mean|one of|must be|remedies")
+NAMES_A_FIX = re.compile(r"--help|did you mean|one of|must be|remedies|pip install")
 
 
 def assert_one_line(result, expected: str | None = None) -> str:
@@ -145,3 +145,19 @@ def test_the_reported_commands_print_one_line(argv, tmp_path):
     """The commands of issue #38, as a user types them (a real process, its real stderr)."""
     result = run_script(*argv, "--runs-dir", str(tmp_path), timeout=120)
     assert_one_line(result)
+
+
+def test_an_env_whose_package_is_missing_is_one_line_naming_the_extra(tmp_path):
+    """LunarLander without Box2D (hidden from the import system, as on a machine without the box2d extra): gymnasium's
+    DependencyNotInstalled becomes one line naming `.[box2d]`, and no run directory is left."""
+    code = (
+        "import sys; sys.modules['Box2D'] = None; sys.argv = ['ppo.py', *sys.argv[1:]]; "
+        "from agents import ppo; from cleanrl_plus.run import cli_main; cli_main(ppo.main, ppo.Args)"
+    )
+    runs = tmp_path / "runs"
+    result = run_script(
+        "-c", code, "--env-id", "continual:cchain-lunarlander", "--total-timesteps", "800", "--runs-dir", str(runs)
+    )
+    line = assert_one_line(result)
+    assert "LunarLander-v3 needs Box2D" in line and 'pip install -e ".[box2d]"' in line, line
+    assert not runs.exists() or not any(runs.iterdir())
