@@ -378,14 +378,19 @@ def check_start_up(main: Callable[[ArgsT], Any], args: ArgsT) -> None:
     raise RuntimeError(f"{main.__module__}.main returned without calling start_run")
 
 
-def start_run(args: RunArgs) -> Run:
-    """Check the flags, then set up the run. Its directory is created by `Run.open` once the agent built and checked
-    its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
+def check_run_args(args: RunArgs) -> None:
+    """The start-up checks that need no machine, env or network: flag ranges, the env id, run names, W&B."""
     validate_args(args)
     envs.validate_env_id(args.env_id)  # before the run directory exists, so a typo leaves nothing behind
     check_run_names(args)
     if args.track:
         require_wandb()
+
+
+def start_run(args: RunArgs) -> Run:
+    """Check the flags, then set up the run. Its directory is created by `Run.open` once the agent built and checked
+    its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
+    check_run_args(args)
     if _checking_start_up:
         raise _ChecksPassed
     tune_allocator()
