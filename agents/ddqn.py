@@ -9,7 +9,7 @@
             sample a batch;  a* = argmax_a' Q(s', a')   # the online network selects …
             y = r + γ(1 − terminated)·Q̄(s', a*)         # … the target network evaluates
             minimise Huber (or MSE) of Q(s, a) − y
-        every `target_network_frequency` env steps: θ̄ ← (1 − τ)θ̄ + τθ   (τ = 1: a hard copy)
+        every `target_network_frequency` env steps: θ̄ ← (1 − τ)θ̄ + τθ   (τ = 1: hard copy)
 
 Defaults depend on the env family (`Args.defaults_for`, applied from `--env-id`; flags given
 override them):
@@ -54,7 +54,7 @@ from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
-from cleanrl_plus.offpolicy import GroupNetwork, OffPolicyAgent, on_observations, start, update_batches
+from cleanrl_plus.offpolicy import GroupNetwork, OffPolicyAgent, on_obs, start, update_batches
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
@@ -276,11 +276,13 @@ def td_objective(
     # y = r + γ(1 − terminated)·Q̄(s', argmax_a' Q(s', a'))
     with torch.no_grad():
         next_q_online, next_q_target = q_network(batch.next_obs), q_target(batch.next_obs)
-        target = double_dqn_target(batch.rewards, batch.terminated, next_q_online, next_q_target, args.gamma)
+        rewards, terminated = batch.rewards, batch.terminated
+        target = double_dqn_target(rewards, terminated, next_q_online, next_q_target, args.gamma)
     q_taken = q_network(batch.obs).gather(-1, batch.actions[..., None]).squeeze(-1)
     loss = TD_LOSSES[args.loss](q_taken, target, reduction="none").mean(-1)
     loss_and_remedies = plasticity.loss("critic", loss, reference)
-    return loss_and_remedies, {"losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean(-1)}
+    logged = {"losses/td_loss": loss.detach(), "losses/q_values": q_taken.detach().mean(-1)}
+    return loss_and_remedies, logged
 
 
 def act(q_network: QNetwork, obs: torch.Tensor, epsilon: torch.Tensor, draws) -> torch.Tensor:
@@ -292,8 +294,8 @@ def act(q_network: QNetwork, obs: torch.Tensor, epsilon: torch.Tensor, draws) ->
 def update(
     objective: Callable, plasticity: Plasticity, max_grad_norm: float, batch: Batch, reference
 ) -> dict[str, torch.Tensor]:
-    """One step on `objective` (td_objective, compiled with --compile): each member's ‖∇‖ clipped to
-    max_grad_norm, then the optimiser's step."""
+    """One step on `objective` (td_objective, compiled with --compile): each member's gradient
+    norm clipped to max_grad_norm, then the optimiser's step."""
     loss, logged = objective(batch, reference)
     plasticity.minimise("critic", loss, max_grad_norm)
     return logged
@@ -304,8 +306,8 @@ def exploration_epsilon(args: Args, session: TrainingSession, global_step: int) 
     --continual.random-steps-per-task."""
     if session.in_task_warmup(global_step):
         return 1.0
-    duration, step = args.exploration_fraction * args.total_timesteps, session.schedule_step(global_step)
-    return linear_schedule(args.start_e, args.end_e, duration, step)
+    duration = args.exploration_fraction * args.total_timesteps
+    return linear_schedule(args.start_e, args.end_e, duration, session.schedule_step(global_step))
 
 
 # ---- build: everything a run holds --------------------------------------------------------------
@@ -319,8 +321,8 @@ def check(args: Args) -> None:
 
 @dataclasses.dataclass(eq=False)
 class DoubleDQN(OffPolicyAgent):
-    """A Double DQN run, built: its networks, optimiser and steps, and what every off-policy run
-    holds (cleanrl_plus.offpolicy.OffPolicyAgent)."""
+    """The Q-network, its target and optimiser, and the ε-greedy acting and TD update steps, on top
+    of what every off-policy run holds (OffPolicyAgent)."""
 
     q_network: QNetwork
     q_target: QNetwork
@@ -333,9 +335,9 @@ class DoubleDQN(OffPolicyAgent):
 
 
 def build(args: Args) -> DoubleDQN:
-    """A Double DQN run: checked, then built in the order it has always drawn its random numbers.
-    --compile compiles the loss and the acting step, --cudagraphs captures each step whole and
-    replays it (cleanrl_plus/graphs.py)."""
+    """Double DQN from its flags: checked first, then the Q-network, the first reset of the envs,
+    the replay (frame stacks share their frames on Atari) and the steps; --compile compiles the TD
+    loss and ε-greedy acting, --cudagraphs captures the update and acting."""
     check(args)
     instead = "agents/td3.py or agents/sac_simba.py"  # for continuous actions
     run, members, env, evaluator = start(args, gym.spaces.Discrete, "Double DQN", instead)
@@ -344,17 +346,19 @@ def build(args: Args) -> DoubleDQN:
     norm, activation = torso_settings(args.net, args.nap)
     sizes = dict(obs_shape=obs_shape, num_actions=num_actions, hidden=args.hidden_sizes)
     one_q_network = partial(QNetwork, kind=args.network, **sizes, norm=norm, activation=activation)
-    new_q_network = GroupNetwork(members, one_q_network, device)  # member k from member k's generator
+    # member k drawn from member k's generator
+    new_q_network = GroupNetwork(members, one_q_network, device)
     q_network = new_q_network()
     q_target = target_copy(q_network)
     optimizer = make_optimizer(args, q_network.parameters(), device)
     obs = env.reset(seed=run.seeds)  # (members, envs, ...)
     sampler = make_sampler(args.swd, N)
+    capacity = args.buffer_size
     if getattr(env, "frame_stack", 0) > 1:
-        replay: ReplayBuffer = FrameStackReplay(args.buffer_size, obs_shape, (), members, N, sampler=sampler)
+        replay: ReplayBuffer = FrameStackReplay(capacity, obs_shape, (), members, N, sampler=sampler)
     else:
-        replay = ReplayBuffer(args.buffer_size, obs_shape, (), members, obs.dtype, torch.int64, sampler=sampler)
-    on_batch = partial(on_observations, q_network)
+        replay = ReplayBuffer(capacity, obs_shape, (), members, obs.dtype, torch.int64, sampler=sampler)
+    on_batch = partial(on_obs, q_network)
     network = Network("critic", q_network, optimizer, on_batch, new_q_network, q_target)
     plasticity = Plasticity(args, network, logger=run.logger, members=len(members))
 
@@ -370,15 +374,7 @@ def build(args: Args) -> DoubleDQN:
     state = plasticity.checkpointed() | {"replay": replay}
     session = TrainingSession(run, "ddqn", env, evaluator, members=members, **state)
     return DoubleDQN(
-        args=args,
-        run=run,
-        members=members,
-        env=env,
-        obs=obs,
-        replay=replay,
-        plasticity=plasticity,
-        session=session,
-        policy=policy,
+        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
         q_network=q_network,
         q_target=q_target,
         optimizer=optimizer,
@@ -390,9 +386,10 @@ def build(args: Args) -> DoubleDQN:
 
 # ---- train: the loop ----------------------------------------------------------------------------
 def train(dqn: DoubleDQN) -> dict:
-    """Double DQN's loop, the module docstring's box: act, step and store, learn. Returns the
-    summary."""
-    args, members, replay, plasticity, session = dqn.args, dqn.members, dqn.replay, dqn.plasticity, dqn.session
+    """Double DQN's loop: ε-greedy acting, step and store, a training phase every
+    `train_frequency` env steps and a target update every `target_network_frequency`."""
+    args, members, replay, plasticity = dqn.args, dqn.members, dqn.replay, dqn.plasticity
+    session = dqn.session
     N, batch_size = dqn.env.envs_per_member, args.batch_size
     obs, global_step, num_updates = session.start(dqn.obs)
     losses: dict[str, Any] = {}
@@ -412,7 +409,8 @@ def train(dqn: DoubleDQN) -> dict:
         # ---- learn -----------------------------------------------------------------------------
         if learn:
             if crossed(previous_step, global_step, args.train_frequency):
-                for batch, last in update_batches(replay, args.gradient_steps, batch_size, reuse=False):
+                updates = args.gradient_steps
+                for batch, last in update_batches(replay, updates, batch_size, reuse=False):
                     losses = dqn.update(batch, plasticity.reference_batch(replay, batch_size))
                     num_updates += 1
                     plasticity.after_update(num_updates, replay, global_step, last)

@@ -57,21 +57,12 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.exploration import uniform_or_explore
+from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import Members
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
-from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.offpolicy import (
-    DeterministicPolicy,
-    GroupNetwork,
-    OffPolicyAgent,
-    on_observations,
-    on_observations_and_actions,
-    start,
-    update_batches,
-    with_normalizer,
-)
+from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
+from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
 from cleanrl_plus.ranges import AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
@@ -373,7 +364,8 @@ def critic_objective(
     next_noise: torch.Tensor,
     reference: Batch | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(Σᵢ (Qᵢ(x, a) − y)² with the critic's remedy terms, Q-values, each critic's loss)."""
+    """The soft TD loss Σᵢ (Qᵢ(x, a) − y)² of the critics, the remedy terms added; also returns
+    their Q-values and each critic's own loss, detached for the logs."""
     # n-step: r is Σ γ^k r_{t+k} without the intermediate entropy terms, α·log π only at
     # x' = x_{t+m} (as FastSAC); a' ~ π(·|x') of the actor just updated, α just updated
     with torch.no_grad():
@@ -451,29 +443,21 @@ def check(args: Args) -> None:
 
 
 @dataclasses.dataclass(eq=False)
-class SAC(OffPolicyAgent):
-    """A SAC run, built: its networks, optimisers and steps, and what every off-policy run holds
-    (cleanrl_plus.offpolicy.OffPolicyAgent)."""
+class SAC(ActorCriticAgent):
+    """SAC's part of a run, besides an off-policy actor-critic's own (ActorCriticAgent): the
+    temperature, the number of critics and the update step."""
 
-    actor: Actor
-    critic: nn.Module
-    critic_target: nn.Module
     temperature: Temperature
-    actor_optimizer: torch.optim.Optimizer
-    critic_optimizer: torch.optim.Optimizer
-    normalizer: RunningMeanStd
     num_critics: int
     """2: clipped double-Q; 1: one critic (--clipped-double-q)"""
-    explore: Callable
-    """(obs, noise) → a ~ π(·|x)"""
     update: Callable
     """(batch, [(noise, reference batch)] of the actor and the critic) → what it logs"""
 
 
 def build(args: Args) -> SAC:
-    """A SAC run: checked, then built in the order it has always drawn its random numbers.
-    --compile compiles the losses and the acting step, --cudagraphs captures each step whole and
-    replays it (cleanrl_plus/graphs.py)."""
+    """SAC+SimBa, checked and built; its random numbers drawn as they always were. With --compile
+    the actor, temperature and critic losses and the acting step are compiled, with --cudagraphs
+    one whole update (actor → temperature → critic → target) and the acting step are captured."""
     check(args)
     instead = "agents/ddqn.py or agents/ppo.py"  # for discrete actions
     run, members, env, evaluator = start(args, gym.spaces.Box, "SAC", instead)
@@ -496,13 +480,13 @@ def build(args: Args) -> SAC:
     critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
     replay = make_replay(args, (obs_dim,), (action_dim,), members, make_sampler(args.swd, N), N)
 
-    critic_on_batch = partial(on_observations_and_actions, critic)
+    critic_on_batch = partial(q_on_batch, critic)
     critic_net = Network("critic", critic, critic_optimizer, critic_on_batch, new_critic, critic_target)
     # `distribution`: the KL churn diagnostic of a stochastic policy; a reset of the actor starts
     # α and its Adam afresh too, as Nikishin et al.'s reset builds a new agent
-    kl = partial(on_observations, actor.distribution_parameters)
+    kl = partial(on_obs, actor.distribution_parameters)
     stochastic = dict(distribution=kl, restarts_with=(temperature.reset,))
-    actor_on_batch = partial(on_observations, actor)
+    actor_on_batch = partial(on_obs, actor)
     actor_net = Network("actor", actor, actor_optimizer, actor_on_batch, new_actor, **stochastic)
     networks = (actor, critic, critic_target, temperature)
     least = dict(env=env, episode_values=partial(episode_values, *networks, members, (N, action_dim)))
@@ -523,34 +507,20 @@ def build(args: Args) -> SAC:
     # the generators load after the networks: re-injecting a head on resume draws a fresh one
     state = plasticity.checkpointed() | temperature.checkpointed() | {"replay": replay}
     session = TrainingSession(run, "sac_simba", env, evaluator, **state, members=members)
+    obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
     return SAC(
-        args=args,
-        run=run,
-        members=members,
-        env=env,
-        obs=env.reset(seed=run.seeds),
-        replay=replay,
-        plasticity=plasticity,
-        session=session,
-        policy=DeterministicPolicy(actor),
-        actor=actor,
-        critic=critic,
-        critic_target=critic_target,
-        temperature=temperature,
-        actor_optimizer=actor_optimizer,
-        critic_optimizer=critic_optimizer,
-        normalizer=normalizer,
-        num_critics=num_critics,
-        explore=act,
-        update=step,
+        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
+        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticAgent's
+        *(temperature, num_critics, step),  # SAC's own
     )
 
 
 # ---- train: the loop ----------------------------------------------------------------------------
 def train(sac: SAC) -> dict:
-    """SAC's loop, the module docstring's box: act, step and store, learn. Returns the summary."""
+    """SAC as the box above runs it: act by sampling π, step and store the raw observations,
+    then `updates_per_step` updates (actor, temperature, critic, target). Returns the summary."""
     args, members, replay, plasticity = sac.args, sac.members, sac.replay, sac.plasticity
-    session, actor, policy = sac.session, sac.actor, sac.policy
+    session, policy = sac.session, sac.policy
     action_dim, batch_size = int(sac.env.single_action_space.shape[0]), args.batch_size
     obs, global_step, num_updates = session.start(sac.obs)
     # once the run directories exist
@@ -559,10 +529,7 @@ def train(sac: SAC) -> dict:
 
     while global_step < args.total_timesteps and not sac.run.stop_requested:
         # ---- act: a ~ U(A) before learning starts, else a ~ π(·|x) --------------------------
-        act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
-        # with --normalize-obs: the only place the observation statistics change
-        sac.normalizer.update(obs)
-        actions = uniform_or_explore(act_randomly, sac.explore, obs, *actor.bounds, members)
+        learn, actions = act_in_box(sac, obs, global_step, num_updates)
         # ---- step and store raw (s, a, r, s', terminated): truncations (LEAST's too) bootstrap --
         _, obs, _ = step_and_store(sac.env, replay, obs, actions, plasticity, global_step)
         previous_step, global_step = global_step, global_step + sac.env.envs_per_member

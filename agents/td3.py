@@ -44,7 +44,8 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.exploration import ExplorationScales, uniform_or_explore
+from cleanrl_plus.evaluator import DeterministicPolicy
+from cleanrl_plus.exploration import ExplorationScales
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.nn import (
     ACTIVATIONS,
@@ -55,17 +56,8 @@ from cleanrl_plus.nn import (
     polyak_update,
     target_copy,
 )
-from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.offpolicy import (
-    DeterministicPolicy,
-    GroupNetwork,
-    OffPolicyAgent,
-    on_observations,
-    on_observations_and_actions,
-    start,
-    update_batches,
-    with_normalizer,
-)
+from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
+from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
@@ -341,21 +333,13 @@ def check(args: Args) -> None:
 
 
 @dataclasses.dataclass(eq=False)
-class TD3(OffPolicyAgent):
-    """A TD3 run, built: its networks, optimisers and steps, and what every off-policy run holds
-    (cleanrl_plus.offpolicy.OffPolicyAgent)."""
+class TD3(ActorCriticAgent):
+    """What a TD3 run holds besides an off-policy actor-critic's own (ActorCriticAgent): the
+    target actor μ̄, FastTD3's exploration scales and the two update steps."""
 
-    actor: Actor
-    critic: nn.Module
     actor_target: Actor
-    critic_target: nn.Module
-    actor_optimizer: torch.optim.Optimizer
-    critic_optimizer: torch.optim.Optimizer
-    normalizer: RunningMeanStd
     noise_scales: ExplorationScales | None
     """FastTD3's exploration std of each env (--exploration-noise-max); None: --exploration-noise"""
-    explore: Callable
-    """(obs, noise) → a = clip(μ(s) + ε, A)"""
     update_critic: Callable
     """(batch, smoothing noise, C-CHAIN's reference batch) → what it logs"""
     update_actor: Callable
@@ -363,9 +347,9 @@ class TD3(OffPolicyAgent):
 
 
 def build(args: Args) -> TD3:
-    """A TD3 run: checked, then built in the order it has always drawn its random numbers.
-    --compile compiles the losses and the acting step, --cudagraphs captures each step whole and
-    replays it (cleanrl_plus/graphs.py)."""
+    """Check the flags, then build TD3 in the order its random numbers have always been drawn
+    (the actor's initialisation first). --compile compiles both losses and the acting step;
+    --cudagraphs captures the critic step, the actor step and the acting step."""
     check(args)
     instead = "agents/ddqn.py or agents/ppo.py"  # for discrete actions
     run, members, env, evaluator = start(args, gym.spaces.Box, "TD3", instead)
@@ -390,9 +374,9 @@ def build(args: Args) -> TD3:
         low, high = args.exploration_noise_min, args.exploration_noise_max
         noise_scales = ExplorationScales(members, N, low, high)
 
-    critic_on_batch = partial(on_observations_and_actions, critic)
+    critic_on_batch = partial(q_on_batch, critic)
     critic_net = Network("critic", critic, critic_optimizer, critic_on_batch, new_critic, critic_target)
-    actor_on_batch = partial(on_observations, actor)
+    actor_on_batch = partial(on_obs, actor)
     actor_net = Network("actor", actor, actor_optimizer, actor_on_batch, new_actor, actor_target)
     least = dict(env=env, episode_values=partial(episode_values, actor_target, critic, critic_target))
     plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, members=K, **least)
@@ -416,25 +400,12 @@ def build(args: Args) -> TD3:
     state = plasticity.checkpointed() | {"replay": replay}
     state |= {"exploration_scales": noise_scales} if noise_scales else {}
     session = TrainingSession(run, "td3", env, evaluator, **state, members=members)
+    obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
     return TD3(
-        args=args,
-        run=run,
-        members=members,
-        env=env,
-        obs=env.reset(seed=run.seeds),
-        replay=replay,
-        plasticity=plasticity,
-        session=session,
-        policy=DeterministicPolicy(actor),
-        actor=actor,
-        critic=critic,
+        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
+        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticAgent's
         actor_target=actor_target,
-        critic_target=critic_target,
-        actor_optimizer=actor_optimizer,
-        critic_optimizer=critic_optimizer,
-        normalizer=normalizer,
         noise_scales=noise_scales,
-        explore=act,
         update_critic=critic_step,
         update_actor=actor_step,
     )
@@ -442,19 +413,17 @@ def build(args: Args) -> TD3:
 
 # ---- train: the loop ----------------------------------------------------------------------------
 def train(td3: TD3) -> dict:
-    """TD3's loop, the module docstring's box: act, step and store, learn. Returns the summary."""
+    """The loop of the TD3 box: explore with Gaussian noise, step and store, update the critics on
+    every gradient step and the actor with the targets on every `policy_frequency`-th."""
     args, members, replay, plasticity = td3.args, td3.members, td3.replay, td3.plasticity
-    session, actor, policy = td3.session, td3.actor, td3.policy
+    session, policy = td3.session, td3.policy
     action_dim, batch_size = int(td3.env.single_action_space.shape[0]), args.batch_size
     obs, global_step, num_updates = session.start(td3.obs)
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not td3.run.stop_requested:
         # ---- act: a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A) ----------------
-        act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
-        # with --normalize-obs: the only place the observation statistics change
-        td3.normalizer.update(obs)
-        actions = uniform_or_explore(act_randomly, td3.explore, obs, *actor.bounds, members)
+        learn, actions = act_in_box(td3, obs, global_step, num_updates)
         # ---- step and store (s, a, r, s', terminated): truncations (LEAST's too) bootstrap ------
         step, next_obs, truncated = step_and_store(td3.env, replay, obs, actions, plasticity, global_step)
         if td3.noise_scales is not None:

@@ -1,7 +1,7 @@
 """What Double DQN, TD3 and SAC share around their algorithm, written once: the start of a run (its members'
 generators and its envs), the part of a built agent every off-policy loop reads, networks built member by member
-(and rebuilt so by the resets), the forwards the plasticity code runs on a replay batch, the batches of a learning
-phase, and an evaluation policy that draws nothing.
+(and rebuilt so by the resets), the forwards the plasticity code runs on a replay batch and the batches of a learning
+phase.
 
     agent = build(args)     # an OffPolicyAgent: networks, optimisers, replay, plasticity, session, the steps
     train(agent)            # act → step and store → learn, the CleanRL loop
@@ -17,9 +17,10 @@ import torch
 import torch.nn as nn
 
 import envs
-from cleanrl_plus.distributional import CategoricalCritic
 from cleanrl_plus.evaluator import Evaluator, make_envs
+from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.members import Members
+from cleanrl_plus.normalization import with_normalizer
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import Run, start_run
 from cleanrl_plus.session import TrainingSession
@@ -53,11 +54,29 @@ class OffPolicyAgent:
     """the evaluation policy, (observations, the evaluation's generators) → actions"""
 
 
-def with_normalizer(module: nn.Module, normalizer: nn.Module) -> nn.Module:
-    """`module` reading its inputs through `normalizer` (the group's observation statistics, one per member), attached
-    after `Members.build` so each member's part of it is its own; a C51 critic's base network reads them."""
-    (module.base if isinstance(module, CategoricalCritic) else module).normalize = normalizer
-    return module
+@dataclasses.dataclass(eq=False)
+class ActorCriticAgent(OffPolicyAgent):
+    """An off-policy actor-critic on a Box (TD3, SAC): what its acting step reads, and the networks
+    and optimisers every such agent holds, besides OffPolicyAgent's."""
+
+    actor: nn.Module
+    critic: nn.Module
+    critic_target: nn.Module
+    actor_optimizer: torch.optim.Optimizer
+    critic_optimizer: torch.optim.Optimizer
+    normalizer: nn.Module
+    """the observation statistics every network reads, changed only by acting (--normalize-obs)"""
+    explore: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    """(observations, noise ~ N(0, I) drawn outside) → the exploring policy's actions"""
+
+
+def act_in_box(agent: ActorCriticAgent, obs: torch.Tensor, global_step: int, num_updates: int) -> tuple[bool, torch.Tensor]:
+    """(learn after this step, the actions) of an actor-critic at `global_step`: a ~ U(A) while it acts at random (before
+    learning starts, and in a continual task's random steps), else `agent.explore(s, noise)`. The observation
+    statistics are updated with s first: with --normalize-obs the only place they change."""
+    act_randomly, learn = agent.session.off_policy_phase(global_step, num_updates, agent.args.learning_starts)
+    agent.normalizer.update(obs)
+    return learn, uniform_or_explore(act_randomly, agent.explore, obs, *agent.actor.bounds, agent.members)
 
 
 @dataclasses.dataclass(eq=False)
@@ -76,12 +95,12 @@ class GroupNetwork:
         return module if self.normalizer is None else with_normalizer(module, self.normalizer)
 
 
-def on_observations(network: Callable[[torch.Tensor], Any], batch: Batch) -> Any:
+def on_obs(network: Callable[[torch.Tensor], Any], batch: Batch) -> Any:
     """network(s) on a replay batch: an actor's or a Q(s, ·) network's output, as the plasticity code reads it."""
     return network(batch.obs)
 
 
-def on_observations_and_actions(critic: nn.Module, batch: Batch) -> torch.Tensor:
+def q_on_batch(critic: nn.Module, batch: Batch) -> torch.Tensor:
     """Q(s, a) of every copy of a critic on a replay batch, as the plasticity code reads it."""
     return critic(batch.obs, batch.actions)
 
@@ -93,14 +112,3 @@ def update_batches(replay: ReplayBuffer, updates: int, batch_size: int, reuse: b
         if index == 0 or not reuse:
             batch = replay.sample(batch_size)
         yield batch, index == updates - 1
-
-
-class DeterministicPolicy:
-    """An actor as the evaluator calls a policy, `policy(obs, generators)` (cleanrl_plus/evaluator.py): its action
-    `actor(obs)`, which draws nothing from the evaluation's generators."""
-
-    def __init__(self, actor: nn.Module) -> None:
-        self.actor = actor
-
-    def __call__(self, obs: torch.Tensor, generators: Members) -> torch.Tensor:
-        return self.actor(obs)
