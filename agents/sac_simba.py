@@ -496,7 +496,7 @@ def build(args: Args) -> SAC:
     critic_loss = partial(critic_objective, *networks, plasticity, args)
     actor_loss, critic_loss = (compiled(f, args.compile) for f in (actor_loss, critic_loss))
     act = compiled(partial(explore, actor), args.compile)
-    step = partial(update, actor_loss, critic_loss, *networks[1:], plasticity, args.tau)
+    step = partial(update, actor_loss, critic_loss, critic, critic_target, temperature, plasticity, args.tau)
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped
     # optimiser state)
     optimizers = (actor_optimizer, critic_optimizer, temperature.optimizer)
