@@ -1,49 +1,66 @@
-"""TD3: Twin Delayed Deep Deterministic policy gradient (Fujimoto, van Hoof, Meger, ICML 2018; arXiv 1802.09477).
+"""TD3: Twin Delayed Deep Deterministic policy gradient (Fujimoto, van Hoof, Meger, ICML 2018;
+arXiv 1802.09477).
 
-Defaults are CleanRL's `td3_continuous_action.py`: lr 3e-4, batch 256, buffer 1e6, γ 0.99, τ 0.005,
-policy noise 0.2, noise clip 0.5, exploration noise 0.1, 25k random steps, policy delay 2, 256-256 ReLU.
+Defaults are CleanRL's `td3_continuous_action.py`: lr 3e-4, batch 256, buffer 1e6, γ 0.99,
+τ 0.005, policy noise 0.2, noise clip 0.5, exploration noise 0.1, 25k random steps, policy
+delay 2, 256-256 ReLU.
 
     for every environment step:
         a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A),  ε ~ N(0, (0.1·scale)²)
-        store (s, a, r, s', terminated)                 # time-limit truncation is not terminal: bootstrap
+        store (s, a, r, s', terminated)   # time-limit truncation is not terminal: bootstrap
         sample a batch;  ã = clip(μ̄(s') + clip(N(0, 0.2²), −0.5, 0.5)·scale, A)
         y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)
         minimise Σᵢ (Qᵢ(s, a) − y)²
-        every `policy_frequency` critic updates: maximise Q₁(s, μ(s)); θ̄ ← (1 − τ)θ̄ + τθ for μ̄, Q̄₁, Q̄₂
+        every `policy_frequency` critic updates:
+            maximise Q₁(s, μ(s));  θ̄ ← (1 − τ)θ̄ + τθ for μ̄, Q̄₁, Q̄₂
 
 Many envs (FastTD3, Seo et al. 2025; docs/agents/td3.md has the recipe), each off by default:
-    --n-step n                  y = Σ_{k<m} γ^k r_{t+k} + γ^m(1 − terminated)·min Q̄(s_{t+m}, ã), m ≤ n cut at episode ends
-    --critic.distributional     C51 twin critics, cross-entropy to the projected target of the smaller-mean twin
-    --normalize-obs             running mean/std of the acted-on observations, for actor and critics
-    --exploration-noise-min/max env i explores with its own σᵢ ~ U[min, max], drawn again when its episode ends
+    --n-step n                  y = Σ_{k<m} γ^k r_{t+k} + γ^m(1 − terminated)·min Q̄(s_{t+m}, ã),
+                                m ≤ n cut at episode ends
+    --critic.distributional     C51 twin critics, cross-entropy to the projected target of
+                                the smaller-mean twin
+    --normalize-obs             running mean/std of the acted-on observations, for actor and
+                                critics
+    --exploration-noise-min/max env i explores with its own σᵢ ~ U[min, max], drawn again
+                                when its episode ends
     --weight-decay              AdamW's decoupled weight decay
 
-Run: python agents/td3.py --env-id Hopper-v5 --seed 1      (python agents/td3.py --help lists every flag)
-On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
+Run: python agents/td3.py --env-id Hopper-v5 --seed 1
+(python agents/td3.py --help lists every flag). On a GPU, add --compile --cudagraphs: the same
+math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
+from typing import Callable
 
 import gymnasium as gym
 import torch
 import torch.nn as nn
 
-import envs
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import critic_losses, critic_report, q_target
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.errors import UserError
-from cleanrl_plus.evaluator import make_envs
-from cleanrl_plus.exploration import ExplorationScales, uniform_or_explore
+from cleanrl_plus.evaluator import DeterministicPolicy
+from cleanrl_plus.exploration import ExplorationScales
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.members import Members
-from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, ensemble_stack, frozen, mlp, polyak_update, target_copy
-from cleanrl_plus.normalization import RunningMeanStd
+from cleanrl_plus.nn import (
+    ACTIVATIONS,
+    EnsembleLinear,
+    ensemble_stack,
+    frozen,
+    mlp,
+    polyak_update,
+    target_copy,
+)
+from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
+from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, make_replay, step_and_store
-from cleanrl_plus.run import check_run_args, cli_main, start_run
+from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
@@ -57,9 +74,11 @@ from plasticity.swd import make_sampler
 @dataclasses.dataclass
 class Args(ActorCriticRemedies, RunArgs):
     exp_name: str = "td3"
-    """name of this experiment (the run directory is runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
+    """name of this experiment (the run directory is
+    runs/{env_id}__{exp_name}__{seed}__{unix_time})"""
     env_id: str = "Hopper-v5"
-    """the environment id (a continuous-action task, e.g. Hopper-v5, Pendulum-v1, InvertedPendulum-v5)"""
+    """the environment id (a continuous-action task, e.g. Hopper-v5, Pendulum-v1,
+    InvertedPendulum-v5)"""
     learning_rate: Positive = 3e-4
     """Adam learning rate of the actor and the critics"""
     buffer_size: AtLeastOne = 1_000_000
@@ -79,33 +98,41 @@ class Args(ActorCriticRemedies, RunArgs):
     learning_starts: Count = 25_000
     """environment steps of uniformly random actions before learning starts"""
     policy_frequency: AtLeastOne = 2
-    """the actor and the targets are updated once every `policy_frequency` critic updates (policy delay)"""
+    """the actor and the targets are updated once every `policy_frequency` critic updates
+    (policy delay)"""
     gradient_steps: AtLeastOne = 1
     """critic updates per vector-env step (1 = CleanRL's replay ratio with one env)"""
     reuse_batch: bool = False
-    """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR) instead of fresh batches"""
+    """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR)
+    instead of fresh batches"""
     hidden_sizes: tuple[AtLeastOne, ...] = (256, 256)
     """hidden layer widths of the actor and of each critic"""
-    # ---- many envs (FastTD3; docs/agents/td3.md): every default keeps CleanRL's one-env TD3 -----------------------
+    # ---- many envs (FastTD3; docs/agents/td3.md): every default keeps CleanRL's one-env TD3 ----
     n_step: AtLeastOne = 1
-    """n-step returns: Σ_{k<n} γ^k r_{t+k}, bootstrapped from s_{t+n}, cut at episode ends (1 = one-step TD; FastTD3 1–3)"""
+    """n-step returns: Σ_{k<n} γ^k r_{t+k}, bootstrapped from s_{t+n}, cut at episode ends
+    (1 = one-step TD; FastTD3 1–3)"""
     critic: CriticArgs = dataclasses.field(default_factory=CriticArgs)
     """the critics' output: a scalar Q (TD3) or a C51 distribution over returns (FastTD3)"""
     normalize_obs: bool = False
-    """running mean/std normalisation of actor and critic inputs, statistics from acted-on observations only (FastTD3: on)"""
+    """running mean/std normalisation of actor and critic inputs, statistics from acted-on
+    observations only (FastTD3: on)"""
     exploration_noise_min: Fraction = 0.0
-    """with --exploration-noise-max > 0: each env explores with its own std drawn from U[min, max] (units of the action
-    scale), drawn again when its episode ends (FastTD3: 0.001)"""
+    """with --exploration-noise-max > 0: each env explores with its own std drawn from
+    U[min, max] (units of the action scale), drawn again when its episode ends (FastTD3: 0.001)"""
     exploration_noise_max: Fraction = 0.0
-    """0: every env explores with --exploration-noise; else the upper end of the per-env stds (FastTD3: 0.4)"""
+    """0: every env explores with --exploration-noise; else the upper end of the per-env stds
+    (FastTD3: 0.4)"""
     weight_decay: NonNegative = 0.0
-    """AdamW's decoupled weight decay of the actor and the critics (0: Adam, as CleanRL; FastTD3: 0.1)"""
+    """AdamW's decoupled weight decay of the actor and the critics (0: Adam, as CleanRL;
+    FastTD3: 0.1)"""
 
 
+# ---- networks -----------------------------------------------------------------------------------
 class Actor(nn.Module):
-    """μ(s) = tanh(MLP(norm(s)))·scale + bias, so actions land inside the Box bounds, for each of `members`: observations
-    (members, B, obs) → actions (members, B, |A|). Its `normalize` is attached by the agent (`with_normalizer`): the
-    observation statistics (--normalize-obs; shared with the critics and the targets, updated only by acting)."""
+    """μ(s) = tanh(MLP(norm(s)))·scale + bias, so actions land inside the Box bounds, for each
+    of `members`: observations (members, B, obs) → actions (members, B, |A|). Its `normalize`
+    is attached by the agent (`with_normalizer`): the observation statistics (--normalize-obs;
+    shared with the critics and the targets, updated only by acting)."""
 
     def __init__(
         self,
@@ -123,8 +150,7 @@ class Actor(nn.Module):
         self.register_buffer("action_scale", ((high - low) / 2).float())
         self.register_buffer("action_bias", ((high + low) / 2).float())
 
-    def forward(self, obs: torch.Tensor, members: Members | None = None) -> torch.Tensor:
-        """μ(s); also the evaluation policy, which is handed the evaluation's generators (`members`) and needs none."""
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.net(self.normalize(obs))) * self.action_scale + self.action_bias
 
     @property
@@ -138,8 +164,9 @@ class Actor(nn.Module):
 
 
 class TwinCritic(nn.Module):
-    """Q₁ and Q₂ of each of `members` as one ensemble of 2·members (member-major): (members, 2, batch) values from a
-    single batched matmul per layer ((members, 2, batch, outputs) for C51 logits)."""
+    """Q₁ and Q₂ of each of `members` as one ensemble of 2·members (member-major: each member's
+    two copies side by side): (members, 2, batch) values from a single batched matmul per layer
+    ((members, 2, batch, outputs) for C51 logits)."""
 
     def __init__(
         self,
@@ -153,22 +180,24 @@ class TwinCritic(nn.Module):
     ) -> None:
         super().__init__()
         self.normalize: nn.Module = nn.Identity()
-        self.layers = ensemble_stack(2 * members, (obs_dim + action_dim, *hidden, outputs), norm, activation)
+        widths = (obs_dim + action_dim, *hidden, outputs)
+        self.layers = ensemble_stack(2 * members, widths, norm, activation)
         self.activation = ACTIVATIONS[activation]()
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([self.normalize(obs), action], dim=-1)
-        x = x.unsqueeze(1).expand(-1, 2, -1, -1).flatten(0, 1)  # each member's input to both of its critics
+        # each member's input to both of its copies
+        x = x.unsqueeze(1).expand(-1, 2, -1, -1).flatten(0, 1)
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
         return self.layers[-1](x).unflatten(0, (obs.shape[0], 2)).squeeze(-1)
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Q₁ of each member alone, (members, B)."""
+        """Q₁ of each member alone (its first copy), (members, B)."""
         x = torch.cat([self.normalize(obs), action], dim=-1)
         for layer in self.layers[:-1]:
-            x = self.activation(layer.member(0, x))
-        return self.layers[-1].member(0, x).squeeze(-1)
+            x = self.activation(layer.forward_copy(0, x))
+        return self.layers[-1].forward_copy(0, x).squeeze(-1)
 
     @property
     def head(self) -> nn.Module:
@@ -179,28 +208,27 @@ class TwinCritic(nn.Module):
 
 
 def make_critic(members: int, obs_dim: int, action_dim: int, args: Args) -> nn.Module:
-    """Twin critics of each member: MLPs (TD3; --net.* picks norm and activation), or CIR torsos with --cir.critic; with
-    --critic.distributional their heads output C51 logits, and called as critics they give the expected values."""
+    """Twin critics of each member: MLPs (TD3; --net.* picks norm and activation), or CIR torsos
+    with --cir.critic; with --critic.distributional their heads output C51 logits, and called as
+    critics they give the expected values."""
     outputs = args.critic.num_atoms if args.critic.distributional else 1
     if args.cir.critic:
         base: nn.Module = CIRCritic(obs_dim, action_dim, args.cir, outputs, members)
     else:
         settings = torso_settings(args.net, args.nap)
-        base = TwinCritic(obs_dim, action_dim, args.hidden_sizes, *settings, outputs=outputs, members=members)
+        hidden = args.hidden_sizes
+        base = TwinCritic(obs_dim, action_dim, hidden, *settings, outputs=outputs, members=members)
     return CategoricalCritic(base, args.critic) if args.critic.distributional else base
 
 
 def make_actor(members: int, obs_dim: int, action_space: gym.spaces.Box, args: Args) -> Actor:
-    return Actor(obs_dim, action_space, args.hidden_sizes, *torso_settings(args.net, args.nap), members=members)
+    settings = torso_settings(args.net, args.nap)
+    return Actor(obs_dim, action_space, args.hidden_sizes, *settings, members=members)
 
 
-def with_normalizer(module: nn.Module, normalizer: nn.Module) -> nn.Module:
-    """`module` reading its inputs through `normalizer` (the group's observation statistics, one per member), attached
-    after `Members.build` so each member's part of it is its own."""
-    (module.base if isinstance(module, CategoricalCritic) else module).normalize = normalizer
-    return module
-
-
+# ---- the algorithm: pure functions of networks and tensors --------------------------------------
+# Every quantity is (members, B, ...); each loss is one value per member, its own mean. Random
+# numbers come in as arguments, drawn outside: --compile and --cudagraphs replay the same math.
 def smoothed_target_action(
     next_obs: torch.Tensor, actor_target: Actor, smoothing_noise: torch.Tensor, noise_clip: float
 ) -> torch.Tensor:
@@ -211,145 +239,235 @@ def smoothed_target_action(
     return (actor_target(next_obs) + noise).clamp(low, high)
 
 
-def check_flags(args: Args) -> None:
-    """One-line UserError for remedies TD3 cannot take (plasticity/catalogue.py) and many-env flags that cannot work
-    together (--n-step's buffer and the C51 support are checked for every agent by cleanrl_plus/config.py)."""
-    catalogue.check("td3", args)
-    if args.exploration_noise_max > 0 and args.exploration_noise_min > args.exploration_noise_max:
-        raise UserError(
-            f"--exploration-noise-min {args.exploration_noise_min} is above --exploration-noise-max "
-            f"{args.exploration_noise_max}"
-        )
+def critic_objective(
+    critic: nn.Module,
+    critic_target: nn.Module,
+    actor_target: Actor,
+    plasticity: Plasticity,
+    args: Args,
+    batch: Batch,
+    smoothing_noise: torch.Tensor,
+    reference: Batch | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(Σᵢ (Qᵢ(s, a) − y)² with the critic's remedy terms, the Q-values, each twin's loss)."""
+    # y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)  (C51: its projected distribution)
+    with torch.no_grad():
+        noise_clip, convex_lambda = args.noise_clip, args.cir.convex_lambda
+        next_actions = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, noise_clip)
+        target = q_target(critic_target, batch, next_actions, args.gamma, convex_lambda)
+    qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
+    loss = plasticity.loss("critic", qf_losses.sum(dim=1), reference)
+    return loss, q_values.detach(), qf_losses.detach()
 
 
+def actor_objective(
+    actor: Actor, critic: nn.Module, plasticity: Plasticity, batch: Batch, reference: Batch | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(−Q₁(s, μ(s)) with the actor's remedy terms, −Q₁(s, μ(s))); C51: Q₁'s expected value."""
+    actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean(dim=-1)
+    return plasticity.loss("actor", actor_loss, reference), actor_loss.detach()
+
+
+def explore(
+    actor: Actor,
+    noise_scales: ExplorationScales | None,
+    exploration_noise: float,
+    obs: torch.Tensor,
+    noise: torch.Tensor,
+) -> torch.Tensor:
+    """a = clip(μ(s) + ε, A), ε = noise·scale·σ: σ = --exploration-noise, or each env's own
+    (--exploration-noise-max)."""
+    with torch.no_grad():
+        std = exploration_noise if noise_scales is None else noise_scales.std[..., None]
+        return (actor(obs) + noise * actor.action_scale * std).clamp(*actor.bounds)
+
+
+def episode_values(
+    actor_target: Actor, critic: nn.Module, critic_target: nn.Module, obs, actions, next_obs
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LEAST's values: Q̂ = min Q(s, a) of the action taken, V̄(s') = min Q̄(s', μ̄(s'))."""
+    next_value = critic_target(next_obs, actor_target(next_obs)).min(dim=1).values
+    return critic(obs, actions).min(dim=1).values, next_value
+
+
+def update_critic(
+    objective: Callable, plasticity: Plasticity, batch: Batch, smoothing_noise, reference
+) -> dict[str, torch.Tensor]:
+    """One critic step on `objective` (critic_objective, compiled with --compile)."""
+    loss, q_values, qf_losses = objective(batch, smoothing_noise, reference)
+    plasticity.minimise("critic", loss)
+    return critic_report(q_values, qf_losses)
+
+
+def update_actor(
+    objective: Callable,
+    actor: Actor,
+    critic: nn.Module,
+    actor_target: Actor,
+    critic_target: nn.Module,
+    plasticity: Plasticity,
+    tau: float,
+    batch: Batch,
+    reference: Batch | None,
+) -> dict[str, torch.Tensor]:
+    """One actor step on `objective` (actor_objective); then θ̄ ← (1 − τ)θ̄ + τθ, all targets."""
+    # the gradient flows through Q₁ to the action, not into the critic's weights
+    with frozen(critic):
+        loss, actor_loss = objective(batch, reference)
+    plasticity.minimise("actor", loss)
+    polyak_update(actor_target, actor, tau)
+    polyak_update(critic_target, critic, tau)
+    return {"losses/actor_loss": actor_loss}
+
+
+# ---- build: everything a run holds --------------------------------------------------------------
 def check(args: Args) -> None:
-    """Every start-up check that needs no machine, env or network (`cleanrl-plus sweep` runs it too)."""
-    check_flags(args)
+    """Every check a TD3 run makes before anything exists, each a one-line UserError: remedies
+    TD3 cannot take (plasticity/catalogue.py), many-env flags that cannot work together, then
+    the run's own (cleanrl_plus.run.check_run_args)."""
+    catalogue.check("td3", args)
+    low, high = args.exploration_noise_min, args.exploration_noise_max
+    if high > 0 and low > high:
+        raise UserError(f"--exploration-noise-min {low} is above --exploration-noise-max {high}")
     check_run_args(args)
 
 
-def main(args: Args) -> dict:
+@dataclasses.dataclass(eq=False)
+class TD3(ActorCriticAgent):
+    """What a TD3 run holds besides an off-policy actor-critic's own (ActorCriticAgent): the
+    target actor μ̄, FastTD3's exploration scales and the two update steps."""
+
+    actor_target: Actor
+    noise_scales: ExplorationScales | None
+    """FastTD3's exploration std of each env (--exploration-noise-max); None: --exploration-noise"""
+    update_critic: Callable
+    """(batch, smoothing noise, C-CHAIN's reference batch) → what it logs"""
+    update_actor: Callable
+    """(batch, C-CHAIN's reference batch) → what it logs"""
+
+
+def build(args: Args) -> TD3:
+    """Check the flags, then build TD3 in the order its random numbers have always been drawn
+    (the actor's initialisation first). --compile compiles both losses and the acting step;
+    --cudagraphs captures the critic step, the actor step and the acting step."""
     check(args)
-    run = start_run(args)
-    device = run.device
-    members = Members(run.seeds, device)  # each member's random streams, from its own seed
-    K = len(members)
-    env, evaluator = make_envs(args, device)
-    envs.check_actions(env, args.env_id, gym.spaces.Box, "TD3", "agents/ddqn.py or agents/ppo.py")
-    obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(env.single_action_space.shape[0])
-    N = env.envs_per_member
-    # raw observations are stored; actor and critics normalise them inside, with the statistics of those acted on
+    instead = "agents/ddqn.py or agents/ppo.py"  # for discrete actions
+    run, members, env, evaluator = start(args, gym.spaces.Box, "TD3", instead)
+    device, space, N, K = run.device, env.single_action_space, env.envs_per_member, len(members)
+    obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(space.shape[0])
+    # raw observations are stored; actor and critics normalise them inside, with the statistics
+    # of those acted on
     normalizer = RunningMeanStd((obs_dim,), members=K, enabled=args.normalize_obs).to(device)
-    space = env.single_action_space
-    new_actor = lambda: with_normalizer(members.build(lambda k: make_actor(k, obs_dim, space, args)).to(device), normalizer)
-    new_critic = lambda: with_normalizer(
-        members.build(lambda k: make_critic(k, obs_dim, action_dim, args)).to(device), normalizer
-    )
+    one_actor = partial(make_actor, obs_dim=obs_dim, action_space=space, args=args)
+    one_critic = partial(make_critic, obs_dim=obs_dim, action_dim=action_dim, args=args)
+    new_actor = GroupNetwork(members, one_actor, device, normalizer)
+    new_critic = GroupNetwork(members, one_critic, device, normalizer)
     actor, critic = new_actor(), new_critic()
     actor_target, critic_target = target_copy(actor), target_copy(critic)
-    adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True) if args.weight_decay else {}
+    adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
+    adamw = adamw if args.weight_decay else {}
     actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
     critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
     replay = make_replay(args, (obs_dim,), (action_dim,), members, make_sampler(args.swd, N), N)
-    noise_scales = None  # --exploration-noise-max: FastTD3's σ per env of each member
+    noise_scales = None
     if args.exploration_noise_max > 0:
-        noise_scales = ExplorationScales(members, N, args.exploration_noise_min, args.exploration_noise_max)
+        low, high = args.exploration_noise_min, args.exploration_noise_max
+        noise_scales = ExplorationScales(members, N, low, high)
 
-    def episode_values(obs, actions, next_obs):  # LEAST: Q̂ = min Q(s, a) of the action taken, V̄(s') = min Q̄(s', μ̄(s'))
-        return critic(obs, actions).min(dim=1).values, critic_target(next_obs, actor_target(next_obs)).min(dim=1).values
+    critic_on_batch = partial(q_on_batch, critic)
+    critic_net = Network("critic", critic, critic_optimizer, critic_on_batch, new_critic, critic_target)
+    actor_on_batch = partial(on_obs, actor)
+    actor_net = Network("actor", actor, actor_optimizer, actor_on_batch, new_actor, actor_target)
+    least = dict(env=env, episode_values=partial(episode_values, actor_target, critic, critic_target))
+    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, members=K, **least)
 
-    critic_net = Network("critic", critic, critic_optimizer, lambda b: critic(b.obs, b.actions), new_critic, critic_target)
-    actor_net = Network("actor", actor, actor_optimizer, lambda b: actor(b.obs), new_actor, actor_target)
-    plasticity = Plasticity(args, critic_net, actor_net, logger=run.logger, members=K, env=env, episode_values=episode_values)
+    critic_loss = partial(critic_objective, critic, critic_target, actor_target, plasticity, args)
+    actor_loss = partial(actor_objective, actor, critic, plasticity)
+    act = partial(explore, actor, noise_scales, args.exploration_noise)
+    critic_loss, actor_loss, act = (compiled(f, args.compile) for f in (critic_loss, actor_loss, act))
+    critic_step = partial(update_critic, critic_loss, plasticity)
+    targets = (actor_target, critic_target)
+    actor_step = partial(update_actor, actor_loss, actor, critic, *targets, plasticity, args.tau)
+    # a captured step is captured again when a tensor it watches is replaced (injection, dropped
+    # optimiser state)
+    networks = (actor, critic, actor_target, critic_target, normalizer)
+    critic_step = GraphStep(critic_step, args.cudagraphs, watch=(*networks, critic_optimizer))
+    actor_step = GraphStep(actor_step, args.cudagraphs, watch=(*networks, actor_optimizer))
+    acting = (actor, normalizer, *([noise_scales] if noise_scales else []))
+    act = GraphStep(act, args.cudagraphs, watch=acting)
 
-    # ---- the update and the acting step as functions of tensors: --compile compiles the losses and the acting step,
-    # --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are drawn outside.
-    # Every quantity is (members, B, ...); each loss is one value per member, its own mean
-    def critic_objective(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None):
-        with torch.no_grad():  # y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)  (C51: its projected distribution)
-            next_actions = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, args.noise_clip)
-            target = q_target(critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda)
-        qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
-        return plasticity.loss("critic", qf_losses.sum(dim=1), reference), q_values.detach(), qf_losses.detach()
-
-    def actor_objective(batch: Batch, reference: Batch | None):
-        actor_loss = -critic.q1(batch.obs, actor(batch.obs)).mean(dim=-1)  # C51: the expected value of Q₁'s distribution
-        return plasticity.loss("actor", actor_loss, reference), actor_loss.detach()
-
-    def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():  # a = clip(μ(s) + ε, A), ε = noise·scale·σ (σ per env with --exploration-noise-max)
-            std = args.exploration_noise if noise_scales is None else noise_scales.std[..., None]
-            return (actor(obs) + noise * actor.action_scale * std).clamp(*actor.bounds)
-
-    critic_objective, actor_objective, explore = (
-        compiled(f, args.compile) for f in (critic_objective, actor_objective, explore)
+    # the generators load after the networks: re-injecting a head on resume draws a fresh one
+    state = plasticity.checkpointed() | {"replay": replay}
+    state |= {"exploration_scales": noise_scales} if noise_scales else {}
+    session = TrainingSession(run, "td3", env, evaluator, **state, members=members)
+    obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
+    return TD3(
+        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
+        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticAgent's
+        actor_target=actor_target,
+        noise_scales=noise_scales,
+        update_critic=critic_step,
+        update_actor=actor_step,
     )
 
-    def update_critic(batch: Batch, smoothing_noise: torch.Tensor, reference: Batch | None) -> dict[str, torch.Tensor]:
-        loss, q_values, qf_losses = critic_objective(batch, smoothing_noise, reference)
-        plasticity.minimise("critic", loss)
-        return critic_report(q_values, qf_losses)
 
-    def update_actor(batch: Batch, reference: Batch | None) -> dict[str, torch.Tensor]:
-        with frozen(critic):  # the gradient flows through Q₁ to the action, not into the critic's weights
-            loss, actor_loss = actor_objective(batch, reference)
-        plasticity.minimise("actor", loss)
-        polyak_update(actor_target, actor, args.tau)
-        polyak_update(critic_target, critic, args.tau)
-        return {"losses/actor_loss": actor_loss}
-
-    # a captured step is captured again when a tensor it watches is replaced (injection, dropped optimiser state)
-    networks = (actor, critic, actor_target, critic_target, normalizer)
-    update_critic = GraphStep(update_critic, args.cudagraphs, watch=(*networks, critic_optimizer))
-    update_actor = GraphStep(update_actor, args.cudagraphs, watch=(*networks, actor_optimizer))
-    explore = GraphStep(explore, args.cudagraphs, watch=(actor, normalizer, *([noise_scales] if noise_scales else [])))
-
-    extra = {"exploration_scales": noise_scales} if noise_scales else {}
-    # the generators load after the networks: re-injecting a head on resume draws a fresh one from them
-    session = TrainingSession(run, "td3", env, evaluator, **plasticity.checkpointed(), replay=replay, **extra, members=members)
-    obs, global_step, num_updates = session.start(env.reset(seed=run.seeds))
+# ---- train: the loop ----------------------------------------------------------------------------
+def train(td3: TD3) -> dict:
+    """The loop of the TD3 box: explore with Gaussian noise, step and store, update the critics on
+    every gradient step and the actor with the targets on every `policy_frequency`-th."""
+    args, members, replay, plasticity = td3.args, td3.members, td3.replay, td3.plasticity
+    session, policy = td3.session, td3.policy
+    action_dim, batch_size = int(td3.env.single_action_space.shape[0]), args.batch_size
+    obs, global_step, num_updates = session.start(td3.obs)
     losses: dict[str, torch.Tensor] = {}
 
-    while global_step < args.total_timesteps and not run.stop_requested:
-        # ---- act: a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A) ------------------------------------
-        act_randomly, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
-        normalizer.update(obs)  # with --normalize-obs: the only place the observation statistics change
-        actions = uniform_or_explore(act_randomly, explore, obs, *actor.bounds, members)
-        # ---- step and store (s, a, r, s', terminated): truncations, LEAST's early stops included, bootstrap -------
-        step, next_obs, truncated = step_and_store(env, replay, obs, actions, plasticity, global_step)
-        if noise_scales is not None:
-            noise_scales.redraw(step.terminated | truncated, members)
+    while global_step < args.total_timesteps and not td3.run.stop_requested:
+        # ---- act: a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A) ----------------
+        learn, actions = act_in_box(td3, obs, global_step, num_updates)
+        # ---- step and store (s, a, r, s', terminated): truncations (LEAST's too) bootstrap ------
+        step, next_obs, truncated = step_and_store(td3.env, replay, obs, actions, plasticity, global_step)
+        if td3.noise_scales is not None:
+            td3.noise_scales.redraw(step.terminated | truncated, members)
         obs = next_obs
-        previous_step, global_step = global_step, global_step + N
+        previous_step, global_step = global_step, global_step + td3.env.envs_per_member
 
-        # ---- learn: sample a batch; the critics every update, the actor and targets every `policy_frequency` ----------
+        # ---- learn: the critics every update, the actor and targets every `policy_frequency` --
         if learn:
-            for gradient_step in range(args.gradient_steps):
-                if gradient_step == 0 or not args.reuse_batch:
-                    batch = replay.sample(args.batch_size)
-                smoothing_noise = members.randn(args.batch_size, action_dim) * args.policy_noise
-                losses |= update_critic(batch, smoothing_noise, plasticity.reference_batch(replay, args.batch_size))
+            updates = args.gradient_steps
+            for batch, last in update_batches(replay, updates, batch_size, args.reuse_batch):
+                smoothing_noise = members.randn(batch_size, action_dim) * args.policy_noise
+                reference = plasticity.reference_batch(replay, batch_size)
+                losses |= td3.update_critic(batch, smoothing_noise, reference)
                 num_updates += 1
                 if num_updates % args.policy_frequency == 0:
-                    losses |= update_actor(batch, plasticity.reference_batch(replay, args.batch_size))
-                plasticity.after_update(num_updates, replay, global_step, gradient_step == args.gradient_steps - 1)
-            losses |= {"replay/sample_age": replay.age(batch).float().mean(dim=-1)} | plasticity.report()
+                    reference = plasticity.reference_batch(replay, batch_size)
+                    losses |= td3.update_actor(batch, reference)
+                plasticity.after_update(num_updates, replay, global_step, last)
+            losses |= {"replay/sample_age": replay.age(batch).float().mean(dim=-1)}
+            losses |= plasticity.report()
 
-        session.after_step(previous_step, global_step, num_updates, losses, actor, obs)
-        if session.task_switched:  # continual ids: what the agent keeps across a task switch (--continual.*)
-            plasticity.on_task_switch(args.continual, replay, (normalizer,))
+        session.after_step(previous_step, global_step, num_updates, losses, policy, obs)
+        # continual ids: what the agent keeps across a task switch (--continual.*)
+        if session.task_switched:
+            plasticity.on_task_switch(args.continual, replay, (td3.normalizer,))
 
-    return session.finish(global_step, num_updates, actor, obs)  # evaluation: μ(s) of each member, (members, E, |A|)
+    # evaluation: μ(s) of each member, (members, E, |A|)
+    return session.finish(global_step, num_updates, policy, obs)
 
 
-def load_policy(args: Args, env, state: dict, device: torch.device) -> Actor:
-    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`): one member, the run's own, observation statistics
-    included."""
+def main(args: Args) -> dict:
+    return train(build(args))
+
+
+def load_policy(args: Args, env, state: dict, device: torch.device) -> DeterministicPolicy:
+    """The evaluation policy μ(s) of a checkpoint (`cleanrl-plus eval`): one member, the run's
+    own, observation statistics included."""
     obs_dim = int(env.single_observation_space.shape[0])
     normalizer = RunningMeanStd((obs_dim,), enabled=args.normalize_obs)
-    actor = with_normalizer(make_actor(1, obs_dim, env.single_action_space, args), normalizer).to(device)
+    actor = make_actor(1, obs_dim, env.single_action_space, args)
+    actor = with_normalizer(actor, normalizer).to(device)
     rebuild_injected_heads(actor, state["actor"]).load_state_dict(state["actor"])
-    return actor
+    return DeterministicPolicy(actor)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,17 @@ class Evaluator:
         self.env.close()
 
 
+class DeterministicPolicy:
+    """An actor as an evaluation policy, called `policy(obs, generators)` as `Evaluator` calls one: its action
+    `actor(obs)` (TD3's μ(s), SAC's tanh(μ(x))), which draws nothing from the evaluation's generators."""
+
+    def __init__(self, actor: torch.nn.Module) -> None:
+        self.actor = actor
+
+    def __call__(self, obs: torch.Tensor, generators: Members) -> torch.Tensor:
+        return self.actor(obs)
+
+
 def env_options(args: Any) -> dict[str, Any]:
     """The env keywords an agent's flags ask for: the continual setting, --env-backend, dm-control's --action-repeat
     (the same for every member of a group: the member seeds go to `envs.make(members=)` apart)."""

@@ -37,7 +37,7 @@ class EnsembleLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias, x, self.weight)
 
-    def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
+    def forward_copy(self, index: int, x: torch.Tensor) -> torch.Tensor:
         """Only entry `index` on a (batch, in) input, or, on a group's (members, batch, in) input, copy `index` of each
         member's copies (entries index, index + copies, …): the actor loss needs Q1 alone."""
         if x.dim() == 2:
@@ -51,7 +51,7 @@ class EnsembleLinear(nn.Module):
 
 
 class EnsembleLayerNorm(nn.Module):
-    """LayerNorm over the last dim with a separate affine (scale, shift) per ensemble member."""
+    """LayerNorm over the last dim with a separate affine (scale, shift) per ensemble entry (each member's copies)."""
 
     def __init__(self, ensemble_size: int, width: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -62,9 +62,9 @@ class EnsembleLayerNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
 
-    def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        """As EnsembleLinear.member: entry `index` on (batch, width), copy `index` of each member on (members, batch,
-        width)."""
+    def forward_copy(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        """As EnsembleLinear.forward_copy: entry `index` on (batch, width), copy `index` of each member on (members,
+        batch, width)."""
         if x.dim() == 2:
             return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight[index] + self.bias[index]
         copies = self.weight.shape[0] // x.shape[0]
@@ -85,7 +85,7 @@ class NormedLinear(nn.Linear):
 
 
 class NormedEnsembleLinear(EnsembleLinear):
-    """EnsembleLinear followed by a per-member LayerNorm (the twin-critic form of NormedLinear)."""
+    """EnsembleLinear followed by a LayerNorm with an affine per ensemble entry (the twin-critic form of NormedLinear)."""
 
     def __init__(self, ensemble_size: int, in_features: int, out_features: int) -> None:
         super().__init__(ensemble_size, in_features, out_features)
@@ -94,8 +94,8 @@ class NormedEnsembleLinear(EnsembleLinear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(super().forward(x))
 
-    def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        return self.norm.member(index, super().member(index, x))
+    def forward_copy(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return self.norm.forward_copy(index, super().forward_copy(index, x))
 
 
 class MemberConv2d(nn.Module):

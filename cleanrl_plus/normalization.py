@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from cleanrl_plus.distributional import CategoricalCritic
+
 
 class RunningMeanStd(nn.Module):
     """x̃ = (x − μ) / √(σ² + ε), with μ, σ² merged batch by batch (Chan et al.'s parallel formula), one μ, σ² per member
@@ -113,3 +115,10 @@ class RewardScaler(nn.Module):
     def reset(self) -> None:
         self.return_rms.reset()
         self.discounted_return.zero_()
+
+
+def with_normalizer(module: nn.Module, normalizer: nn.Module) -> nn.Module:
+    """`module` reading its inputs through `normalizer` (the group's observation statistics, one per member), attached
+    after `Members.build` so each member's part of it is its own; a C51 critic's base network reads them."""
+    (module.base if isinstance(module, CategoricalCritic) else module).normalize = normalizer
+    return module

@@ -31,8 +31,8 @@ LAYER_NORM_EPS = 1e-6  # flax's LayerNorm default, as in the official SimBa code
 
 def orthogonal_(layer: EnsembleLinear, gain: float = 1.0) -> EnsembleLinear:
     with torch.no_grad():
-        for member in layer.weight:
-            nn.init.orthogonal_(member, gain=gain)
+        for entry in layer.weight:  # one orthogonal matrix per ensemble entry (a copy of a member)
+            nn.init.orthogonal_(entry, gain=gain)
         layer.bias.zero_()
     return layer
 

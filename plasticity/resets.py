@@ -639,13 +639,10 @@ class InjectedHead(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.old(x) + self.fresh(x) - self.fresh_frozen(x)
 
-    # ensemble heads: one member (TD3's Q₁)
-    def member(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        return (
-            self.old.member(index, x)
-            + self.fresh.member(index, x)
-            - self.fresh_frozen.member(index, x)
-        )
+    def forward_copy(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        """Ensemble heads: copy `index` of each member alone (TD3's Q₁)."""
+        old, fresh = self.old.forward_copy(index, x), self.fresh.forward_copy(index, x)
+        return old + fresh - self.fresh_frozen.forward_copy(index, x)
 
 
 def _replace(root: nn.Module, name: str, module: nn.Module) -> None:

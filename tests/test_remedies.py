@@ -47,7 +47,7 @@ def test_doubling_activations_halve_the_units_and_keep_the_feature_width():
     assert net(torch.randn(1, 5, 4)).shape == (1, 5, 3)
 
 
-def test_layer_norm_normalises_each_hidden_preactivation_and_the_twin_critic_member_path_agrees():
+def test_layer_norm_normalises_each_hidden_preactivation_and_the_twin_critic_copy_path_agrees():
     layer = NormedLinear(6, 10)
     h = layer(torch.randn(128, 6) * 5 + 3)
     torch.testing.assert_close(h.mean(-1), torch.zeros(128), atol=1e-5, rtol=0)
@@ -55,7 +55,7 @@ def test_layer_norm_normalises_each_hidden_preactivation_and_the_twin_critic_mem
     critic = TwinCritic(3, 1, (8, 8), norm="layer", activation="fourier")
     with torch.no_grad():
         for norm in (critic.layers[0].norm, critic.layers[1].norm):
-            norm.weight.uniform_(0.5, 2.0)  # distinct affines per member, so a wrong index in member() shows
+            norm.weight.uniform_(0.5, 2.0)  # distinct affines per copy, so a wrong index in forward_copy() shows
             norm.bias.normal_()
     obs, action = torch.randn(1, 7, 3), torch.randn(1, 7, 1)  # one member
     torch.testing.assert_close(critic.q1(obs, action), critic(obs, action)[:, 0])

@@ -233,7 +233,8 @@ def test_observation_statistics_come_from_the_observations_acted_on(runs_dir):
     from cleanrl_plus.normalization import RunningMeanStd
 
     policy = td3_load_policy(result, state)
-    assert isinstance(policy.normalize, RunningMeanStd) and torch.equal(policy.normalize.mean, statistics["mean"])
+    normalize = policy.actor.normalize
+    assert isinstance(normalize, RunningMeanStd) and torch.equal(normalize.mean, statistics["mean"])
 
 
 def td3_load_policy(result, state):

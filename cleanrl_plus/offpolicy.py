@@ -1,0 +1,114 @@
+"""What Double DQN, TD3 and SAC share around their algorithm, written once: the start of a run (its members'
+generators and its envs), the part of a built agent every off-policy loop reads, networks built member by member
+(and rebuilt so by the resets), the forwards the plasticity code runs on a replay batch and the batches of a learning
+phase.
+
+    agent = build(args)     # an OffPolicyAgent: networks, optimisers, replay, plasticity, session, the steps
+    train(agent)            # act → step and store → learn, the CleanRL loop
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator
+
+import gymnasium as gym
+import torch
+import torch.nn as nn
+
+import envs
+from cleanrl_plus.evaluator import Evaluator, make_envs
+from cleanrl_plus.exploration import uniform_or_explore
+from cleanrl_plus.members import Members
+from cleanrl_plus.normalization import with_normalizer
+from cleanrl_plus.replay import Batch, ReplayBuffer
+from cleanrl_plus.run import Run, start_run
+from cleanrl_plus.session import TrainingSession
+
+
+def start(args: Any, space: type[gym.Space], algorithm: str, instead: str) -> tuple[Run, Members, Any, Evaluator]:
+    """The run (its checks passed), its members' generators (each from its own seed), its training envs and evaluator;
+    an action space other than `space` is a one-line UserError that names the agents to use `instead`."""
+    run = start_run(args)
+    members = Members(run.seeds, run.device)
+    env, evaluator = make_envs(args, run.device)
+    envs.check_actions(env, args.env_id, space, algorithm, instead)
+    return run, members, env, evaluator
+
+
+@dataclasses.dataclass(eq=False)
+class OffPolicyAgent:
+    """What every off-policy `build` returns besides its own networks, optimisers and steps (each agent's subclass)."""
+
+    args: Any
+    run: Run
+    members: Members
+    env: Any
+    obs: torch.Tensor
+    """the observations of the first step (a resumed run continues from its checkpoint's: `session.start`)"""
+    replay: ReplayBuffer
+    plasticity: Any
+    """the agent's plasticity.Plasticity: remedies, diagnostics and resets of its networks"""
+    session: TrainingSession
+    policy: Callable[[torch.Tensor, Members], torch.Tensor]
+    """the evaluation policy, (observations, the evaluation's generators) → actions"""
+
+
+@dataclasses.dataclass(eq=False)
+class ActorCriticAgent(OffPolicyAgent):
+    """An off-policy actor-critic on a Box (TD3, SAC): what its acting step reads, and the networks
+    and optimisers every such agent holds, besides OffPolicyAgent's."""
+
+    actor: nn.Module
+    critic: nn.Module
+    critic_target: nn.Module
+    actor_optimizer: torch.optim.Optimizer
+    critic_optimizer: torch.optim.Optimizer
+    normalizer: nn.Module
+    """the observation statistics every network reads, changed only by acting (--normalize-obs)"""
+    explore: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    """(observations, noise ~ N(0, I) drawn outside) → the exploring policy's actions"""
+
+
+def act_in_box(agent: ActorCriticAgent, obs: torch.Tensor, global_step: int, num_updates: int) -> tuple[bool, torch.Tensor]:
+    """(learn after this step, the actions) of an actor-critic at `global_step`: a ~ U(A) while it acts at random (before
+    learning starts, and in a continual task's random steps), else `agent.explore(s, noise)`. The observation
+    statistics are updated with s first: with --normalize-obs the only place they change."""
+    act_randomly, learn = agent.session.off_policy_phase(global_step, num_updates, agent.args.learning_starts)
+    agent.normalizer.update(obs)
+    return learn, uniform_or_explore(act_randomly, agent.explore, obs, *agent.actor.bounds, agent.members)
+
+
+@dataclasses.dataclass(eq=False)
+class GroupNetwork:
+    """Called, a fresh network of every member: `make(members)` built member by member from each member's generator
+    (`Members.build`) on `device`, reading its inputs through `normalizer` where given. The agent builds its networks
+    with it, and the resets rebuild them with it."""
+
+    members: Members
+    make: Callable[[int], nn.Module]
+    device: torch.device
+    normalizer: nn.Module | None = None
+
+    def __call__(self) -> nn.Module:
+        module = self.members.build(self.make).to(self.device)
+        return module if self.normalizer is None else with_normalizer(module, self.normalizer)
+
+
+def on_obs(network: Callable[[torch.Tensor], Any], batch: Batch) -> Any:
+    """network(s) on a replay batch: an actor's or a Q(s, ·) network's output, as the plasticity code reads it."""
+    return network(batch.obs)
+
+
+def q_on_batch(critic: nn.Module, batch: Batch) -> torch.Tensor:
+    """Q(s, a) of every copy of a critic on a replay batch, as the plasticity code reads it."""
+    return critic(batch.obs, batch.actions)
+
+
+def update_batches(replay: ReplayBuffer, updates: int, batch_size: int, reuse: bool) -> Iterator[tuple[Batch, bool]]:
+    """(batch, whether it is the phase's last update) for each of `updates` gradient steps of a learning phase: a fresh
+    batch for each, sampled as its update begins, or the first one again with `reuse` (same-batch reuse, CIR's SMR)."""
+    for index in range(updates):
+        if index == 0 or not reuse:
+            batch = replay.sample(batch_size)
+        yield batch, index == updates - 1
