@@ -20,7 +20,7 @@ def test_ruff_finds_nothing_to_change(command):
 
 
 # folder → how many of its lines may run over 100 columns (issue #39: a quarter of the count before it)
-LONG_LINE_LIMITS = {"plasticity": 172}
+LONG_LINE_LIMITS = {"agents": 103, "plasticity": 172}  # issue 39: a quarter of 413 and of 689
 
 
 @pytest.mark.parametrize("folder", sorted(LONG_LINE_LIMITS))
