@@ -267,18 +267,21 @@ def test_bench_profile_lists_a_groups_costliest_operators_first():
     flags = "--num-envs 4 --num-steps 32 --num-minibatches 2 --update-epochs 2 --eval-every 0"
     result = run_script(
         "-m", "commands.cli", "bench", "profile", "--env-id", "torch:CartPole-v1", "--seeds", "3",
-        "--total-timesteps", "256", "--rows", "8", "--flags", flags, "--json-out",
+        "--total-timesteps", "256", "--rows", "1000", "--flags", flags, "--json-out",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["trained_seeds"] == [1, 2, 3]  # one group of three, each run to its end
+    # every operator (not a top few, whose order a loaded machine changes): the members' batched layers among them
     operators = report["operators"]
-    assert len(operators) == 8 and "aten::baddbmm" in [row["name"] for row in operators]  # the members' batched layers
+    assert 8 < len(operators) < 1000 and "aten::baddbmm" in [row["name"] for row in operators]
     times = [row["self_cpu_s"] for row in operators]
     assert times == sorted(times, reverse=True) and times[0] > 0
-    assert 0 < sum(row["share"] for row in operators) < 1  # shares of all the operators, not of those listed
+    assert sum(row["share"] for row in operators) == pytest.approx(1, abs=0.01)  # every operator, shares rounded to 1e-4
     assert operators[0]["share"] == pytest.approx(times[0] / report["profiled_cpu_s"], abs=1e-4)
-    assert report["profiled_cpu_s"] <= report["cpu_s"]
+    # the profiler times an operator from its start to its end: on a loaded machine that may exceed the process's CPU
+    # time, so only both being measured is checked
+    assert report["profiled_cpu_s"] > 0 and report["cpu_s"] > 0
 
 
 def test_output_cut_short_by_the_reader_is_not_a_traceback(tmp_path):
