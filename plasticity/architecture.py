@@ -24,7 +24,7 @@ Normalize-and-Project (--nap.*).
   nonlinearity of every torso: MLP hidden layers, the convolutions and dense layer of the CNNs
   (cleanrl_plus.encoders), and the expansion layer of SimBa's residual blocks, whose ReLU otherwise
   reads an unnormalised W₁·LN(h) (cleanrl_plus.simba). Projected: every weight matrix that a norm
-  follows — hidden layers and CNN kernels, ensemble members each on their own [paper]; left free:
+  follows — hidden layers and CNN kernels, each member and copy on its own [paper]; left free:
   biases, the norms' scale and shift, and the output heads, whose scale sets the output's (a head
   projected to its initial norm, 0.01 for PPO's policy, pins μ near 0) [ours: the text of arXiv
   2407.01800v1 that we could check names no projection of the unnormalised output layer].

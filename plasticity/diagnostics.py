@@ -22,7 +22,7 @@
 - churn across one update (Tang & Berseth 2024, "Improving deep RL by reducing the chain effect of
   value and policy churn"):
 on a separate reference batch drawn just before
-  update n, value churn E|Q_θ′ − Q_θ| for critics (mean over ensemble members and, for DQN,
+  update n, value churn E|Q_θ′ − Q_θ| for critics (mean over a critic's copies and, for DQN,
   actions; DQN also logs the fraction of states whose greedy action changes), policy churn
   E‖π_θ′(s) − π_θ(s)‖ for actors (the change of the deterministic action, of PPO's mean
   or logits) and, for stochastic policies, E KL(π_θ(·|s) ‖ π_θ′(·|s)) in closed form from
