@@ -298,13 +298,16 @@ class Policy(nn.Module):
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
         return dist.log_prob(actions), dist.entropy()
 
-    def noise(self, members: Members, batch: int) -> Tensor:
-        """The random numbers `sample` turns into actions for `batch` observations of each member,
-        from the member's own generator, drawn as torch's own samplers draw them: ε ~ N(0, 1) per
-        action dimension (Box), E ~ Exp(1) per action (Discrete)."""
+    def noise(self, members: Members, steps: int, batch: int) -> Tensor:
+        """The random numbers `sample` turns into actions for `steps` successive batches of `batch`
+        observations of each member, (members, steps, batch, outputs), from the member's own
+        generator, drawn as torch's own samplers draw them: ε ~ N(0, 1) per action dimension (Box),
+        E ~ Exp(1) per action (Discrete). Exponential draws take a generator's numbers in the same
+        order whatever their size, so the Discrete block is one draw per member; normal draws do not
+        (16 or more take another path), so Box noise is drawn step by step."""
         if self.continuous:
-            return members.randn(batch, self.outputs)
-        return members.exponential(batch, self.outputs)
+            return torch.stack([members.randn(batch, self.outputs) for _ in range(steps)], dim=1)
+        return members.exponential(steps, batch, self.outputs)
 
     def sample(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
         """(a ~ π(·|s), log π(a|s)) from `noise`: a = μ + σ·ε (Box), or a = argmax p/E, the
@@ -680,9 +683,12 @@ def train(parts: PPOParts) -> dict:
         parts.anneal(progress_left=1.0 - (iteration - 1) / num_iterations)
 
         # ---- rollout with π_old (observations are stored normalised, as the policy saw them) ----
+        # the rollout's random numbers drawn at once: the same numbers, a call per member, not per step
+        noise = agent.policy.noise(members, args.num_steps, env.envs_per_member)
+        env.draw_ahead(args.num_steps)
         with torch.no_grad():
             for t in range(args.num_steps):
-                actions, logprobs = parts.act(obs, agent.policy.noise(members, env.envs_per_member))
+                actions, logprobs = parts.act(obs, noise[:, t])
                 step = env.step(parts.to_env(actions))
                 rewards = reward_scaler(step.reward, step.terminated | step.truncated) * args.reward_scale
                 # the true s' (final obs at episode ends), current statistics

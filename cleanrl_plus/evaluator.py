@@ -3,12 +3,14 @@ full episodes and raw rewards where a backend shapes them for learning, e.g. Ata
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 import envs
+from cleanrl_plus.graphs import compiled
 from cleanrl_plus.members import MemberEnvs, Members
 from cleanrl_plus.run import group_seeds
 from envs.continual import is_continual
@@ -112,4 +114,6 @@ def make_envs(args: Any, device: torch.device) -> tuple[Any, Evaluator]:
     member, seeds of its own)."""
     options, seeds = env_options(args), group_seeds(args)
     env = envs.make(args.env_id, num_envs=args.num_envs, device=device, members=seeds, **options)
+    if getattr(args, "compile", False):  # tensor backends step through one compiled function (host backends: no-op)
+        env.compile_steps(partial(compiled, enabled=True))
     return MemberEnvs(env, len(seeds)), Evaluator(args.env_id, args.eval_episodes, args.seed, device, members=seeds, **options)

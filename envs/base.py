@@ -92,6 +92,12 @@ class TorchVecEnv:
     def close(self) -> None:
         pass
 
+    def draw_ahead(self, steps: int) -> None:
+        """Draw the random numbers of the next `steps` steps now (tensor backends; the others draw their own)."""
+
+    def compile_steps(self, compiler: Any) -> None:
+        """Compile the tensor part of a step with `compiler(fn)` (tensor backends; the others step on the host)."""
+
     def reset_where(self, mask: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """End the episodes of the sub-envs in `mask` now (an early stop, i.e. a truncation) and return the batch of
         observations to act on, with fresh initial observations where `mask` is set."""

@@ -642,3 +642,9 @@ class ContinualVecEnv(TorchVecEnv):
 
     def close(self) -> None:
         self.inner.close()
+
+    def draw_ahead(self, steps: int) -> None:
+        self.inner.draw_ahead(steps)
+
+    def compile_steps(self, compiler: Any) -> None:
+        self.inner.compile_steps(compiler)
