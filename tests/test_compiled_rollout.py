@@ -29,9 +29,9 @@ def _random_actions(env, generator: torch.Generator) -> torch.Tensor:
 def _steps(env, count: int, draw_ahead: bool = False, cut_at: int = -1) -> list[torch.Tensor]:
     """Every tensor `count` random-action steps return (and one early reset at step `cut_at`)."""
     generator, seen = torch.Generator().manual_seed(0), []
+    obs = env.reset()
     if draw_ahead:
         env.draw_ahead(count + (cut_at >= 0))
-    obs = env.reset()
     for t in range(count):
         step = env.step(_random_actions(env, generator))
         seen += list(step)
@@ -53,7 +53,7 @@ def test_initial_states_drawn_ahead_are_the_ones_drawn_step_by_step(env_id):
         assert torch.equal(expected, got)
     for expected, got in zip(stepwise.generators, ahead.generators):
         assert torch.equal(expected.get_state(), got.get_state())
-    assert ahead.drawn == []
+    assert ahead.drawn == []  # all used: the draws were the steps' own
 
 
 def test_a_checkpoint_with_initial_states_drawn_ahead_and_unused_is_refused_and_reset_drops_them():
