@@ -195,7 +195,8 @@ def test_files_the_arms_cannot_use_are_refused_before_anything_runs(cleanrl_scri
     assert "is not an empty folder" in refusal(["--arms", "ours", "--scratch", str(tmp_path / "scratch")], capsys)
     # a good command line passes, and the CleanRL arm holds the patched text, not the file as fetched
     args = peers.parse_args(["--cleanrl", str(cleanrl_script), "--scratch", str(tmp_path / "new"), "--seeds", "2"])
-    assert args.arms == ["cleanrl", "ours", "group", "group-torch", "rejax"] and "SAME_STEP" in args.cleanrl_text
+    default_arms = ["cleanrl", "ours", "group", "group-torch", "group-compiled", "group-torch-compiled", "rejax"]
+    assert args.arms == default_arms and "SAME_STEP" in args.cleanrl_text
     assert not (tmp_path / "new").exists()
 
 
@@ -231,11 +232,14 @@ def test_every_arm_runs_the_same_whole_rollouts_and_seeds(cleanrl_script, tmp_pa
         jobs["cleanrl"][0][1][1] == scratch / "peers" / "cleanrl_ppo.py"
         and jobs["cleanrl"][1][2] == scratch / "cleanrl" / "seed-2"
     )
-    for arm, env_id in (("ours", "CartPole-v1"), ("group", "CartPole-v1"), ("group-torch", "torch:CartPole-v1")):
+    ours = (("ours", "CartPole-v1"), ("group", "CartPole-v1"), ("group-torch", "torch:CartPole-v1"))
+    ours += (("group-compiled", "CartPole-v1"), ("group-torch-compiled", "torch:CartPole-v1"))
+    for arm, env_id in ours:
         for _, argv, _ in jobs[arm]:
             assert argv[1] == peers.REPO / "agents" / "ppo.py" and argv[argv.index("--env-id") + 1] == env_id
             assert argv[argv.index("--runs-dir") + 1] == scratch / arm / "runs"
-    for arm in ("group", "group-torch", "rejax", "purejaxrl"):  # one process for every seed
+            assert ("--compile" in argv) == arm.endswith("-compiled")
+    for arm in ("group", "group-torch", "group-compiled", "group-torch-compiled", "rejax", "purejaxrl"):  # one process
         (_, argv, _), *more = jobs[arm]
         assert not more and argv[argv.index("--seeds") + 1 :][:3] == [1, 2, 3]
     for arm in ("rejax", "purejaxrl"):

@@ -39,7 +39,8 @@ RECIPE = dict(num_envs=4, num_steps=128, num_minibatches=4, update_epochs=4, lea
 RECIPE |= dict(gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5)
 ROLLOUT = RECIPE["num_envs"] * RECIPE["num_steps"]
 LAST_EPISODES = 10
-ARMS = ("cleanrl", "ours", "group", "group-torch", "rejax", "purejaxrl")
+ARMS = ("cleanrl", "ours", "group", "group-torch", "group-compiled", "group-torch-compiled", "rejax", "purejaxrl")
+GROUP_ENVS = {"group": "CartPole-v1", "group-torch": "torch:CartPole-v1"}  # each arm also --compile'd ("-compiled")
 # agents/ppo.py's defaults hold the rest of the recipe; CleanRL's script has no observation or reward normalisation
 OURS_FLAGS = ["--no-normalize-obs", "--no-normalize-reward", "--device", "cpu", "--threads", "1"]
 OURS_FLAGS += ["--eval-every", "0", "--checkpoint-every", "0", "--no-progress"]  # one evaluation and checkpoint, at the end
@@ -244,9 +245,9 @@ def arm_jobs(arm: str, args: argparse.Namespace, scratch: Path) -> list[tuple[st
         return [(f"seed-{seed}", [*cleanrl, "--seed", seed], folder / f"seed-{seed}") for seed in seeds]
     if arm == "ours":
         return [(f"seed-{seed}", [*ours, "--env-id", "CartPole-v1", "--seed", seed], folder) for seed in seeds]
-    if arm in ("group", "group-torch"):
-        env_id = "CartPole-v1" if arm == "group" else "torch:CartPole-v1"
-        return [("group", [*ours, "--env-id", env_id, "--seeds", *seeds], folder)]
+    if arm.removesuffix("-compiled") in GROUP_ENVS:
+        compile_flag = ["--compile"] if arm.endswith("-compiled") else []
+        return [("group", [*ours, "--env-id", GROUP_ENVS[arm.removesuffix("-compiled")], "--seeds", *seeds, *compile_flag], folder)]
     peer = ["--script", args.purejaxrl.resolve()] if arm == "purejaxrl" else []
     out = folder / "returns.json"
     return [(arm, [args.jax_python, JAX_ARM, arm, *peer, "--seeds", *seeds, "--steps", args.steps, "--out", out], folder)]
