@@ -590,6 +590,13 @@ class PPOParts:
     estimate_advantages: GraphStep
     update: GraphStep
 
+    def draw_rollout(self) -> Tensor:
+        """The next rollout's random numbers, drawn now: the env's reset states (it keeps them) and
+        the action noise, returned (members, num_steps, envs, ...). The numbers a step-by-step draw
+        takes, in one call per member instead of one per member and step."""
+        self.env.draw_ahead(self.args.num_steps)
+        return self.agent.policy.noise(self.members, self.args.num_steps, self.env.envs_per_member)
+
     def anneal(self, progress_left: float) -> None:
         """lr ← lr₀·progress_left (--anneal-lr) and ε ← ε₀·progress_left (--anneal-clip), in place."""
         args = self.args
@@ -683,9 +690,7 @@ def train(parts: PPOParts) -> dict:
         parts.anneal(progress_left=1.0 - (iteration - 1) / num_iterations)
 
         # ---- rollout with π_old (observations are stored normalised, as the policy saw them) ----
-        # the rollout's random numbers drawn at once: the same numbers, a call per member, not per step
-        noise = agent.policy.noise(members, args.num_steps, env.envs_per_member)
-        env.draw_ahead(args.num_steps)
+        noise = parts.draw_rollout()
         with torch.no_grad():
             for t in range(args.num_steps):
                 actions, logprobs = parts.act(obs, noise[:, t])

@@ -186,6 +186,8 @@ def test_a_compiled_group_member_on_torch_cartpole_is_its_compiled_one_seed_run(
     torch._dynamo.reset()
     compiled = ppo.main(ppo.Args(seed=7, compile=True, exp_name="torch-tanh", runs_dir=runs_dir, **TINY))
     eager = ppo.main(ppo.Args(seed=7, exp_name="eager", runs_dir=runs_dir, **TINY))
-    for expected, got in zip(torch.utils._pytree.tree_leaves(_state(eager)), torch.utils._pytree.tree_leaves(_state(compiled))):
+    for expected, got in zip(
+        torch.utils._pytree.tree_leaves(_state(eager)), torch.utils._pytree.tree_leaves(_state(compiled))
+    ):
         if isinstance(expected, torch.Tensor):
             assert torch.equal(expected, got)
