@@ -204,16 +204,19 @@ TANH_NUMERATOR += (1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e
 TANH_DENOMINATOR = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03)
 
 
+def _horner(x: torch.Tensor, coefficients: tuple[float, ...]) -> torch.Tensor:
+    """The polynomial with `coefficients` (highest power first) at x."""
+    value = x * coefficients[0] + coefficients[1]
+    for coefficient in coefficients[2:]:
+        value = value * x + coefficient
+    return value
+
+
 def rational_tanh(x: torch.Tensor) -> torch.Tensor:
-    """tanh(x) as XLA computes it on a CPU (within 7 float32 ulps of the true value; tests/test_layers_tanh.py)."""
+    """tanh(x) as XLA computes it on a CPU (within 7 float32 ulps of the true value; tests/test_compiled_rollout.py)."""
     clamped = x.clamp(-9.0, 9.0)
     square = clamped * clamped
-    numerator = square * TANH_NUMERATOR[0] + TANH_NUMERATOR[1]
-    for coefficient in TANH_NUMERATOR[2:]:
-        numerator = numerator * square + coefficient
-    denominator = square * TANH_DENOMINATOR[0] + TANH_DENOMINATOR[1]
-    for coefficient in TANH_DENOMINATOR[2:]:
-        denominator = denominator * square + coefficient
+    numerator, denominator = _horner(square, TANH_NUMERATOR), _horner(square, TANH_DENOMINATOR)
     # the clamp keeps |y| ≤ 1 (the rational overshoots by up to 2.4e-7 near ±9), so 1 − y² ≥ 0 in backward
     return torch.where(x.abs() < 0.0004, x, (clamped * numerator / denominator).clamp(-1.0, 1.0))
 

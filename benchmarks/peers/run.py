@@ -245,11 +245,9 @@ def arm_jobs(arm: str, args: argparse.Namespace, scratch: Path) -> list[tuple[st
         return [(f"seed-{seed}", [*cleanrl, "--seed", seed], folder / f"seed-{seed}") for seed in seeds]
     if arm == "ours":
         return [(f"seed-{seed}", [*ours, "--env-id", "CartPole-v1", "--seed", seed], folder) for seed in seeds]
-    if arm.removesuffix("-compiled") in GROUP_ENVS:
-        compile_flag = ["--compile"] if arm.endswith("-compiled") else []
-        return [
-            ("group", [*ours, "--env-id", GROUP_ENVS[arm.removesuffix("-compiled")], "--seeds", *seeds, *compile_flag], folder)
-        ]
+    if (group_arm := arm.removesuffix("-compiled")) in GROUP_ENVS:
+        compile_flag = ["--compile"] if arm != group_arm else []
+        return [("group", [*ours, "--env-id", GROUP_ENVS[group_arm], "--seeds", *seeds, *compile_flag], folder)]
     peer = ["--script", args.purejaxrl.resolve()] if arm == "purejaxrl" else []
     out = folder / "returns.json"
     return [(arm, [args.jax_python, JAX_ARM, arm, *peer, "--seeds", *seeds, "--steps", args.steps, "--out", out], folder)]
