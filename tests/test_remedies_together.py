@@ -369,3 +369,24 @@ def test_benchmark_plans_parse_and_every_configuration_is_applicable(plan):
         covered |= catalogue.active(args)
     assert covered == names - {"CIR"}, names - covered  # every applicable remedy has a configuration
     assert len(spec["seeds"]) >= 5 and {"baseline", "oracle"} <= set(spec["config"])
+
+
+@pytest.mark.parametrize("plan", ["remedies.toml", "remedies-permute.toml"])
+def test_the_ppo_plans_reset_as_often_as_their_first_reading(plan):
+    """Full and layer resets count environment steps per member (plasticity/resets.py ENV_STEP_METHODS): over the
+    plans' 3 tasks × 40k steps the intervals give the 3 full and 9 layer resets that 3,000 and 1,000 updates gave
+    (20 updates per 256 steps) — an interval written in updates would reset 40 and 120 times."""
+    import shlex
+    import tomllib
+
+    import tyro
+
+    from agents import ppo
+
+    spec = tomllib.loads((REPO / "benchmarks" / plan).read_text())
+    resets = {}
+    for name in ("full-reset", "layer-reset"):
+        args = tyro.cli(ppo.Args, args=shlex.split(spec["flags"] + " " + spec["config"][name]))
+        steps = args.continual.steps_per_task * args.continual.num_tasks
+        resets[name] = steps // args.reset.every
+    assert resets == {"full-reset": 3, "layer-reset": 9}
