@@ -351,20 +351,32 @@ def test_remedies_command_prints_the_matrix_and_the_docs_table_matches_it():
     )
 
 
-@pytest.mark.parametrize("plan", ["remedies.toml", "remedies-ddqn.toml"])
-def test_benchmark_plans_parse_and_every_configuration_is_applicable(plan):
-    import shlex
+def benchmark_plan(plan: str) -> tuple[dict, type]:
+    """A plan of benchmarks/ and its agent's Args."""
     import tomllib
-
-    import tyro
 
     spec = tomllib.loads((REPO / "benchmarks" / plan).read_text())
     (agent,) = spec["agent"]
-    module = __import__(f"agents.{agent}", fromlist=["Args"])
+    return spec, __import__(f"agents.{agent}", fromlist=["Args"]).Args
+
+
+def configuration_args(spec: dict, args_type: type, name: str):
+    """A plan configuration's Args: the plan's flags, then the configuration's (a typo in a flag fails here)."""
+    import shlex
+
+    import tyro
+
+    return tyro.cli(args_type, args=shlex.split(spec["flags"] + " " + spec["config"][name]))
+
+
+@pytest.mark.parametrize("plan", ["remedies.toml", "remedies-ddqn.toml"])
+def test_benchmark_plans_parse_and_every_configuration_is_applicable(plan):
+    spec, args_type = benchmark_plan(plan)
+    (agent,) = spec["agent"]
     names = {r.name for r in catalogue.REMEDIES if r.applies_to(agent)}
     covered = set()
-    for name, flags in spec["config"].items():
-        args = tyro.cli(module.Args, args=shlex.split(spec["flags"] + " " + flags))  # a typo in a flag fails here
+    for name in spec["config"]:
+        args = configuration_args(spec, args_type, name)
         catalogue.check(agent, args)
         covered |= catalogue.active(args)
     assert covered == names - {"CIR"}, names - covered  # every applicable remedy has a configuration
@@ -376,17 +388,10 @@ def test_the_ppo_plans_reset_as_often_as_their_first_reading(plan):
     """Full and layer resets count environment steps per member (plasticity/resets.py ENV_STEP_METHODS): over the
     plans' 3 tasks × 40k steps the intervals give the 3 full and 9 layer resets that 3,000 and 1,000 updates gave
     (20 updates per 256 steps) — an interval written in updates would reset 40 and 120 times."""
-    import shlex
-    import tomllib
-
-    import tyro
-
-    from agents import ppo
-
-    spec = tomllib.loads((REPO / "benchmarks" / plan).read_text())
+    spec, args_type = benchmark_plan(plan)
     resets = {}
     for name in ("full-reset", "layer-reset"):
-        args = tyro.cli(ppo.Args, args=shlex.split(spec["flags"] + " " + spec["config"][name]))
+        args = configuration_args(spec, args_type, name)
         steps = args.continual.steps_per_task * args.continual.num_tasks
         resets[name] = steps // args.reset.every
     assert resets == {"full-reset": 3, "layer-reset": 9}
