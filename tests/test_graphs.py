@@ -1187,7 +1187,8 @@ def test_compiled_rectifiers_give_eager_gradients_and_keep_no_bool_mask(activati
 
 
 CCHAIN_TINY = dict(total_timesteps=256, num_steps=64, num_minibatches=4, update_epochs=2, hidden_sizes=(32, 32, 32))
-CCHAIN_TINY |= dict(progress=False, threads=1, cchain=CChainArgs(enabled=True))
+# a warm-up of 2 of the 4 iterations: the coefficient is rescaled on the compiled path too, not only at its c₀
+CCHAIN_TINY |= dict(progress=False, threads=1, cchain=CChainArgs(enabled=True, warmup=2))
 
 
 def _cchain_cartpole(**flags) -> dict:
@@ -1205,6 +1206,7 @@ def test_a_compiled_cchain_group_member_is_its_compiled_one_seed_run(runs_dir, m
     eager = _cchain_cartpole(seed=7, exp_name="eager", runs_dir=runs_dir)
     assert single["num_updates"] == 32
     group_state, single_state = _ppo_state(group), _ppo_state(single)
+    assert float(single_state["plasticity"]["remedies"]["networks"]["agent"]["churn"]["coef"]) != 1.0, "c stayed c₀"
     assert_close_states(group_state, single_state, "compiled group member 7")
     _assert_states_close(single_state, _ppo_state(eager))
 
