@@ -137,6 +137,10 @@ class Args(RemedyArgs, RunArgs):
     normalize_reward: bool = True
     """scale rewards by the running std of the discounted return (clip ±10); logged returns stay
     raw"""
+    categorical_from: Literal["logits", "probs"] = "logits"
+    """how a Discrete policy is built from the network's outputs: Categorical(logits=…) (CleanRL), or
+    Categorical(probs=softmax(…)) (C-CHAIN's networks.py), whose probabilities torch clamps to
+    [ε, 1 − ε] (ε = 1.19e-7), so that log π(a|s) and its gradient stop where the softmax saturates"""
     init: Literal["orthogonal", "default"] = "orthogonal"
     """initialisation of the dense layers: orthogonal (CleanRL: gain √2, 0.01 for the policy head,
     1 for the value head, zero biases) or torch's default nn.Linear init (uniform ±1/√fan_in,
@@ -186,7 +190,8 @@ ATARI_DEFAULTS: dict[str, Any] = (
 # gradient clipping; clip 0.2, entropy 0.01, value loss 0.5·MSE (c_V = 1 on our ½E[(V − R)²])
 # unclipped; GAE(0.99, 0.95) advantages normalised over the iteration, value targets the discounted
 # return-to-go (λ_V = 1); rewards /20; raw observations; separate 3 × 256 LeakyReLU(0.1) MLPs with
-# torch's default init. No evaluation in their scripts: ours runs only at each level's end. The run
+# torch's default init; the policy Categorical(softmax(logits)) (networks.py: PolicyNetwork.forward
+# ends in F.softmax). No evaluation in their scripts: ours runs only at each level's end. The run
 # length is the preset's schedule (10 levels × 160k steps; MountainCar 5 × 320k).
 CCHAIN_CONTROL_DEFAULTS: dict[str, Any] = (
     dict(total_timesteps=1_600_000, num_envs=1, num_steps=800, num_minibatches=25, update_epochs=5)
@@ -195,7 +200,7 @@ CCHAIN_CONTROL_DEFAULTS: dict[str, Any] = (
     | dict(gamma=0.99, gae_lambda=0.95, value_lambda=1.0, norm_adv_over="rollout")
     | dict(normalize_obs=False, normalize_reward=False, reward_scale=1 / 20, restart_episodes=True)
     | dict(hidden_sizes=(256, 256, 256), init="default", net=NetArgs(activation="leaky-relu"))
-    | dict(eval_every=0)
+    | dict(categorical_from="probs", eval_every=0)
 )
 
 
@@ -261,9 +266,11 @@ class Policy(nn.Module):
         norm="none",
         torso=None,
         init="orthogonal",
+        categorical_from="logits",
     ):
         super().__init__()
         self.continuous = isinstance(action_space, gym.spaces.Box)
+        self.categorical_from = categorical_from
         # action dimensions or actions
         self.outputs = int(action_space.shape[0]) if self.continuous else int(action_space.n)
         head = ppo_mlp(members, in_features, self.outputs, hidden, activation, out_std=0.01, norm=norm, init=init)
@@ -279,6 +286,8 @@ class Policy(nn.Module):
         if self.continuous:
             std = self.log_std.exp().unsqueeze(1).expand_as(outputs)
             return torch.distributions.Normal(outputs, std)
+        if self.categorical_from == "probs":  # --categorical-from: torch clamps these probabilities
+            return torch.distributions.Categorical(probs=torch.softmax(outputs, dim=-1))
         return torch.distributions.Categorical(logits=outputs)
 
     def distribution_parameters(self, obs: Tensor) -> dict[str, Tensor]:
@@ -364,6 +373,7 @@ def make_actor_critic(
     activation: str,
     norm: str = "none",
     init: str = "orthogonal",
+    categorical_from: str = "logits",
 ) -> ActorCritic:
     """Separate MLPs (of `hidden`, initialised as `init` says) for vector observations; for frame
     stacks, the Nature CNN shared by a policy head and a value head (MLPs of `hidden`; () = one
@@ -371,7 +381,7 @@ def make_actor_critic(
     frames = len(obs_shape) > 1
     torso = orthogonal_nature_cnn(members, obs_shape, norm, activation) if frames else None
     in_features = obs_shape[0] if torso is None else torso.features
-    policy = Policy(members, in_features, action_space, hidden, activation, norm, torso, init)
+    policy = Policy(members, in_features, action_space, hidden, activation, norm, torso, init, categorical_from)
     value_head = ppo_mlp(members, in_features, 1, hidden, activation, out_std=1.0, norm=norm, init=init)
     critic = value_head if torso is None else nn.Sequential(torso, value_head)
     return ActorCritic(policy, critic, torso is not None)
@@ -381,13 +391,24 @@ def make_agent(members: int, obs_shape: tuple[int, ...], action_space: gym.Space
     """The policy and value network of `members` members as the flags say (--hidden-sizes, --init,
     --net.*)."""
     norm, activation = network_settings(args)
-    return make_actor_critic(members, obs_shape, action_space, args.hidden_sizes, activation, norm, args.init)
+    return make_actor_critic(
+        members, obs_shape, action_space, args.hidden_sizes, activation, norm, args.init, args.categorical_from
+    )
 
 
 def make_policy(members: int, obs_shape: tuple[int, ...], action_space: gym.Space, args: Args) -> Policy:
     """A policy alone, as a reset of the policy ('actor') draws it afresh."""
     norm, activation = network_settings(args)
-    return Policy(members, obs_shape[0], action_space, args.hidden_sizes, activation, norm, init=args.init)
+    return Policy(
+        members,
+        obs_shape[0],
+        action_space,
+        args.hidden_sizes,
+        activation,
+        norm,
+        init=args.init,
+        categorical_from=args.categorical_from,
+    )
 
 
 def fresh(members: Members, factory: Callable[[int], nn.Module]) -> nn.Module:
@@ -712,8 +733,9 @@ def train(parts: PPOParts) -> dict:
         # ---- epochs of minibatch updates, one clipped fraction per member ------------------------
         clipped, updates_done = torch.zeros(len(members), device=run.device), 0
         for epoch in range(args.update_epochs):
-            for indices in storage.minibatch_indices(args.num_minibatches):
-                reference = plasticity.reference_batch(storage, indices.shape[1])
+            minibatches = storage.minibatch_indices(args.num_minibatches)
+            references = plasticity.reference_pass(storage, args.num_minibatches)  # C-CHAIN's, drawn after
+            for indices, reference in zip(minibatches, references):
                 stats = parts.update(indices, parts.clip_coef, reference)
                 # summed at once: a replayed graph overwrites its outputs
                 clipped += stats["losses/clipfrac"]

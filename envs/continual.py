@@ -537,8 +537,9 @@ class ContinualVecEnv(TorchVecEnv):
         physics (where a world stays in its task this rewrites the values it has)."""
         self.world_physics.scale(self.world_factors[self.pending], starting)
 
-    def _push_pending(self) -> None:
-        task = self.scheduled_task
+    def _push_pending(self, env_step: int | None = None) -> None:
+        """Make the task scheduled at `env_step` (default: now) the one sub-envs take at their next reset."""
+        task = self.scheduled_task if env_step is None or not self.follow_schedule else self.setting.task_at(env_step)
         if task == self.pending:
             return
         self.pending, self._unsettled = task, True
@@ -572,7 +573,9 @@ class ContinualVecEnv(TorchVecEnv):
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._check_action(action)
-        self._push_pending()  # episodes that end in this step restart in the scheduled task
+        # an episode that ends in this step restarts in the task of the step after it: one ending on a task's last
+        # step starts the next task's first (C-CHAIN's scripts start every episode of a level under its offset)
+        self._push_pending(self.env_steps + self.envs_per_member)
         shift, task = self.shift, self.switch_index
         step = self.inner.step(shift.action(action, task))
         reward, next_obs = shift.reward(step.reward, task), shift.observation(step.next_obs, task)
@@ -601,12 +604,12 @@ class ContinualVecEnv(TorchVecEnv):
         return torch.where(mask.view(-1, *[1] * (obs.dim() - 1)), self.shift.observation(fresh, self.switch_index), obs)
 
     def drain_episode_stats(self) -> EpisodeStats:
-        """The inner env's episodes, each labelled with its task: the task scheduled when it started, i.e. at the
-        step before its first (a sub-env takes the pending task at the reset that starts the episode)."""
+        """The inner env's episodes, each labelled with its task: the task scheduled at its first step (a sub-env
+        takes the pending task at the reset that starts the episode, which `step` pushes for the step after it)."""
         stats = self.inner.drain_episode_stats()
         n = self.envs_per_member  # end steps count a member's env steps
         for length, end_step in zip(stats.lengths, stats.end_steps):
-            task = self.setting.task_at(end_step - (length + 1) * n) if self.follow_schedule else self.fixed_task
+            task = self.setting.task_at(end_step - length * n) if self.follow_schedule else self.fixed_task
             stats.task_ids.append(task)
         members = [self.shifts[env // n] for env in stats.envs]
         stats.returns = [shift.episode_return(r, k) for shift, r, k in zip(members, stats.returns, stats.task_ids)]

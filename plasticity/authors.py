@@ -292,6 +292,7 @@ RUNS: tuple[AuthorsRun, ...] = (
             "net.activation": "leaky-relu",
             "init": "default",
             "hidden_sizes": (256, 256, 256),
+            "categorical_from": "probs",
             "num_envs": 1,
             "num_steps": 800,
             "restart_episodes": True,
@@ -313,10 +314,10 @@ RUNS: tuple[AuthorsRun, ...] = (
         },
         "bluecontra/C-CHAIN, `crl_gym_classic_control/control_train_aligned_c_chain.py`, "
         "`basic_utils.py` and `networks.py`",
-        "Their reference minibatches are a second shuffle of the iteration's samples (without "
-        "replacement), ours are drawn with replacement; their churn term also skips the run's "
-        "second update. The id `continual:cchain-cartpole` picks these values by itself "
-        "(docs/agents/ppo.md).",
+        "Ours draws its random numbers from its own generators, not theirs; the rest is theirs, "
+        "the reference minibatches (a second shuffled pass) and the updates without a churn term "
+        "(the run's first two) included. The id `continual:cchain-cartpole` picks these values "
+        "by itself (docs/agents/ppo.md).",
     ),
     AuthorsRun(
         "Normalize-and-Project (NaP)",

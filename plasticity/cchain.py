@@ -37,11 +37,18 @@ per kind (`AUTHORS`; a --cchain.* flag overrides one):
     probabilities   1e4    1     11       50       1      yes                   control_train_aligned_c_chain.py (iterations)
 
 (warm-up: rescaling points before c first moves; the classic-control script starts at its 11th
-iteration of a task.) A restart (continual task switch) sets c back to c₀, empties the means and
-leaves out the churn of the first update [code: the PPO scripts reset their coefficient, loss lists
-and network history per task; they also skip a second update]. The first update of a run has no
-churn term (no θₜ₋₁ yet) [code]. The DMC script multiplies c by the learning-rate annealing
-fraction, which is 1 in its runs (annealing off); we do not [ours].
+iteration of a task.) A restart (continual task switch) sets c back to c₀ and empties the means
+[code: both PPO scripts reset their coefficient and loss lists per task]. Which updates have no churn
+term follows each script's history of network copies, whose entry two back is θₜ₋₁ and which has
+none while it holds ≤ 2 (PPO) or < 2 (DDQN) copies [code]:
+
+    kind            updates without a churn term
+    values          the run's first (the history starts with one copy; never emptied)
+    policy mean     the first two of every task (crl_run_ppo_c_chain_dmc.py makes a new history per task)
+    probabilities   the run's first two (control_train_aligned_c_chain.py never empties its history)
+
+The DMC script multiplies c by the learning-rate annealing fraction, which is 1 in its runs
+(annealing off); we do not [ours].
 
 θₜ₋₁ is a parameter snapshot taken when the loss is built (just before the step);
 f_θₜ₋₁ runs through `torch.func.functional_call` on the live module, so there is no network
@@ -114,14 +121,21 @@ class Schedule:
     window: int
     min_coef: float
     restarts_each_task: bool
+    # updates without a churn term at the run's start, and again at each restart where `skips_at_restart`
+    skipped_updates: int = 1
+    skips_at_restart: bool = False
     # a rescaling point records |mean L_scale| and mean L_churn over its updates, not the last
     point_means: bool = False
 
 
 AUTHORS: dict[str, Schedule] = {  # module docstring: the official scripts' values
     "values": Schedule(squared_error, 0.01, 50.0, 10_000, 50_000, 0.0, False),
-    "policy mean": Schedule(squared_error, 0.05, 100.0, 50, 100, 0.0, True),
-    "probabilities": Schedule(cross_entropy, 1e4, 1.0, 11, 50, 1.0, True, point_means=True),
+    "policy mean": Schedule(
+        squared_error, 0.05, 100.0, 50, 100, 0.0, True, skipped_updates=2, skips_at_restart=True
+    ),
+    "probabilities": Schedule(
+        cross_entropy, 1e4, 1.0, 11, 50, 1.0, True, skipped_updates=2, point_means=True
+    ),
 }
 
 
@@ -202,8 +216,10 @@ class ChurnReducer:
         # L_churn of the last W points with one, a ring
         self.churn_values = torch.zeros(members, window, device=device)
         self.coef = torch.full((members,), self.schedule.initial_coef, device=device)
-        # no churn term at the first update after a restart
-        self.skip = torch.zeros((), dtype=torch.bool, device=device)
+        # updates left without a churn term (the first has none anyway: no θₜ₋₁ yet)
+        self.skips_left = torch.full(
+            (), self.schedule.skipped_updates, dtype=torch.int64, device=device
+        )
         # this update's L_scale and L_churn, for after_step
         self.last_scale = torch.zeros(members, device=device)
         self.last_churn = torch.zeros(members, device=device)
@@ -238,12 +254,12 @@ class ChurnReducer:
         churn = self.schedule.divergence(self.outputs(batch), previous_outputs, self.members)
         with torch.no_grad():
             self.last_churn.copy_(churn)
-            self.has_churn.copy_(~self.skip)
+            self.has_churn.copy_(self.skips_left == 0)
             # θₜ₋₁ of the next update
             torch._foreach_copy_(
                 list(self.previous.values()), [p.detach() for p in self.module.parameters()]
             )
-        return torch.where(self.skip, 0.0, self.coef * churn)
+        return torch.where(self.skips_left > 0, 0.0, self.coef * churn)
 
     @torch.no_grad()
     def after_step(self) -> None:
@@ -267,7 +283,7 @@ class ChurnReducer:
             scale, churn, has_churn = self.last_scale.abs(), self.last_churn, point & self.has_churn
         self._push(self.scale_values, self.points, scale, point)
         self._push(self.churn_values, self.churn_points, churn, has_churn)
-        self.skip.fill_(False)
+        self.skips_left.sub_(1).clamp_(min=0)
         # entries not yet written are 0
         scale_mean = self.scale_values.sum(1) / self.points.clamp(1, window)
         churn_mean = self.churn_values.sum(1) / self.churn_points.clamp(1, window)
@@ -289,14 +305,15 @@ class ChurnReducer:
 
     @torch.no_grad()
     def restart(self) -> None:
-        """A new task: c₀ again, empty means, and no churn term at the next update (module
-        docstring)."""
+        """A new task: c₀ again, empty means, and where the authors' script does, no churn term at
+        the next updates (module docstring)."""
         for counter in (self.updates, self.points, self.churn_points):
             counter.zero_()
         for values in (self.scale_values, self.churn_values, self.scale_sum, self.churn_sum):
             values.zero_()
         self.coef.fill_(self.schedule.initial_coef)
-        self.skip.fill_(True)
+        if self.schedule.skips_at_restart:
+            self.skips_left.fill_(self.schedule.skipped_updates)
 
     STATE = (
         "updates",
@@ -305,7 +322,7 @@ class ChurnReducer:
         "scale_values",
         "churn_values",
         "coef",
-        "skip",
+        "skips_left",
         "scale_sum",
         "churn_sum",
     )
@@ -324,3 +341,7 @@ class ChurnReducer:
             # checkpoints from before point means hold no sums (a checkpoint falls between points)
             if key in state:
                 getattr(self, key).copy_(state[key])
+        if (
+            "skip" in state
+        ):  # checkpoints from before `skips_left` held one flag for the next update
+            self.skips_left.fill_(int(bool(state["skip"])))

@@ -113,6 +113,16 @@ class Plasticity:
         batch; None when off."""
         return source.sample(batch_size) if self.args.cchain.enabled else None
 
+    def reference_pass(self, storage: Any, num_minibatches: int) -> list[Any]:
+        """C-CHAIN's reference batches of one PPO epoch: a second shuffled pass over the rollout, cut
+        as the training pass is, so each reference batch is drawn without replacement (both PPO
+        scripts of bluecontra/C-CHAIN: `reg_data_loader` in crl_gym_classic_control/
+        control_train_aligned_c_chain.py, `b_reg_inds` in crl_dmc/crl_run_ppo_c_chain_dmc.py);
+        Nones when off."""
+        if not self.args.cchain.enabled:
+            return [None] * num_minibatches
+        return [storage.gather(indices) for indices in storage.minibatch_indices(num_minibatches)]
+
     def after_update(
         self, num_updates: int, source: Any, global_step: int, last_of_step: bool = True
     ) -> None:

@@ -58,6 +58,7 @@ AUTHORS_PPO = {
     "reward_scale": 1 / 20,  # reward_scale 20.0 divides
     "restart_episodes": True,  # every iteration resets the env
     "hidden_sizes": (256, 256, 256),
+    "categorical_from": "probs",  # networks.py: Categorical(F.softmax(fc4(x)))
     "init": "default",  # nn.Linear's own
     "total_timesteps": 1_600_000,  # 2,000 iterations × 800
 }
@@ -205,6 +206,34 @@ def test_an_episode_cut_at_a_rollouts_end_after_a_scheduled_switch_restarts_in_t
     fresh = env.cut_episodes(torch.ones(1, dtype=torch.bool), step.obs)
     assert int(env.switch_index[0]) == 1
     assert torch.all((fresh[0] - env.shifts[0].offsets[1]).abs() <= 0.05)  # an initial state under level 1's offset
+
+
+def test_cchains_reference_batches_are_a_second_shuffled_pass_drawn_after_the_training_one(runs_dir):
+    """control_train_aligned_c_chain.py zips the training loader with `reg_data_loader` (shuffle=True, batch 32): each
+    epoch's reference batches cover the iteration's 800 samples once each, in an order of their own, each member's
+    from its own generator (drawn after the epoch's training permutation); none are drawn with C-CHAIN off."""
+    args = ppo.Args.defaults_for("continual:cchain-cartpole", seeds=(1, 2), runs_dir=runs_dir, progress=False)
+    for enabled in (True, False):
+        args.cchain.enabled = enabled
+        parts = ppo.build(args)
+        storage = parts.storage
+        storage.obs[..., 0] = torch.arange(800, dtype=torch.float32).view(1, 800, 1)  # each sample's index
+        state = [generator.get_state() for generator in parts.members.generators]
+        training = storage.minibatch_indices(25)
+        after_training = [generator.get_state() for generator in parts.members.generators]
+        references = parts.plasticity.reference_pass(storage, 25)
+        if not enabled:
+            assert references == [None] * 25
+            assert all(torch.equal(g.get_state(), s) for g, s in zip(parts.members.generators, after_training))
+            continue
+        drawn = torch.stack([reference.obs[..., 0] for reference in references], 1).long()  # (members, 25, 32)
+        for k in range(2):
+            assert sorted(drawn[k].flatten().tolist()) == list(range(800))
+            assert not torch.equal(drawn[k].flatten(), torch.cat(training, 1)[k])
+        # member 1's generator, as it stood: its training permutation first, then its reference pass
+        generator = torch.Generator().set_state(state[1])
+        assert torch.equal(torch.cat(training, 1)[1], torch.randperm(800, generator=generator))
+        assert torch.equal(drawn[1].flatten(), torch.randperm(800, generator=generator))
 
 
 def test_average_performance_is_eq1_by_hand(tmp_path):

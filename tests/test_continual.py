@@ -93,6 +93,28 @@ def test_episodes_are_labelled_with_the_task_they_ran_in():
     assert sorted(stats.task_ids) == sorted(expected) and len(set(expected)) >= 3
 
 
+def test_an_episode_ending_on_a_levels_last_step_restarts_in_the_next_level():
+    """C-CHAIN's scripts (bluecontra/C-CHAIN crl_gym_classic_control/control_train_aligned_*.py) start every episode of
+    iteration i under level i's offset. Random Acrobot episodes last the 400-step cap, so the first ends exactly on the
+    first level's last step: every step of a level, the rollouts' cut included, must act in that level."""
+    env = envs.make("continual:cchain-acrobot", 1, seed=1, continual=ContinualArgs(steps_per_task=400))
+    offsets = env.setting.shift.offsets
+    generator = torch.Generator().manual_seed(0)
+    obs, rollout = env.reset(seed=1), 400
+    for step_count in range(1200):
+        level = step_count // 400
+        assert env.switch_index.tolist() == [level], f"step {step_count} acts in an old level"
+        # the observation acted on carries the level's offset (Acrobot's raw cos/sin/velocities are bounded)
+        raw = obs - offsets[level]
+        assert (raw[:, :4].abs() <= 1 + 1e-5).all() and (raw[:, 4].abs() <= 4 * torch.pi + 1e-4).all()
+        step = env.step(torch.randint(0, 3, (1,), generator=generator))
+        obs = step.obs
+        if (step_count + 1) % rollout == 0:  # PPO's --restart-episodes at each rollout's end
+            obs = env.cut_episodes(~(step.terminated | step.truncated), obs)
+    stats = env.drain_episode_stats()
+    assert stats.lengths[:3] == [400, 400, 400] and stats.task_ids[:3] == [0, 1, 2]
+
+
 def _fixed_task_env(env_id: str, task: int, seed: int = 0):
     env = envs.make(env_id, 1, seed=seed, training=False, continual=schedule(100, 3, seed=0))
     env.set_task(task)

@@ -10,6 +10,7 @@ Normalize-and-Project (Lyle et al. 2024), the SAC reset (evgenii-nikishin/rl_wit
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -162,7 +163,7 @@ class _AuthorsCChain:
         self.pg_losses, self.churn_losses, self.iteration = [], [], 0
 
     def churn(self, policy: nn.Module, obs: torch.Tensor) -> torch.Tensor:
-        if len(self.history) < 2:  # no parameters one update back yet (ours starts one update sooner than the DMC script)
+        if len(self.history) <= 2:  # both scripts: `if len(his_..._list) <= 2:` no churn term (the first two updates)
             return torch.zeros(())
         current, previous = policy(obs), self.history[-2](obs).detach()
         if self.probabilities:
@@ -183,6 +184,37 @@ class _AuthorsCChain:
                 / (np.mean(self.churn_losses[-self.window :]) + 1e-8)
             )
             self.coef = max(relative, self.floor)
+
+
+def _authors_policy_terms(outputs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """crl_gym_classic_control/networks.py: PolicyNetwork.forward ends in F.softmax, evaluate_actions builds
+    Categorical(y) from those probabilities and returns (log_prob, entropy)."""
+    dist = torch.distributions.Categorical(torch.nn.functional.softmax(outputs, dim=-1))
+    return dist.log_prob(actions), dist.entropy()
+
+
+def test_the_cchain_recipes_policy_saturates_as_the_authors_softmax_does():
+    """At a logit gap of 17 torch's clamp of the authors' probabilities to [ε, 1 − ε] stops the gradient of log π of
+    both actions (with Categorical(logits=…) the rarely sampled one's is ≈ 1): where a collapsed policy stays collapsed."""
+    args = ppo.Args.defaults_for("continual:cchain-cartpole")
+    assert args.categorical_from == "probs" and ppo.Args(env_id="CartPole-v1").categorical_from == "logits"
+    actions = torch.tensor([[0, 1, 1]])
+    rows = [[17.0, 0.0], [17.0, 0.0], [0.3, -0.2]]
+    gradients = {}
+    for form in ("probs", "logits"):
+        policy = ppo.make_policy(1, (4,), gym.spaces.Discrete(2), dataclasses.replace(args, categorical_from=form))
+        outputs = torch.tensor([rows], requires_grad=True)
+        log_prob, entropy = policy.log_prob_from(outputs, actions)
+        log_prob.sum().backward()
+        gradients[form] = outputs.grad[0]
+        if form == "probs":
+            theirs = torch.tensor(rows, requires_grad=True)
+            their_log_prob, their_entropy = _authors_policy_terms(theirs, actions[0])
+            their_log_prob.sum().backward()
+            assert torch.equal(log_prob[0], their_log_prob) and torch.equal(entropy[0], their_entropy)
+            assert torch.equal(gradients[form], theirs.grad)
+    assert (gradients["probs"][:2] == 0).all() and (gradients["probs"][2] != 0).all()
+    assert gradients["logits"][1].tolist() == pytest.approx([-1.0, 1.0])  # the rarely sampled action still learns there
 
 
 @pytest.mark.parametrize("space", [gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3)], ids=["gaussian", "categorical"])
@@ -275,18 +307,43 @@ def test_cchain_on_ppo_restarts_its_schedule_at_a_task_switch_and_a_value_networ
         hooks.step(name)
         return loss
 
-    for _ in range(3):
+    for _ in range(4):
         update("agent", scale_against=torch.tensor([0.5]))
         update("critic")
     policy, critic = hooks.networks["agent"].churn, hooks.networks["critic"].churn
-    assert float(policy.coef) != 100.0 and int(critic.points) == 3
+    assert float(policy.coef) != 100.0 and int(critic.points) == 4
+    assert int(policy.churn_points) == 2 and int(critic.churn_points) == 3  # the run's first two / first update skipped
     hooks.on_task_switch()
-    assert float(policy.coef) == 100.0 and int(policy.points) == 0 and bool(policy.skip)
-    assert int(critic.points) == 3  # DDQN's C-CHAIN keeps its statistics across tasks
-    assert float(update("agent", scale_against=torch.tensor([0.5]))) == 1.0  # no churn term after the switch, none recorded…
-    assert int(policy.churn_points) == 0 and int(policy.points) == 1 and not bool(policy.skip)
+    assert float(policy.coef) == 100.0 and int(policy.points) == 0 and int(policy.skips_left) == 2
+    assert int(critic.points) == 4  # DDQN's C-CHAIN keeps its statistics across tasks
+    # the DMC script's new history per task: no churn term at the first two updates after the switch, none recorded…
+    for points in (1, 2):
+        assert float(update("agent", scale_against=torch.tensor([0.5]))) == 1.0
+        assert int(policy.churn_points) == 0 and int(policy.points) == points
     update("agent", scale_against=torch.tensor([0.5]))
     assert int(policy.churn_points) == 1  # … then again
+
+
+def test_cchain_on_a_categorical_policy_skips_the_runs_first_two_updates_and_none_at_a_switch():
+    """control_train_aligned_c_chain.py keeps one history of copies for the whole run (`len(...) <= 2`: no churn term)
+    and at a level switch only restarts its coefficient and loss lists."""
+    agent = _ppo_agent(gym.spaces.Discrete(3))
+    network = _ppo_network(agent, adam(agent.parameters(), 1e-3, CPU), updates_per_iteration=1)
+    hooks = RemedyHooks(RemedyArgs(cchain=CChainArgs(enabled=True, warmup=1)), [network])
+    batch = SimpleNamespace(obs=torch.randn(1, 8, 4))
+    policy = hooks.networks["agent"].churn
+
+    def churn_term() -> float:
+        loss = hooks.loss("agent", torch.tensor([1.0], requires_grad=True), batch, scale_against=torch.tensor([0.5]))
+        network.optimizer.zero_grad()
+        loss.sum().backward()
+        hooks.step("agent")
+        return float(loss) - 1.0
+
+    assert [churn_term() == 0.0 for _ in range(3)] == [True, True, False]
+    hooks.on_task_switch()
+    assert float(policy.coef) == 1.0 and int(policy.points) == 0
+    assert churn_term() != 0.0 and int(policy.churn_points) == 1
 
 
 @pytest.mark.parametrize(
