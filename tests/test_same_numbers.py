@@ -206,47 +206,53 @@ DIGESTS_BY_CPU: dict[str, dict[str, str | None]] = {
     "AuthenticAMD": {
         "td3-remedies": "1fd8a22e053c3fe2",
         "td3-scale-redo": "807bedd6ecc4e15a",
-        "td3-cbp-oracle": "09bdecb7887d7e1b",
+        "td3-cbp-oracle": None,  # changed by #47; not recorded on this box since
         "td3-inject-cir": "d942517f44ed916d",
         "sac-mlp-remedies": "f2ea04265af6c564",
         "sac-simba-cbp": "b8276433483a57c3",
         "sac-c51-inject": "8b0e704d8de91628",
-        "sac-regrama-oracle": "9a24edef36652741",
+        "sac-regrama-oracle": None,  # changed by #47; not recorded on this box since
         "ddqn-remedies": "7fbbd5dce9b72f4b",
         "ddqn-minatar-redo": "84560073cf838db0",
         "ddqn-oracle-sp": "ec065e5b011bdc7c",
-        "ppo-remedies": "2a9ba16c4139801e",
+        "ppo-remedies": None,  # changed by #47; not recorded on this box since
         "ppo-continuous-redo": "e50184f6ce8e7c4d",
-        "ppo-oracle-cbp": "5254fcb82a4c6719",
+        "ppo-oracle-cbp": None,  # changed by #47; not recorded on this box since
         "ppo-atari-regrama": "25ee6623a23204a1",
-        "gtr-remedies": "f7518e43054ba539",
+        "gtr-remedies": None,  # changed by #47; not recorded on this box since
     },
     "GenuineIntel AVX512": {
         "td3-remedies": None,  # changed by #36; not recorded on this box since
         "td3-scale-redo": "e877a3854eda4de4",
-        "td3-cbp-oracle": "4ee41a63348bfdf3",
+        "td3-cbp-oracle": None,  # changed by #47; not recorded on this box since
         "td3-inject-cir": "bdc9ed93c66d549f",
         "sac-mlp-remedies": None,  # changed by #36; not recorded on this box since
         "sac-simba-cbp": "7c2eb276bcd6fb34",
         "sac-c51-inject": "d55d6a1977b4f6d9",
-        "sac-regrama-oracle": None,  # changed by #36; not recorded on this box since
+        "sac-regrama-oracle": None,  # changed by #47; not recorded on this box since
         "ddqn-remedies": None,  # changed by #36; not recorded on this box since
         "ddqn-minatar-redo": "6808a8cd91cd3999",
         "ddqn-oracle-sp": "978d7643929d55d9",
-        "ppo-remedies": None,  # changed by #36; not recorded on this box since
+        "ppo-remedies": None,  # changed by #47; not recorded on this box since
         "ppo-continuous-redo": "685f8154b586d284",
-        "ppo-oracle-cbp": "150f52d56826b419",
+        "ppo-oracle-cbp": None,  # changed by #47; not recorded on this box since
         "ppo-atari-regrama": None,  # changed by #36; not recorded on this box since
-        "gtr-remedies": None,  # changed by #36; not recorded on this box since
+        "gtr-remedies": None,  # changed by #47; not recorded on this box since
     },
 }
 
-# the AVX2-only AMD box rounds as the first AMD box in 12 cases and apart in these 4 (three use C51 or the Atari CNN)
+# the AVX2-only AMD box rounds as the first AMD box in 12 cases and apart in td3-scale-redo, sac-c51-inject, ppo-atari-regrama
+# and (before #47) td3-cbp-oracle; it is the box where #47's changed cases were recorded
 DIGESTS_BY_CPU["rounding edbab6e58151"] = DIGESTS_BY_CPU["AuthenticAMD"] | {
     "td3-scale-redo": "6bcdceb40f5cedca",
-    "td3-cbp-oracle": "d56c93bb57177bd0",
     "sac-c51-inject": "8a7b511a706bfb50",
-    "ppo-atari-regrama": None,  # rounds apart here; changed by #36, not recorded on this box since
+    "ppo-atari-regrama": "c3ce7dba95daa744",  # rounds apart here (recorded at 14f03dd)
+    # changed by #47 (the level switch, C-CHAIN's PPO details), recorded here at 14f03dd
+    "td3-cbp-oracle": "e4cb69efbf8be5a0",
+    "sac-regrama-oracle": "b61309b46c4a1865",
+    "ppo-remedies": "93abeea035c590de",
+    "ppo-oracle-cbp": "f0546b7e2126b44a",
+    "gtr-remedies": "0578b3c24bdc70e0",
 }
 
 DIGESTS = digests_for_this_cpu(DIGESTS_BY_CPU)
