@@ -2,15 +2,17 @@
 recomputes it from the authors' per-seed files, and `cleanrl-plus report --published` comparing at published steps."""
 
 import importlib.util
+import json
 import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_report import read_rows, value, write_run
 
 import envs
-from commands import published
+from commands import published, report
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT / "benchmarks" / "published" / "offpolicy-curves.toml"
@@ -177,3 +179,82 @@ def test_the_script_says_which_number_differs_from_the_file(tmp_path, capsys):
     assert differing == [
         "DIFFERS SAC, walker-walk at 100000 env frames: recomputed 300.000 ± 10.000 over 2 seeds, file 300.1 ± 10.0 over 2"
     ]
+
+
+# ---------------------------------------------------------------- the report at published steps
+
+
+def write_eval_runs(runs_dir, agent, exp_name, env_id, curves, action_repeat=None):
+    """One run per seed with the given evaluation (step, return) points; action_repeat into args.json when given."""
+    for seed, points in enumerate(curves, start=1):
+        directory = write_run(runs_dir, agent, exp_name, seed, points, env_id=env_id)
+        if action_repeat is not None:
+            args = json.loads((directory / "args.json").read_text()) | {"action_repeat": action_repeat}
+            (directory / "args.json").write_text(json.dumps(args))
+
+
+def test_each_published_step_sits_beside_our_evaluations_there(tmp_path):
+    """TD3 on Hopper, 3 seeds evaluated every 50k steps but the third every 40k: at 50k the first two read 4 and 6 and
+    the third its 40k evaluation, 5 → 5 ± 0.577 beside 5.0 ± 0.5, within. At 100k the first two read 22 and 24, and
+    the third, stopped at 80k, has not reached it → 23 ± 1 beside 20 ± 1: 3 apart, beyond 2 combined. SAC on
+    walker-walk at action repeat 2: 100k frames = our 50k agent steps (1 and 3 → 2 ± 1; their 100k agent steps,
+    written 500, is not read), far below 300 ± 10."""
+    runs_dir, curves_path = tmp_path / "runs", tmp_path / "curves.toml"
+    curves_path.write_text(SMALL_CURVES)
+    hopper = [[(50000, 4.0), (100000, 22.0)], [(50000, 6.0), (100000, 24.0)], [(40000, 5.0), (80000, 50.0)]]
+    write_eval_runs(runs_dir, "td3", "td3", "Hopper-v5", hopper)
+    walker = [[(50000, 1.0), (100000, 500.0)], [(50000, 3.0), (100000, 500.0)]]
+    write_eval_runs(runs_dir, "sac_simba", "sac_simba-sac", "dmc:walker-walk", walker, action_repeat=2)
+    report.main([str(runs_dir), "--reps", "20", "--published", str(curves_path)])
+    text = (runs_dir / "report" / "report.md").read_text()
+    assert "## Beside published curves: two small curves" in text
+    hopper_rows = "| TD3, Hopper | `Hopper-v5`, `td3` | "
+    assert f"{hopper_rows}50,000 agent steps = 50,000 | 3 / 10 | 5.000 ± 0.577 | 5.000 ± 0.500 | 0.000 | no |" in text
+    assert f"{hopper_rows}100,000 agent steps = 100,000 | 2 (1 not reached) / 10 | 23.00 ± 1.000 | 20.00 ± 1.000 " in text
+    assert "| 3.000 | **yes** |" in text
+    walker_row = "| SAC, walker-walk | `dmc:walker-walk`, `sac_simba-sac` | 100,000 env frames = 50,000 | 2 / 10 |"
+    assert f"{walker_row} 2.000 ± 1.000 | 300.0 ± 10.00 | -298.0 | **yes** |" in text
+    rows = read_rows(runs_dir / "report")
+    where = dict(table="published", env_id="dmc:walker-walk", group="sac_simba-sac", statistic="eval@50000")
+    assert value(rows, estimator="mean", **where)[0] == pytest.approx(2.0)
+    assert value(rows, estimator="standard_error", **where)[0] == pytest.approx(1.0)
+    assert value(rows, estimator="published_mean", **where)[0] == pytest.approx(300.0)
+    assert value(rows, estimator="published_standard_error", **where)[0] == pytest.approx(10.0)
+
+
+def test_a_curve_without_runs_or_with_runs_short_of_its_steps_says_so(tmp_path):
+    runs_dir, curves_path = tmp_path / "runs", tmp_path / "curves.toml"
+    curves_path.write_text(SMALL_CURVES)
+    write_eval_runs(runs_dir, "td3", "td3", "Hopper-v5", [[(10000, 1.0), (20000, 2.0)]])
+    report.write_report([runs_dir], reps=20, published=curves_path)
+    text = (runs_dir / "report" / "report.md").read_text()
+    assert "| 50,000 agent steps = 50,000 | 0 (1 not reached) / 10 | not reached | 5.000 ± 0.500 | | |" in text
+    assert "| 100,000 env frames = 50,000 | 0 / 10 | not run | 300.0 ± 10.00 | | |" in text  # at their action repeat
+
+
+def test_our_action_repeat_other_than_the_authors_is_compared_at_equal_frames_and_noted(tmp_path):
+    runs_dir, curves_path = tmp_path / "runs", tmp_path / "curves.toml"
+    curves_path.write_text(SMALL_CURVES)
+    write_eval_runs(runs_dir, "sac_simba", "sac_simba-sac", "dmc:walker-walk", [[(100000, 7.0)]], action_repeat=1)
+    write_eval_runs(runs_dir, "td3", "td3", "Hopper-v5", [[(25000, 1.0), (50000, 9.0)]], action_repeat=2)
+    report.write_report([runs_dir], reps=20, published=curves_path)
+    text = (runs_dir / "report" / "report.md").read_text()
+    assert "| 100,000 env frames = 100,000 | 1 / 10 | 7.000 ± n/a |" in text
+    assert "| 50,000 agent steps = 50,000 | 1 / 10 | 9.000 ± n/a |" in text  # --action-repeat is for dm-control only
+    assert "SAC, walker-walk: our runs' action repeat is 1, the authors' 2; compared at equal env frames" in text
+
+
+def test_evaluation_at_takes_the_last_evaluation_at_or_before_a_step_the_run_reached():
+    steps, returns = np.array([0, 40000, 60000]), np.array([0.0, 4.0, 6.0])
+    assert report.evaluation_at(steps, returns, 40000) == 4.0
+    assert report.evaluation_at(steps, returns, 50000) == 4.0  # not the nearer-after 60k
+    assert report.evaluation_at(steps, returns, 60000) == 6.0
+    assert report.evaluation_at(steps, returns, 70000) is None  # not reached
+    assert report.evaluation_at(steps[1:], returns[1:], 10000) is None  # first evaluated after it
+
+
+def test_curves_with_another_metric_are_refused_before_any_run_is_read(tmp_path):
+    curves_path = tmp_path / "curves.toml"
+    curves_path.write_text(SMALL_CURVES)
+    with pytest.raises(report.UserError, match="add --metric eval"):
+        report.write_report([tmp_path / "nowhere"], metric="train", published=curves_path)
