@@ -118,7 +118,9 @@ def _read_toml(path: str | Path) -> dict:
     try:
         return tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise UserError(f"{name}: no such file — pass a TOML file of a published table (e.g. benchmarks/published/)") from None
+        raise UserError(
+            f"{name}: no such file — pass a TOML file of a published table or curves (e.g. benchmarks/published/)"
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"{name}: cannot read it ({error}) — pass a readable TOML file") from None
     except tomllib.TOMLDecodeError as error:
