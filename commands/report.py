@@ -22,6 +22,8 @@ last point divided by that interval, i.e. the run's time-averaged return. Statis
 `--metric average-performance` reports, besides the train metric's tables, C-CHAIN's score (Tang et al. 2025, Eq. 1, the
 score of its Tables 1–3): per run the mean over PPO iterations of the iteration's mean training episode return, then the
 mean ± standard error over seeds, as the paper prints it (`average_performance`).
+`--published` with a file of published curves (benchmarks/published/offpolicy-curves.toml) sets, at each published step,
+our mean ± standard error of the evaluation return beside the authors' (`evaluation_at`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,14 @@ from cleanrl_plus.errors import UserError, did_you_mean
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.ranges import AtLeastOne
 from commands import stats
-from commands.published import PublishedTable, differs, load_published
+from commands.published import (
+    PublishedCurve,
+    PublishedCurves,
+    PublishedTable,
+    differs,
+    load_published,
+    mean_and_standard_error,
+)
 
 METRIC_TAGS = {
     "eval": "eval/episodic_return",
@@ -75,8 +84,9 @@ class ReportArgs:
     'average-performance': train, plus C-CHAIN's Eq. 1 score (mean over iterations of each iteration's mean training
     return; mean ± standard error over seeds) for PPO/GTR runs"""
     published: str | None = None
-    """TOML file of a paper's table (commands/published.py, e.g. benchmarks/published/cchain-table1.toml): each of its
-    cells beside ours, mean ± s.e., with the difference; needs the file's --metric"""
+    """TOML file of a paper's table or of published curves (commands/published.py, e.g.
+    benchmarks/published/cchain-table1.toml, offpolicy-curves.toml): each of its cells, or each curve at each of its
+    steps, beside ours, mean ± s.e., with the difference; needs the file's --metric"""
 
 
 @dataclasses.dataclass
@@ -243,6 +253,23 @@ def final_return(returns: np.ndarray, metric: str) -> float:
     return float(returns[-max(1, math.ceil(TRAIN_FINAL_FRACTION * len(returns))) :].mean())
 
 
+def evaluation_at(steps: np.ndarray, returns: np.ndarray, step: int) -> float | None:
+    """The run's evaluation return at agent step `step`: the last evaluation at or before it (so a run that evaluates
+    every 5,000 steps is read at 50,000 itself, and one that evaluates every 10,000 at 40,000 for 45,000). None when the
+    run has not reached `step` (no evaluation at it or later) or evaluated first after it."""
+    if len(steps) == 0 or steps[-1] < step or steps[0] > step:
+        return None
+    return float(returns[np.searchsorted(steps, step, side="right") - 1])
+
+
+def action_repeat_of(run: RunRecord) -> int:
+    """Env frames per agent step of a run: its --action-repeat on dm-control, where the flag applies (as
+    cleanrl_plus/evaluator.py env_options passes it), else 1."""
+    from envs import backend_for
+
+    return int(run.flags.get("action_repeat", 1)) if backend_for(run.env_id) == "dmc" else 1
+
+
 def average_performance(steps: np.ndarray, returns: np.ndarray, iteration_steps: int) -> float:
     """C-CHAIN's Eq. 1 for one run: the mean over iterations of the mean return of the training episodes that ended in
     the iteration (step s belongs to iteration ⌈s / iteration_steps⌉: an episode cut at an iteration's end is its last),
@@ -343,7 +370,7 @@ class Report:
         reps: int,
         baseline: str | None,
         oracle: str | None,
-        published: PublishedTable | None = None,
+        published: PublishedTable | PublishedCurves | None = None,
     ) -> None:
         self.runs, self.metric, self.reps, self.published = runs, metric, reps, published
         self.labels = method_labels(runs)
@@ -399,9 +426,7 @@ class Report:
 
     def average_performance_of(self, runs: list[RunRecord]) -> tuple[float, float]:
         """The mean and standard error over `runs` of their Eq. 1 values (s.e. NaN for one run)."""
-        scores = np.array([average_performance(r.steps, r.returns, r.iteration_steps) for r in runs])
-        error = float(scores.std(ddof=1) / math.sqrt(len(scores))) if len(scores) > 1 else math.nan
-        return float(scores.mean()), error
+        return mean_and_standard_error([average_performance(r.steps, r.returns, r.iteration_steps) for r in runs])
 
     def average_performance_table(self) -> list[str]:
         """C-CHAIN's score per env and group: the mean ± standard error over seeds of each run's Eq. 1 value."""
@@ -448,6 +473,57 @@ class Report:
                 difference = stats.format_number(ours[0] - theirs[0])
                 lines.append(f"{where} {seeds} | {_mean_and_error(*ours)} | {theirs_cell} | {difference} | {verdict} |")
         return lines
+
+    def published_curves_table(self, published: PublishedCurves) -> tuple[list[str], list[str]]:
+        """(table lines, notes): each published curve at each of its steps beside our runs of its env and group at the
+        same env frames, each side's mean ± s.e. over seeds by one function (`mean_and_standard_error`); a point whose
+        two values lie further apart than their standard errors combined is marked, as in the published table."""
+        lines = [
+            "| published curve | our env, group | published step = our agent step | seeds (ours / theirs) | ours mean ± s.e. "
+            "| theirs mean ± s.e. | ours − theirs | beyond the s.e. combined |",
+            "|-|-|-|-|-|-|-|-|",
+        ]
+        notes = []
+        for curve in published.curves:
+            runs = sorted(
+                (r for r in self.runs if r.env_id == curve.env_id and r.exp_name == curve.group), key=lambda r: r.seed
+            )
+            repeat = action_repeat_of(runs[0]) if runs else curve.action_repeat
+            if runs and repeat != curve.action_repeat:
+                notes.append(
+                    f"{curve.name}: our runs' action repeat is {repeat}, the authors' {curve.action_repeat}; compared at "
+                    "equal env frames"
+                )
+            for step, theirs in curve.points.items():
+                lines.append(self._published_point(curve, step, theirs, runs, repeat, notes))
+        return lines, notes
+
+    def _published_point(
+        self, curve: PublishedCurve, step: int, theirs: tuple[float, float], runs: list[RunRecord], repeat: int, notes: list
+    ) -> str:
+        frames = curve.frames(step)
+        our_step = frames // repeat
+        if frames % repeat:
+            notes.append(f"{curve.name}: {frames} env frames is no whole number of our agent steps; read at {our_step}")
+        where = f"| {curve.name} | `{curve.env_id}`, `{curve.group}` | {step:,} {curve.step_unit} = {our_step:,} |"
+        theirs_cell = _mean_and_error(*theirs)
+        values = [evaluation_at(r.steps, r.returns, our_step) for r in runs]
+        reached = [v for v in values if v is not None]
+        behind = len(runs) - len(reached)
+        seeds = f"{len(reached)}{f' ({behind} not reached)' if behind else ''} / {curve.seeds}"
+        if not reached:
+            return f"{where} {seeds} | {'not reached' if runs else 'not run'} | {theirs_cell} | | |"
+        statistic = f"eval@{our_step}"
+        ours = mean_and_standard_error(reached)
+        estimators = ("mean", "standard_error", "published_mean", "published_standard_error")
+        for estimator, value in zip(estimators, (*ours, *theirs)):
+            count = len(reached) if not estimator.startswith("published") else curve.seeds
+            self.rows.append(
+                Row("published", curve.env_id, curve.group, count, statistic, estimator, value, reference=curve.name)
+            )
+        verdict = "**yes**" if differs(ours, theirs) else "no"
+        difference = stats.format_number(ours[0] - theirs[0])
+        return f"{where} {seeds} | {_mean_and_error(*ours)} | {theirs_cell} | {difference} | {verdict} |"
 
     def normalised_matrix(self, method: tuple[str, str], values: dict[int, float], envs: list[str]) -> np.ndarray:
         """(runs, envs) of `values` min–max normalised per env over every run of that env (all groups); NaN pads
@@ -736,9 +812,20 @@ class Report:
         if self.metric == "average-performance":
             parts += ["", "## Average performance (C-CHAIN, Tang et al. 2025, Eq. 1): mean ± standard error over seeds", ""]
             parts += self.average_performance_table()
-        if self.published is not None:
+        if isinstance(self.published, PublishedTable):
             parts += ["", f"## Beside the published table: {self.published.source}", ""]
             parts += self.published_table(self.published)
+        elif isinstance(self.published, PublishedCurves):
+            curve_lines, curve_notes = self.published_curves_table(self.published)
+            notes = notes + curve_notes
+            parts += ["", f"## Beside published curves: {self.published.source}", ""]
+            parts += [
+                "Compared at equal env frames: a published step counted in agent steps is step × the authors' action "
+                "repeat frames; our runs count agent steps and are read at frames ÷ their action repeat (the last "
+                "evaluation at or before it).",
+                "",
+                *curve_lines,
+            ]
         if len(self.envs) > 1:
             parts += [
                 "",
@@ -787,6 +874,15 @@ class Report:
                     "mean ± standard error (std with ddof 1 / √seeds) over seeds."
                 ]
                 if self.metric == "average-performance"
+                else []
+            ),
+            *(
+                [
+                    "- **beside published curves**: per run, the evaluation at the published step (the last evaluation at "
+                    "or before it, among runs that evaluated at it or later); mean ± standard error (std with ddof 1 / "
+                    "√seeds) over seeds, the statistic the authors' per-seed values are given too."
+                ]
+                if isinstance(self.published, PublishedCurves)
                 else []
             ),
             "- **AUC** = the area under the run's return curve (trapezoids between its points, from the first to the last "
