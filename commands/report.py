@@ -270,17 +270,21 @@ def action_repeat_of(run: RunRecord) -> int:
     return int(run.flags.get("action_repeat", 1)) if backend_for(run.env_id) == "dmc" else 1
 
 
-def average_performance(steps: np.ndarray, returns: np.ndarray, iteration_steps: int) -> float:
-    """C-CHAIN's Eq. 1 for one run: the mean over iterations of the mean return of the training episodes that ended in
-    the iteration (step s belongs to iteration ⌈s / iteration_steps⌉: an episode cut at an iteration's end is its last),
-    the `itr_mean_return` series the authors' scripts log. Iterations in which no episode ended have no value. Each
-    logged point is one episode with one env per member; with more, the episodes that ended at one step are one point."""
+def iteration_means(steps: np.ndarray, values: np.ndarray, iteration_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(iterations, means): per PPO iteration, the mean of the points logged in it (step s belongs to iteration
+    ⌈s / iteration_steps⌉: an episode cut at an iteration's end is its last), ascending; iterations in which no episode
+    ended have no row. Of the episodes' returns, the `itr_mean_return` series the authors' scripts log."""
     if iteration_steps < 1:
         raise ValueError("average performance needs the run's iteration length (num_steps × num_envs)")
-    iterations = -(-np.asarray(steps, dtype=np.int64) // iteration_steps)
-    _, index = np.unique(iterations, return_inverse=True)
-    means = np.bincount(index, weights=np.asarray(returns, dtype=float)) / np.bincount(index)
-    return float(means.mean())
+    iterations, index = np.unique(-(-np.asarray(steps, dtype=np.int64) // iteration_steps), return_inverse=True)
+    return iterations, np.bincount(index, weights=np.asarray(values, dtype=float)) / np.bincount(index)
+
+
+def average_performance(steps: np.ndarray, returns: np.ndarray, iteration_steps: int) -> float:
+    """C-CHAIN's Eq. 1 for one run: the mean over iterations of the mean return of the training episodes that ended in
+    the iteration (`iteration_means`). Each logged point is one episode with one env per member; with more, the
+    episodes that ended at one step are one point."""
+    return float(iteration_means(steps, returns, iteration_steps)[1].mean())
 
 
 def time_averaged_return(steps: np.ndarray, returns: np.ndarray) -> float:

@@ -1,0 +1,252 @@
+"""benchmarks/cchain_released.py: the patch of the authors' released C-CHAIN scripts (bluecontra/C-CHAIN at 2f8bedf,
+crl_gym_classic_control/control_train_aligned_*.py) on stand-in texts that hold the lines it replaces, the CSV of one
+of our real runs against its TensorBoard events by hand, and the page's statistic (per-level means, Eq. 1) by hand."""
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents import ppo
+from commands import report
+from envs import continual
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("cchain_released", ROOT / "benchmarks" / "cchain_released.py")
+released = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(released)
+
+# The lines the patch replaces, where control_train_aligned_c_chain.py has them (lines 6, 14 and 76), among others.
+SCRIPT = "\n".join(
+    ["import os, time", "import argparse", "import gym", "import random"]
+    + ["from trac_optimizer import start_trac", "", "if __name__ == '__main__':", "    import wandb", "    wandb.init()", ""]
+)
+
+
+def test_the_patch_replaces_each_line_where_it_stands_and_lists_it():
+    text, patched = released.patch_lines(SCRIPT, released.replacements(trac=False), "script.py")
+    lines = text.split("\n")
+    assert len(lines) == len(SCRIPT.split("\n"))  # line for line: the numbers on the page stay the authors'
+    assert (lines[2], lines[4], lines[7]) == (
+        "import gymnasium as gym",
+        "start_trac = None",
+        "    import wandb_to_csv as wandb",
+    )
+    assert patched == [
+        (3, "import gym", "import gymnasium as gym"),
+        (5, "from trac_optimizer import start_trac", "start_trac = None"),
+        (8, "    import wandb", "    import wandb_to_csv as wandb"),
+    ]
+    kept, _ = released.patch_lines(SCRIPT, released.replacements(trac=True), "script.py")
+    assert "from trac_optimizer import start_trac" in kept.split("\n")
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (SCRIPT.replace("    import wandb\n", ""), "has no line 'import wandb'"),
+        (SCRIPT.replace("import gym\n", "import gym\nimport gym\n"), "has 2 lines 'import gym'"),
+    ],
+)
+def test_the_patch_refuses_a_line_missing_or_twice(text, words):
+    with pytest.raises(released.UserError, match=words):
+        released.patch_lines(text, released.replacements(trac=False), "script.py")
+
+
+def fake_checkout(path: Path, script_text: str) -> Path:
+    """A git repository with the five released files' names (the scripts' text given, the helpers one line each)."""
+    folder = path / released.UPSTREAM_DIR
+    folder.mkdir(parents=True)
+    for script in released.SCRIPTS:
+        (folder / f"control_train_aligned_{script}.py").write_text(script_text)
+    for helper in released.HELPERS:
+        (folder / helper).write_text(f"# {helper}\n")
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "released"], check=True)
+    return path
+
+
+def test_prepare_copies_the_files_patched_with_a_manifest(tmp_path):
+    checkout = fake_checkout(tmp_path / "C-CHAIN", SCRIPT)
+    manifest = released.prepare(checkout, tmp_path / "scripts")
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert manifest["commit"] == head and not manifest["trac_import_kept"]
+    assert json.loads((tmp_path / "scripts" / released.MANIFEST).read_text()) == json.loads(json.dumps(manifest))
+    script = (tmp_path / "scripts" / "control_train_aligned_c_chain.py").read_text()
+    assert script == released.patch_lines(SCRIPT, released.replacements(trac=False), "")[0]
+    assert (tmp_path / "scripts" / "networks.py").read_text() == "# networks.py\n"
+
+
+def test_prepare_refuses_in_one_line_and_writes_nothing(tmp_path, capsys):
+    checkout = fake_checkout(tmp_path / "C-CHAIN", SCRIPT.replace("import gym\n", ""))
+    with pytest.raises(SystemExit) as exit_info:
+        released.main(["prepare", str(checkout), "--into", str(tmp_path / "scripts")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: control_train_aligned_vanilla.py has no line 'import gym'") and error.count("\n") == 1
+    assert not (tmp_path / "scripts").exists()
+    with pytest.raises(released.UserError, match="inside this repository"):
+        released.prepare(fake_checkout(tmp_path / "good", SCRIPT), ROOT / "scratch")
+    assert not (ROOT / "scratch").exists()
+
+
+def test_the_wandb_stand_in_and_the_printed_lines_make_the_rows(tmp_path, monkeypatch):
+    """The stand-in records wandb.log as the script calls it; rows must agree with what the script printed."""
+    (tmp_path / "wandb_to_csv.py").write_text(released.WANDB_STAND_IN_SOURCE)
+    monkeypatch.setenv(released.LOG_VARIABLE, str(tmp_path / "log.jsonl"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import wandb_to_csv as wandb
+
+    wandb.init(name="run", config={})
+    for iteration, (mean_return, coef) in enumerate([(np.float64(-400.0), 1), (np.float64(-88.11111111111111), 2.5)], 1):
+        logged = {"global_timestep": 800 * iteration, "itr_mean_return": mean_return, "itr_mean_step": -mean_return}
+        wandb.log(logged | {released.COEFFICIENT: coef, "stats/value_loss": 0.1}, step=iteration)
+    printed_text = [
+        "- Iteration num: 1, Avg Return: -400.0, Avg Step: 400.0, P Loss: 0.00",
+        "- Iteration num: 2, Avg Return: -88.11111111111111, Avg Step: 88.11111111111111, P Loss: 0.00",
+    ]
+    printed = [(int(m[1]), float(m[2]), float(m[3])) for m in map(released.PRINTED.match, printed_text)]
+    rows = released.released_rows(tmp_path / "log.jsonl", printed, coefficient=True)
+    assert rows == [[1, 800, -400.0, 400.0, 1.0], [2, 1600, -88.11111111111111, 88.11111111111111, 2.5]]
+    assert released.released_rows(tmp_path / "log.jsonl", printed, coefficient=False)[1] == rows[1][:4]
+    with pytest.raises(released.RunFailure, match="differ"):
+        released.released_rows(tmp_path / "log.jsonl", printed[:1], coefficient=False)
+    with pytest.raises(released.RunFailure, match="differ"):
+        released.released_rows(tmp_path / "log.jsonl", [printed[0], (2, -88.1, 88.1)], coefficient=False)
+
+
+def test_run_refuses_bad_input_in_one_line(tmp_path, capsys):
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    base = ["run", "--scripts", str(scripts), "--seed", "0"]
+    cases = [
+        ([], "is not a prepared folder"),
+        (["--env_name", "LunarLander-v2"], "gymnasium's LunarLander-v2 is v3"),
+        (["--env_name", "Acrobot-v2"], "did you mean 'Acrobot-v1'"),
+        (["--script", "cchain"], "did you mean 'c_chain'"),
+        (["--opt", "TRAC"], "--opt TRAC needs TRAC's import"),
+    ]
+    for extra, words in cases:
+        if extra:  # the first case has no manifest
+            (scripts / released.MANIFEST).write_text(json.dumps({"trac_import_kept": False, "patched": {}, "commit": "0"}))
+        with pytest.raises(SystemExit) as exit_info:
+            released.main(base + extra)
+        error = capsys.readouterr().err
+        assert exit_info.value.code == 2 and error.startswith("error: ") and words in error and error.count("\n") == 1, error
+    assert sorted(p.name for p in scripts.iterdir()) == [released.MANIFEST]  # nothing run, nothing written
+
+
+def write_released_csv(path: Path, returns: list[float], per_level: int, planned: int, cpu_seconds: str | None = "12"):
+    header = {"seed": "1", "iterations_per_level": str(per_level), "planned_iterations": str(planned)}
+    if cpu_seconds is not None:
+        header["cpu_seconds"] = cpu_seconds
+    rows = [[i, 800 * i, value, -value] for i, value in enumerate(returns, 1)]
+    released.write_csv(path, header, list(released.COLUMNS), rows)
+    return path
+
+
+def test_level_means_and_score_by_hand(tmp_path):
+    """Levels of 3 iterations: each level's mean of itr_mean_return; Eq. 1 is the mean over all iterations, which
+    whole levels average to; a run stopped early has a shorter last level."""
+    returns = [-400.0, -100.0, -91.0, -88.0, -400.0, -400.0, -85.5]
+    levels, score = released.level_means_and_score(write_released_csv(tmp_path / "a.csv", returns, 3, 9))
+    assert levels == pytest.approx([-197.0, -296.0, -85.5])
+    assert score == pytest.approx(sum(returns) / 7)
+    whole, score = released.level_means_and_score(write_released_csv(tmp_path / "b.csv", returns[:6], 3, 6))
+    assert np.mean(whole) == pytest.approx(score) == pytest.approx(sum(returns[:6]) / 6)
+    gap = tmp_path / "gap.csv"
+    gap.write_text(write_released_csv(tmp_path / "c.csv", returns, 3, 9).read_text().replace("\n3,2400,", "\n4,2400,", 1))
+    with pytest.raises(released.UserError, match="does not hold iterations 1, 2"):
+        released.level_means_and_score(gap)
+
+
+def test_the_table_prints_both_columns_from_the_same_statistic(tmp_path):
+    theirs = write_released_csv(tmp_path / "theirs.csv", [-93.0, -401.0, -90.0, -84.0], 2, 4, cpu_seconds="1649")
+    ours = write_released_csv(tmp_path / "ours.csv", [-88.0, -400.0, -90.25], 2, 4, cpu_seconds=None)
+    assert released.table([theirs, ours]) == [
+        "| run | level means, levels 0–1 | Eq. 1 |",
+        "|-|-|-|",
+        "| theirs, `--seed 1` (4 iterations, 1,649 CPU-s) | −247, −87 | −167.0 |",
+        "| ours, seed 1 (the first 3 of 4 iterations) | −244, −90 | −192.8 |",
+    ]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A real PPO run of continual:cchain-cartpole: 5 iterations of 64 steps, levels of 2 iterations."""
+    args = ppo.Args.defaults_for(
+        "continual:cchain-cartpole",
+        total_timesteps=5 * 64,
+        num_steps=64,
+        num_minibatches=2,
+        update_epochs=1,
+        hidden_sizes=(16,),
+        runs_dir=str(tmp_path_factory.mktemp("runs")),
+        progress=False,
+        log_every=64,
+        continual=continual.ContinualArgs(steps_per_task=128),
+    )
+    return Path(ppo.main(args)["run_dir"])
+
+
+def test_export_is_the_runs_iteration_means_by_hand(tiny_run, tmp_path):
+    """Per iteration of 64 steps, the mean return and length of the episodes that ended in it (one ending at step 64
+    is iteration 1's), from the events; Eq. 1 from the CSV is report's --metric average-performance."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    path = released.export(tiny_run, tmp_path / "ours.csv")
+    events = EventAccumulator(str(tiny_run), size_guidance={"scalars": 0}).Reload()
+    returns = [(e.step, e.value) for e in events.Scalars("charts/episodic_return")]
+    lengths = [e.value for e in events.Scalars("charts/episodic_length")]
+    expected = []
+    for iteration in range(1, 6):
+        inside = [k for k, (step, _) in enumerate(returns) if (iteration - 1) * 64 < step <= iteration * 64]
+        mean_return = sum(returns[k][1] for k in inside) / len(inside)
+        expected.append((iteration, 64 * iteration, mean_return, sum(lengths[k] for k in inside) / len(inside)))
+    header, columns = released.read_csv(path)
+    got = list(zip(*(columns[name] for name in released.COLUMNS)))
+    assert np.allclose(np.array(got), np.array(expected), rtol=1e-12, atol=0)
+    assert header["iterations_per_level"] == ["2"] and header["planned_iterations"] == ["5"]
+    assert header["command"] == [
+        "python agents/ppo.py --env-id continual:cchain-cartpole --seeds 1 --continual.steps-per-task 128 --num-steps 64 "
+        "--num-minibatches 2 --update-epochs 1 --hidden-sizes 16 --total-timesteps 320"
+    ]
+    levels, score = released.level_means_and_score(path)
+    assert levels == pytest.approx([np.mean([e[2] for e in expected[a:b]]) for a, b in ((0, 2), (2, 4), (4, 5))])
+    steps, values = map(np.array, zip(*returns))
+    assert score == pytest.approx(report.average_performance(steps, values, 64), rel=1e-12)
+
+
+def test_export_refuses_another_runs_folder(tmp_path, capsys):
+    (tmp_path / "args.json").write_text(json.dumps({"agent": "sac", "env_id": "continual:cchain-cartpole"}))
+    (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        released.main(["export", str(tmp_path)])
+    error = capsys.readouterr().err
+    assert (
+        exit_info.value.code == 2 and "pass a run of agents/ppo.py on continual:cchain-*" in error and error.count("\n") == 1
+    )
+
+
+def test_the_command_names_the_group_and_the_flags_as_the_command_line_takes_them(tmp_path):
+    """A member's args.json names its group's folders; the seeds are theirs. Booleans are tyro's --x / --no-x."""
+    names = ["continual-cchain-acrobot__ppo-c-chain__3", "continual-cchain-acrobot__ppo-c-chain__0"]
+    for seed, name in zip((3, 0), names):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "args.json").write_text(json.dumps({"seed": seed, "group": names}))
+    assert released.group_seeds(tmp_path / names[1], {"group": names}) == [3, 0]
+    assert released.group_seeds(tmp_path / names[0], {}) == [3]
+    with pytest.raises(released.UserError, match="group member x is not beside it"):
+        released.group_seeds(tmp_path / names[0], {"group": [names[0], "x"]})
+    flags = [("cchain.enabled", True), ("cchain.enabled", False), ("compile", False), ("hidden_sizes", [16, 16])]
+    assert [released.command_line_flag(*flag) for flag in flags] == [
+        "--cchain.enabled",
+        "--cchain.no-enabled",
+        "--no-compile",
+        "--hidden-sizes 16 16",
+    ]
