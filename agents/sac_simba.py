@@ -103,6 +103,9 @@ class Args(ActorCriticRemedies, RunArgs):
     """SimBa critic residual blocks"""
     mlp_hidden_sizes: tuple[AtLeastOne, ...] = (256, 256)
     """hidden widths of actor and critic when --network mlp"""
+    mlp_init: Literal["default", "orthogonal"] = "default"
+    """initialisation of the --network mlp hidden layers: nn.Linear's default, or orthogonal with gain √2
+    and zero biases (SimBa's plain-SAC MLPBlock, SonyResearch/simba scale_rl/networks/layers.py)"""
     normalize_obs: bool = True
     """running mean/std observation normalisation (statistics updated only from observations
     acted on)"""
@@ -156,7 +159,7 @@ def make_encoder(args: Args, size: int, in_features: int, width: int, blocks: in
     # before the ReLU
     if args.network == "simba":
         return SimbaEncoder(size, in_features, width, blocks, activation, norm)
-    return MLPEncoder(size, in_features, args.mlp_hidden_sizes, norm, activation)
+    return MLPEncoder(size, in_features, args.mlp_hidden_sizes, norm, activation, args.mlp_init)
 
 
 class Actor(nn.Module):

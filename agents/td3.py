@@ -96,7 +96,12 @@ class Args(ActorCriticRemedies, RunArgs):
     exploration_noise: Fraction = 0.1
     """std of the Gaussian exploration noise, in units of the action scale"""
     learning_starts: Count = 25_000
-    """environment steps of uniformly random actions before learning starts"""
+    """environment steps before learning starts, acting uniformly at random (unless --random-steps
+    says how long)"""
+    random_steps: Count | None = None
+    """environment steps of uniformly random actions where they differ from --learning-starts (None:
+    as many): the camera-ready TD3 (sfujim/TD3 @bc98e626, main.py) acts at random for its first 10k
+    steps on HalfCheetah but trains from the end of its first episode on"""
     policy_frequency: AtLeastOne = 2
     """the actor and the targets are updated once every `policy_frequency` critic updates
     (policy delay)"""

@@ -72,9 +72,11 @@ class ActorCriticAgent(OffPolicyAgent):
 
 def act_in_box(agent: ActorCriticAgent, obs: torch.Tensor, global_step: int, num_updates: int) -> tuple[bool, torch.Tensor]:
     """(learn after this step, the actions) of an actor-critic at `global_step`: a ~ U(A) while it acts at random (before
-    learning starts, and in a continual task's random steps), else `agent.explore(s, noise)`. The observation
-    statistics are updated with s first: with --normalize-obs the only place they change."""
-    act_randomly, learn = agent.session.off_policy_phase(global_step, num_updates, agent.args.learning_starts)
+    learning starts or for TD3's --random-steps, and in a continual task's random steps), else `agent.explore(s,
+    noise)`. The observation statistics are updated with s first: with --normalize-obs the only place they change."""
+    # TD3's --random-steps: random actions for another number of steps than --learning-starts (SAC has none)
+    random_steps = getattr(agent.args, "random_steps", None)
+    act_randomly, learn = agent.session.off_policy_phase(global_step, num_updates, agent.args.learning_starts, random_steps)
     agent.normalizer.update(obs)
     return learn, uniform_or_explore(act_randomly, agent.explore, obs, *agent.actor.bounds, agent.members)
 

@@ -59,10 +59,12 @@ class TaskSchedule:
         """--continual.random-steps-per-task N: the first N steps of every task act at random and learn nothing."""
         return self.task is not None and global_step - self.start_step < self.env.setting.random_steps_per_task
 
-    def off_policy_phase(self, global_step: int, learning_starts: int) -> tuple[bool, bool]:
-        """(act uniformly at random, learn after this step) for an off-policy agent: the first `learning_starts` steps
-        act at random (from each task's start when exploration restarts per task), as do each task's warm-up steps,
-        which learn nothing; learning starts with the step that reaches `learning_starts`. Steps count per member."""
+    def off_policy_phase(self, global_step: int, learning_starts: int, random_steps: int | None = None) -> tuple[bool, bool]:
+        """(act uniformly at random, learn after this step) for an off-policy agent: the first `random_steps` steps
+        (None: `learning_starts`) act at random (from each task's start when exploration restarts per task), as do
+        each task's warm-up steps, which learn nothing; learning starts with the step that reaches `learning_starts`.
+        Steps count per member."""
         schedule_step, warmup = self.schedule_step(global_step), self.in_warmup(global_step)
         learn = schedule_step + self.env.envs_per_member > learning_starts and not warmup
-        return schedule_step < learning_starts or warmup, learn
+        random_steps = learning_starts if random_steps is None else random_steps
+        return schedule_step < random_steps or warmup, learn

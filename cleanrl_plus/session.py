@@ -96,10 +96,12 @@ class TrainingSession:
         learn nothing (C-CHAIN starts each MinAtar game so)."""
         return self.schedule.in_warmup(global_step)
 
-    def off_policy_phase(self, global_step: int, num_updates: int, learning_starts: int) -> tuple[bool, bool]:
+    def off_policy_phase(
+        self, global_step: int, num_updates: int, learning_starts: int, random_steps: int | None = None
+    ) -> tuple[bool, bool]:
         """(act uniformly at random, learn after this step) for an off-policy agent at `global_step`
         (TaskSchedule.off_policy_phase). Starts the learning clock. Steps count per member."""
-        act_randomly, learn = self.schedule.off_policy_phase(global_step, learning_starts)
+        act_randomly, learn = self.schedule.off_policy_phase(global_step, learning_starts, random_steps)
         if learn:
             self.learning_started(global_step + self.env.envs_per_member, num_updates)
         return act_randomly, learn

@@ -78,14 +78,24 @@ class SimbaEncoder(nn.Module):
 
 
 class MLPEncoder(nn.Module):
-    """Plain ReLU MLP torso (the 'SAC' baseline), ensemble layers with nn.Linear's default init; `norm`/`activation`
-    as --net.norm/--net.activation (cleanrl_plus.nn.ensemble_stack)."""
+    """Plain ReLU MLP torso (the 'SAC' baseline), ensemble layers with nn.Linear's default init, or with `init`
+    "orthogonal" orthogonal weights of gain √2 and zero biases (SimBa's MLPBlock, SonyResearch/simba
+    scale_rl/networks/layers.py); `norm`/`activation` as --net.norm/--net.activation (cleanrl_plus.nn.ensemble_stack)."""
 
     def __init__(
-        self, ensemble_size: int, in_features: int, hidden: tuple[int, ...], norm: str = "none", activation: str = "relu"
+        self,
+        ensemble_size: int,
+        in_features: int,
+        hidden: tuple[int, ...],
+        norm: str = "none",
+        activation: str = "relu",
+        init: str = "default",
     ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(ensemble_hidden(ensemble_size, (in_features, *hidden), norm, activation))
+        if init == "orthogonal":
+            for layer in self.layers:
+                orthogonal_(layer, gain=math.sqrt(2))
         self.activation = ACTIVATIONS[activation]()
         self.out_features = hidden[-1]
 

@@ -91,6 +91,9 @@ class SweepArgs:
     agent's name"""
     flags: str = ""
     """flags given to every run (e.g. "--total-timesteps 50000 --num-envs 8")"""
+    env_flags: tuple[str, ...] = ()
+    """flags given to the runs of one environment as ENV=FLAGS, after --flags and before the configuration's, e.g.
+    HalfCheetah-v5="--random-steps 10000" (a recipe whose authors set a value per environment)"""
     runs_dir: str = "runs/sweep"
     """folder of the sweep's run directories (and logs/); a relative one is relative to the folder the sweep starts in"""
     executor: Literal["local", "submitit", "ray"] = "local"
@@ -176,6 +179,25 @@ def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     return parsed
 
 
+def parse_env_flags(entries: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """--env-flags ENV=FLAGS entries → {env id: its flags}; each env id is checked as --env-id is."""
+    import envs
+
+    parsed: dict[str, tuple[str, ...]] = {}
+    for entry in entries:
+        env_id, sep, flags = entry.partition("=")
+        if not sep or not env_id:
+            raise UserError(f"--env-flags '{entry}' must look like ENV=FLAGS (e.g. HalfCheetah-v5=\"--random-steps 10000\")")
+        if env_id in parsed:
+            raise UserError(f"--env-flags names {env_id} twice")
+        envs.validate_env_id(env_id)
+        parsed[env_id] = tuple(shlex.split(flags))
+    return parsed
+
+
+RESERVED_FLAGS = ("--seed", "--env-id", "--exp-name", "--runs-dir", "--run-name", "--resume")
+
+
 def manifest(args: SweepArgs) -> list[RunSpec]:
     """Expand agent × env × configuration × seed into runs (deterministic order and names)."""
     for agent in args.agent:
@@ -188,13 +210,15 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
         raise UserError("--seeds needs at least one seed")
     check_ranges(args)
     common = tuple(shlex.split(args.flags))
-    for reserved in ("--seed", "--env-id", "--exp-name", "--runs-dir", "--run-name", "--resume"):
-        if any(flag == reserved or flag.startswith(reserved + "=") for flag in common):
-            raise UserError(f"{reserved} is set by the sweep for every run — remove it from --flags")
+    env_flags = parse_env_flags(args.env_flags)
+    for reserved in RESERVED_FLAGS:
+        for where, given in (("--flags", common), *((f"--env-flags {e}", f) for e, f in env_flags.items())):
+            if any(flag == reserved or flag.startswith(reserved + "=") for flag in given):
+                raise UserError(f"{reserved} is set by the sweep for every run — remove it from {where}")
     configs = parse_configs(args.config)
     runs_dir, cwd = str(Path(args.runs_dir).expanduser().absolute()), os.getcwd()
     specs = [
-        RunSpec(agent, env_id, config, seed, common + config_flags, runs_dir, cwd)
+        RunSpec(agent, env_id, config, seed, common + env_flags.get(env_id, ()) + config_flags, runs_dir, cwd)
         for agent, env_id, (config, config_flags), seed in itertools.product(
             args.agent, args.env_id, configs.items(), args.seeds
         )
@@ -308,9 +332,10 @@ def load_plan(path: str, given: list[str]) -> SweepArgs:
     unknown = sorted(set(plan) - fields)
     if unknown:
         raise UserError(f"plan file {path}: unknown keys {unknown}{did_you_mean(unknown[0], fields)}")
-    if isinstance(plan.get("config"), dict):  # [config] table: name = "flags"
-        plan["config"] = [f"{name}={flags}" for name, flags in plan["config"].items()]
-    for key in ("agent", "env_id", "seeds", "config"):
+    for table in ("config", "env_flags"):  # [config] / [env_flags] tables: name = "flags"
+        if isinstance(plan.get(table), dict):
+            plan[table] = [f"{name}={flags}" for name, flags in plan[table].items()]
+    for key in ("agent", "env_id", "seeds", "config", "env_flags"):
         if key in plan and not isinstance(plan[key], list):
             plan[key] = [plan[key]]
         if key in plan:
@@ -792,7 +817,7 @@ def gather_repeated(argv: list[str], name: str) -> list[str]:
 
 
 def parse(argv: list[str]) -> SweepArgs:
-    argv = gather_repeated(glue_flag_values(argv, ("--flags",)), "--config")
+    argv = gather_repeated(gather_repeated(glue_flag_values(argv, ("--flags",)), "--config"), "--env-flags")
     plan = next((a for a in argv if a.endswith(".toml") and not a.startswith("-")), None)
     if plan is not None:
         return load_plan(plan, [a for a in argv if a != plan])

@@ -6,10 +6,10 @@ import torch
 from conftest import cpu_fingerprint, digests_for_this_cpu
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
-from agents.sac_simba import Actor, Args, main
+from agents.sac_simba import Actor, Args, main, make_encoder
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.simba import ResidualBlock, SimbaEncoder
+from cleanrl_plus.simba import MLPEncoder, ResidualBlock, SimbaEncoder
 
 TINY = dict(
     actor_width=16, critic_width=16, critic_blocks=1, batch_size=32, eval_episodes=2, progress=False, buffer_size=10_000
@@ -43,6 +43,24 @@ def test_simba_initialisation():
     expand = encoder.blocks[0].expand.weight  # He normal over fan_in = 512
     assert expand.std().item() == pytest.approx((2 / 512) ** 0.5, rel=0.03)
     assert encoder.blocks[0].expand.bias.abs().max() == 0
+
+
+def test_mlp_orthogonal_initialisation_is_simbas_plain_sac_mlp_block():
+    """--mlp-init orthogonal: each hidden layer's weight orthogonal with gain √2 (W·Wᵀ = 2I over the shorter side),
+    biases zero, as SimBa's MLPBlock (orthogonal_init(√2)); the default keeps nn.Linear's uniform ±1/√fan_in."""
+    torch.manual_seed(0)
+    encoder = MLPEncoder(ensemble_size=2, in_features=20, hidden=(64, 64), init="orthogonal")
+    for layer in encoder.layers:
+        for w in layer.weight:  # (in, out) per entry
+            short = min(w.shape)
+            gram = w @ w.T if w.shape[0] == short else w.T @ w
+            torch.testing.assert_close(gram, 2 * torch.eye(short), atol=1e-4, rtol=0)
+        assert layer.bias.abs().max() == 0
+    default = MLPEncoder(ensemble_size=1, in_features=20, hidden=(64,))
+    assert default.layers[0].bias.abs().max() > 0 and default.layers[0].weight.abs().max() <= 20**-0.5
+    critic = Args(network="mlp", mlp_hidden_sizes=(32, 32), mlp_init="orthogonal")
+    built = make_encoder(critic, 2, 7, critic.critic_width, critic.critic_blocks)
+    assert isinstance(built, MLPEncoder) and built.layers[1].bias.abs().max() == 0
 
 
 def test_running_mean_std_merges_batches_exactly():

@@ -134,6 +134,9 @@ def test_off_policy_phases_act_randomly_before_learning_starts_and_in_each_warm_
     assert schedule.off_policy_phase(96, learning_starts=100) == (True, False)  # its 4 steps reach 100 only
     assert schedule.off_policy_phase(97, learning_starts=100) == (True, True)  # the step that passes learning_starts
     assert schedule.off_policy_phase(100, learning_starts=100) == (False, True)
+    # TD3's --random-steps: random actions past learning_starts, learning already
+    assert schedule.off_policy_phase(150, learning_starts=100, random_steps=200) == (True, True)
+    assert schedule.off_policy_phase(200, learning_starts=100, random_steps=200) == (False, True)
     schedule.open(1, 2_000)
     assert schedule.off_policy_phase(2_010, learning_starts=100) == (True, False)
     assert schedule.off_policy_phase(2_050, learning_starts=100) == (False, True)

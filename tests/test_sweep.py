@@ -91,6 +91,32 @@ def test_a_toml_plan_gives_defaults_that_flags_override(tmp_path):
         sweep.parse([str(tmp_path / "bad.toml")])
 
 
+def test_env_flags_reach_only_their_environments_runs_between_the_common_and_the_configurations_flags(tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'agent = "td3"\nenv_id = ["HalfCheetah-v5", "Hopper-v5"]\nseeds = [1]\nflags = "--batch-size 100"\n'
+        '[env_flags]\nHalfCheetah-v5 = "--random-steps 10000"\n[config]\nbaseline = "--tau 0.01"\n'
+    )
+    runs = {run.env_id: run for run in sweep.manifest(sweep.parse([str(plan)]))}
+    assert runs["HalfCheetah-v5"].flags == ("--batch-size", "100", "--random-steps", "10000", "--tau", "0.01")
+    assert runs["Hopper-v5"].flags == ("--batch-size", "100", "--tau", "0.01")
+    given = sweep.parse(["--agent", "td3", "--env-id", "Hopper-v5", "--env-flags", "Hopper-v5=--random-steps 7"])
+    assert sweep.manifest(given)[0].flags == ("--random-steps", "7")
+
+
+@pytest.mark.parametrize(
+    "entry, fix",
+    [
+        ("Hopper-v5 --random-steps 7", "ENV=FLAGS"),
+        ("Hoper-v5=--random-steps 7", "did you mean 'Hopper-v5'"),
+        ("Hopper-v5=--seed 3", "remove it from --env-flags Hopper-v5"),
+    ],
+)
+def test_bad_env_flags_get_one_line_errors(entry, fix):
+    with pytest.raises(UserError, match=fix):
+        sweep.manifest(sweep.parse(["--agent", "td3", "--env-id", "Hopper-v5", "--env-flags", entry]))
+
+
 def _sweep_command(runs_dir: Path, *extra: str) -> list[str]:
     return [
         sys.executable,

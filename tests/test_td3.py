@@ -174,6 +174,34 @@ def test_exploration_adds_gaussian_noise_of_the_documented_scale(runs_dir):
     assert noise[inside].std().item() == pytest.approx(1.0, abs=0.12) and abs(noise[inside].mean().item()) < 0.15
 
 
+def test_random_steps_act_at_random_past_learning_starts_while_learning_goes_on(runs_dir):
+    """--random-steps 300 with --learning-starts 100 (the camera-ready TD3's HalfCheetah schedule in small): updates
+    from step 100, uniform actions until step 300, then μ(s) + ε; the actor is never updated (policy delay beyond
+    the run), so the checkpoint's actor is the one that acted."""
+    result = main(
+        Args(
+            env_id="Pendulum-v1",
+            total_timesteps=400,
+            learning_starts=100,
+            random_steps=300,
+            policy_frequency=10**6,
+            runs_dir=runs_dir,
+            eval_every=0,
+            **TINY,
+        )
+    )
+    assert result["num_updates"] == 300
+    state = load_checkpoint(Path(result["run_dir"]) / "checkpoint.pt")
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)), TINY["hidden_sizes"])
+    actor.normalize = RunningMeanStd((3,), enabled=False)
+    actor.load_state_dict(state["actor"])
+    replay = state["replay"]
+    with torch.no_grad():
+        off_policy = replay["actions"][0, :, 0] - actor(replay["obs"])[0, :, 0]
+    # uniform on [−2, 2] has std 2/√3 ≈ 1.15; the exploration noise 0.1·2 = 0.2
+    assert off_policy[100:300].std().item() > 0.8 and off_policy[300:].std().item() < 0.3
+
+
 # ---- many-env flags (FastTD3; docs/agents/td3.md) -----------------------------------------------------------------
 def _scale_flags(**overrides):
     from cleanrl_plus.distributional import CriticArgs
