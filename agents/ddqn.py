@@ -350,7 +350,7 @@ def build(args: Args) -> DoubleDQN:
     new_q_network = GroupNetwork(members, one_q_network, device)
     q_network = new_q_network()
     q_target = target_copy(q_network)
-    optimizer = make_optimizer(args, q_network.parameters(), device)
+    optimizer = make_optimizer(args, q_network.parameters(), device, members=len(members))
     obs = env.reset(seed=run.seeds)  # (members, envs, ...)
     sampler = make_sampler(args.swd, N)
     capacity = args.buffer_size

@@ -645,7 +645,7 @@ def build(args: Args, trust_region: TrustRegion | None = None, agent_name: str =
     new_agent = partial(fresh, members, partial(make_agent, **built_for))
     agent = new_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
-    optimizer = make_optimizer(args, agent.parameters(), device, **adam_settings)
+    optimizer = make_optimizer(args, agent.parameters(), device, members=K, **adam_settings)
     # float64 on a CPU, where the fused Adam kernel then reads the very double it read as a Python
     # float; CUDA's fused Adam reads a float32 lr
     schedule_dtype = torch.float64 if device.type == "cpu" else torch.float32

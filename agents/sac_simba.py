@@ -295,6 +295,7 @@ class Temperature(nn.Module):
         # run's `capturable` when a checkpoint is loaded
         self.optimizer = ElementStepAdam(
             [self.log_alpha],
+            members=members,
             lr=args.alpha_learning_rate,
             fused=True if device.type == "cuda" else None,
             capturable=args.cudagraphs and device.type == "cuda",
@@ -479,8 +480,8 @@ def build(args: Args) -> SAC:
     critic_target = target_copy(critic).requires_grad_(False)
     temperature = Temperature(args, action_dim, device, K)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
-    actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
-    critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
+    actor_optimizer = make_optimizer(args, actor.parameters(), device, members=K, **adamw)
+    critic_optimizer = make_optimizer(args, critic.parameters(), device, members=K, **adamw)
     replay = make_replay(args, (obs_dim,), (action_dim,), members, make_sampler(args.swd, N), N)
 
     critic_on_batch = partial(q_on_batch, critic)

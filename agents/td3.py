@@ -371,8 +371,8 @@ def build(args: Args) -> TD3:
     actor_target, critic_target = target_copy(actor), target_copy(critic)
     adamw = dict(weight_decay=args.weight_decay, decoupled_weight_decay=True)
     adamw = adamw if args.weight_decay else {}
-    actor_optimizer = make_optimizer(args, actor.parameters(), device, **adamw)
-    critic_optimizer = make_optimizer(args, critic.parameters(), device, **adamw)
+    actor_optimizer = make_optimizer(args, actor.parameters(), device, members=K, **adamw)
+    critic_optimizer = make_optimizer(args, critic.parameters(), device, members=K, **adamw)
     replay = make_replay(args, (obs_dim,), (action_dim,), members, make_sampler(args.swd, N), N)
     noise_scales = None
     if args.exploration_noise_max > 0:

@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn as nn
 
+from cleanrl_plus.nn import EnsembleLinear
+
 
 @contextlib.contextmanager
 def drawing_from(generator: torch.Generator) -> Iterator[None]:
@@ -85,6 +87,9 @@ class Members:
             return singles[0]
         with torch.random.fork_rng():  # the group's own initialisation is overwritten: it must not move any stream
             group = factory(len(singles))
+        for module in group.modules():  # layers that take some products member by member
+            if isinstance(module, EnsembleLinear):
+                module.members = len(singles)
         group._shared_keys = set()
         with torch.no_grad():
             for name, tensor in _tensors(group):

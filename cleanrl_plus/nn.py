@@ -22,7 +22,14 @@ class EnsembleLinear(nn.Module):
     one-seed network has ensemble_size 1 (2 for a twin critic). Each entry is initialised exactly like `nn.Linear`
     (uniform ±1/sqrt(in) for weights and biases), so a twin critic built from these is the same model as two separate
     MLPs, only faster (one bmm instead of two matmuls).
+
+    A layer of one output (a value head) takes each member's product on its own, on a CPU: torch hands a batch of one
+    matrix to MKL's gemm and a larger batch to MKL's batched gemm, which round a one-column product differently, so a
+    member's values would depend on the size of its group (docs/experiments.md). `members` is the group's size,
+    which `Members.build` sets.
     """
+
+    members = 1
 
     def __init__(self, ensemble_size: int, in_features: int, out_features: int) -> None:
         super().__init__()
@@ -30,12 +37,18 @@ class EnsembleLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(ensemble_size, 1, out_features))
         self.reset_parameters()
 
+    def _member_by_member(self, x: torch.Tensor) -> bool:
+        return self.members > 1 and self.weight.shape[2] == 1 and x.is_cpu
+
     def reset_parameters(self) -> None:
         bound = 1.0 / math.sqrt(self.weight.shape[1])
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._member_by_member(x):  # each member's copies as its one-seed run multiplies them
+            blocks = zip(*(t.chunk(self.members) for t in (self.bias, x, self.weight)))
+            return torch.cat([torch.baddbmm(bias, inputs, weight) for bias, inputs, weight in blocks])
         return torch.baddbmm(self.bias, x, self.weight)
 
     def forward_copy(self, index: int, x: torch.Tensor) -> torch.Tensor:
@@ -44,7 +57,10 @@ class EnsembleLinear(nn.Module):
         if x.dim() == 2:
             return torch.addmm(self.bias[index], x, self.weight[index])
         copies = self.weight.shape[0] // x.shape[0]
-        return torch.baddbmm(self.bias[index::copies], x, self.weight[index::copies])
+        bias, weight = self.bias[index::copies], self.weight[index::copies]
+        if self._member_by_member(x):
+            return torch.cat([torch.baddbmm(*blocks) for blocks in zip(bias.split(1), x.split(1), weight.split(1))])
+        return torch.baddbmm(bias, x, weight)
 
     def extra_repr(self) -> str:
         n, i, o = self.weight.shape

@@ -40,8 +40,13 @@ import math
 from typing import Any, Literal
 
 import torch
+from torch.optim.adam import adam as adam_step
 
 from cleanrl_plus.ranges import Positive
+
+# a member's block of a multiple of this many entries is whole vectors for torch's CPU kernels (8
+# floats a vector with AVX2, 16 with AVX-512; elementwise loops take two vectors at a time)
+WHOLE_VECTORS = 64
 
 
 class ElementStepAdam(torch.optim.Adam):
@@ -60,12 +65,25 @@ class ElementStepAdam(torch.optim.Adam):
     `beta2_power` = β₂^tᵢ (a multiply per step; recomputing exp(tᵢ·log β) made the step
     ≈ 2× slower on CPU), hence checkpointed. With `capturable=True` (CUDA graphs) every count
     lives on the device and the per-element step is device-only too.
+
+    In a group of `members` (cleanrl_plus.members), a parameter whose member blocks do not fill
+    whole vectors (a head's bias of one or two outputs) steps each member's block as a tensor of
+    its own: torch's CPU kernels run the whole vectors of a tensor through vector code and the rest
+    through scalar code, which round differently, so stepped whole, which of its entries a member
+    holds there would depend on the group's size (docs/experiments.md).
     """
 
-    def __init__(self, params, **kwargs) -> None:
+    def __init__(self, params, members: int = 1, **kwargs) -> None:
         if kwargs.get("amsgrad"):
             raise ValueError("ElementStepAdam does not support amsgrad")
         super().__init__(params, **kwargs)
+        self.members = members
+
+    def member_blocks(self, parameter: torch.Tensor) -> int:
+        """The blocks `parameter` steps in: its members' (`members`), where a member's block on a
+        CPU is not a whole number of WHOLE_VECTORS entries, else 1 (the tensor at once)."""
+        whole = (parameter.numel() // self.members) % WHOLE_VECTORS == 0
+        return 1 if self.members == 1 or whole or not parameter.is_cpu else self.members
 
     def load_state_dict(self, state_dict: dict) -> None:
         """As Adam's, but `capturable` stays this run's choice: torch takes it from the saved
@@ -102,23 +120,58 @@ class ElementStepAdam(torch.optim.Adam):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        restarted = [
+        # stepped here, not by the parent: restarted entries, and parameters stepped member by member
+        own = [
             (p, group)
             for group in self.param_groups
             for p in group["params"]
-            if p.grad is not None and "beta1_power" in self.state.get(p, ())
+            if p.grad is not None
+            and ("beta1_power" in self.state.get(p, ()) or self.member_blocks(p) > 1)
         ]
-        grads = [p.grad for p, _ in restarted]
-        for p, _ in restarted:  # the parent's step skips parameters without a gradient
+        grads = [p.grad for p, _ in own]
+        for p, _ in own:  # the parent's step skips parameters without a gradient
             p.grad = None
         try:
             super().step()
         finally:
-            for (p, _), grad in zip(restarted, grads):
+            for (p, _), grad in zip(own, grads):
                 p.grad = grad
-        for p, group in restarted:
-            self._step_per_element(p, group)
+        for p, group in own:
+            if "beta1_power" in self.state[p]:
+                self._step_per_element(p, group)
+            else:
+                self._step_member_by_member(p, group)
         return loss
+
+    def _step_member_by_member(self, p: torch.Tensor, group: dict) -> None:
+        """The parent's step (its kernel: fused, foreach or loop) on each member's block of `p`
+        as a tensor of its own."""
+        # torch.optim.Adam's own state initialisation, on a first step
+        self._init_group({**group, "params": [p]}, [], [], [], [], [], [])
+        state, blocks = self.state[p], self.member_blocks(p)
+        # each block counts its own step, from the parameter's count, which moves on once
+        steps = [state["step"].clone() for _ in range(blocks)]
+        beta1, beta2 = group["betas"]
+        adam_step(
+            *(
+                list(t.view(blocks, -1).unbind(0))
+                for t in (p, p.grad, state["exp_avg"], state["exp_avg_sq"])
+            ),
+            [],
+            steps,
+            foreach=group["foreach"],
+            capturable=group["capturable"],
+            fused=group["fused"],
+            decoupled_weight_decay=group["decoupled_weight_decay"],
+            amsgrad=False,
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=group["maximize"],
+        )
+        state["step"].copy_(steps[0])
 
     def _step_per_element(self, p: torch.Tensor, group: dict) -> None:
         """Adam/AdamW on one parameter, with the bias corrections of each entry's own count tᵢ."""
@@ -147,14 +200,21 @@ class ElementStepAdam(torch.optim.Adam):
 
 
 def adam(
-    parameters, lr: float, device: torch.device, capturable: bool = False, **kwargs
+    parameters,
+    lr: float,
+    device: torch.device,
+    capturable: bool = False,
+    members: int = 1,
+    **kwargs,
 ) -> ElementStepAdam:
     """Adam (AdamW with decoupled_weight_decay=True) with the fused kernel where the device supports
-    it (one kernel for all parameters), and entries that resets can restart (ElementStepAdam).
+    it (one kernel for all parameters), and entries that resets can restart (ElementStepAdam) for
+    a group of `members`.
     `capturable` (CUDA graphs, --cudagraphs) keeps its step counts on the device; on CPU it stays
     off, so eager runs keep today's numerics."""
     return ElementStepAdam(
         parameters,
+        members=members,
         lr=lr,
         fused=device.type in ("cpu", "cuda"),
         capturable=capturable and device.type == "cuda",
@@ -294,15 +354,21 @@ class TRAC:
 
 
 def make_optimizer(
-    args: Any, parameters, device: torch.device, **adam_kwargs
+    args: Any, parameters, device: torch.device, members: int = 1, **adam_kwargs
 ) -> torch.optim.Optimizer:
-    """The agent's base optimiser from its flags (--optim.name, --learning-rate, --cudagraphs):
-    `adam` (above), capturable for --cudagraphs, with the agent's other settings, or PSGD-Kron with
-    the same lr and weight decay (Adam's betas/eps do not carry over; the remedy catalogue refuses
-    it with --compile/--cudagraphs). TRAC wraps it later, in the hooks."""
+    """The agent's base optimiser of a group of `members` from its flags (--optim.name,
+    --learning-rate, --cudagraphs): `adam` (above), capturable for --cudagraphs, with the agent's
+    other settings, or PSGD-Kron with the same lr and weight decay (Adam's betas/eps do not carry
+    over; the remedy catalogue refuses it with --compile/--cudagraphs, and in a group). TRAC wraps
+    it later, in the hooks."""
     if args.optim.name == "adam":
         return adam(
-            parameters, args.learning_rate, device, capturable=args.cudagraphs, **adam_kwargs
+            parameters,
+            args.learning_rate,
+            device,
+            capturable=args.cudagraphs,
+            members=members,
+            **adam_kwargs,
         )
     import heavyball  # optional dependency path: only Kron runs need it
 
@@ -321,7 +387,9 @@ def clip_grad_norm_per_member(
     member-major dimension of every parameter). A global norm would let one member's large gradient
     shrink every other member's step. Returns the norms before clipping, (members,)."""
     grads = [p.grad for p in parameters if p.grad is not None]
-    squares = torch.stack([g.reshape(members, -1).square().sum(1) for g in grads]).sum(0)
+    # (members, parameters) summed along each member's row: a sum down a column would add a
+    # one-seed run's squares in another order than a group's
+    squares = torch.stack([g.reshape(members, -1).square().sum(1) for g in grads], dim=1).sum(1)
     norms = squares.sqrt()
     coefficients = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     for g in grads:

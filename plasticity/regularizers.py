@@ -105,18 +105,24 @@ def per_member(values: torch.Tensor, members: int) -> torch.Tensor:
     return values.reshape(members, -1).sum(1)
 
 
+def sum_of_terms(terms: list[torch.Tensor]) -> torch.Tensor:
+    """Σ of per-member terms (members,) → (members,), summed along each member's own row: a sum
+    down the column would add a group of one's terms in another order than a larger group's."""
+    return torch.stack(terms, dim=1).sum(1)
+
+
 def l2_penalty(parameters: list[torch.Tensor], members: int = 1) -> torch.Tensor:
     """Σ_θ θ², per member: (members,)."""
-    return torch.stack([per_member(p.square(), members) for p in parameters]).sum(0)
+    return sum_of_terms([per_member(p.square(), members) for p in parameters])
 
 
 def l2_init_penalty(
     parameters: list[torch.Tensor], initial: list[torch.Tensor], members: int = 1
 ) -> torch.Tensor:
     """Σ_θ (θ − θ₀)², per member: (members,)."""
-    return torch.stack(
+    return sum_of_terms(
         [per_member((p - p0).square(), members) for p, p0 in zip(parameters, initial)]
-    ).sum(0)
+    )
 
 
 def rows_as_units(layer: nn.Module, ensemble: bool) -> torch.Tensor:
@@ -138,7 +144,7 @@ def parseval_penalty(
         identity = torch.eye(gram.shape[-1], device=w.device, dtype=w.dtype)
         weight = 1.0 if reference_width is None else (reference_width / gram.shape[-1]) ** 2
         total.append(weight * per_member((gram - scale * identity).square(), members))
-    return torch.stack(total).sum(0)
+    return sum_of_terms(total)
 
 
 def fan_in(layer: nn.Module, ensemble: bool) -> int:

@@ -232,3 +232,132 @@ def test_remedy_flags_parse_into_the_harness():
             for parent in parents:
                 owner = getattr(owner, parent)
             assert dataclasses.is_dataclass(owner) and hasattr(owner, name), path
+
+
+# ---- a member's numbers do not depend on the size of its group, to the bit (CPU, one thread) -------------------------
+# The C-CHAIN recipe's products (observations 4 → 3 × 256 → 2 logits / 1 value; one env acting, minibatches of 32,
+# rollouts of 800) and a twin critic's Q₁ head; K = 4 puts a 2-output head's biases in whole AVX2 vectors, K = 10 some
+# in whole vectors and some after them.
+LAYER_SHAPES = [(4, 256), (256, 256), (256, 2), (256, 1)]
+GROUP_SIZES = (2, 4, 6, 10)
+
+
+def member_of_group(make, members: int, k: int, seed: int = 7):
+    """(member k of a group of `members` built by `make`, the same member built alone): the one-member networks drawn
+    from seeds seed, seed + 1, …, so member k of every group is the network that seed + k gives alone."""
+    seeds = tuple(range(seed, seed + members))
+    return Members(seeds).build(make), Members((seeds[k],)).build(make)
+
+
+@pytest.mark.parametrize("in_features,out_features", LAYER_SHAPES)
+def test_a_members_layer_gives_its_one_seed_outputs_and_gradients_in_any_group(in_features, out_features):
+    """EnsembleLinear: member k's outputs, input gradient and weight and bias gradients in a group of K equal, bit for
+    bit, those of its layer alone, for batches of 1, 32 and 800 (a one-output layer takes each member's product on its
+    own: MKL rounds a one-column product differently in a batch of one matrix and in a larger batch)."""
+    for members in GROUP_SIZES:
+        k = members - 1
+        group, single = member_of_group(lambda n: EnsembleLinear(n, in_features, out_features), members, k)
+        for batch in (1, 32, 800):
+            x = torch.randn(members, batch, in_features, generator=torch.Generator().manual_seed(batch))
+            grad = torch.randn(members, batch, out_features, generator=torch.Generator().manual_seed(batch + 1))
+            x_group, x_single = x.clone().requires_grad_(), x[k : k + 1].clone().requires_grad_()
+            out_group, out_single = group(x_group), single(x_single)
+            (out_group * grad).sum().backward()
+            (out_single * grad[k : k + 1]).sum().backward()
+            where = f"K={members} batch {batch}"
+            assert torch.equal(out_group[k], out_single[0]), f"{where}: outputs"
+            assert torch.equal(x_group.grad[k], x_single.grad[0]), f"{where}: input gradient"
+            for name in ("weight", "bias"):
+                mine, alone = getattr(group, name).grad[k], getattr(single, name).grad[0]
+                assert torch.equal(mine, alone), f"{where}: {name} gradient"
+            group.zero_grad(), single.zero_grad()
+
+
+def test_a_members_q1_head_is_its_one_seed_q1_in_any_group():
+    """forward_copy (TD3's Q₁ alone) of a twin critic's one-output head: member k's equals its critic alone's."""
+    for members in GROUP_SIZES:
+        k = members - 1
+        group, single = member_of_group(lambda n: EnsembleLinear(2 * n, 256, 1), members, k)
+        x = torch.randn(members, 32, 256, generator=torch.Generator().manual_seed(members))
+        assert torch.equal(group.forward_copy(0, x)[k], single.forward_copy(0, x[k : k + 1])[0]), f"K={members}"
+
+
+def adam_steps(members: int, k: int, restart: bool, steps: int = 5) -> tuple[dict, dict]:
+    """(member k's parameters and Adam state after `steps` steps in a group of `members`, the same alone), with the
+    recipe's parameter shapes and each member's gradients its own; `restart` restarts some entries of every parameter
+    after the first step (ReDo/CBP: the per-element step)."""
+    make = lambda n: nn.Sequential(*(EnsembleLinear(n, i, o) for i, o in LAYER_SHAPES))
+    group, single = member_of_group(make, members, k)
+    group_optimizer = adam(group.parameters(), 1e-3, torch.device("cpu"), members=members)
+    single_optimizer = adam(single.parameters(), 1e-3, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    for step in range(steps):
+        for p, q in zip(group.parameters(), single.parameters()):
+            p.grad = torch.randn(p.shape, generator=generator)
+            q.grad = p.grad[k : k + 1].clone()
+        group_optimizer.step(), single_optimizer.step()
+        if restart and step == 0:
+            for p, q in zip(group.parameters(), single.parameters()):
+                mask = torch.rand(p.shape, generator=generator) < 0.5
+                group_optimizer.restart(p, mask)
+                single_optimizer.restart(q, mask[k : k + 1])
+    mine = {
+        name: (p[k], *(v[k] for v in group_optimizer.state[p].values() if v.dim())) for name, p in group.named_parameters()
+    }
+    alone = {
+        name: (p[0], *(v[0] for v in single_optimizer.state[p].values() if v.dim())) for name, p in single.named_parameters()
+    }
+    return mine, alone
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["adam", "restarted-entries"])
+def test_a_members_adam_steps_are_its_one_seed_steps_in_any_group(restart):
+    """ElementStepAdam: member k's parameters and moments after five steps in a group of K equal, bit for bit, its
+    steps alone (torch's CPU kernels run a tensor's whole vectors through vector code and the rest through scalar code,
+    so a 2-output head's bias steps member by member)."""
+    for members in GROUP_SIZES:
+        for k in (0, members - 1):
+            mine, alone = adam_steps(members, k, restart)
+            for name in mine:
+                for i, (a, b) in enumerate(zip(mine[name], alone[name])):
+                    assert torch.equal(a, b), f"K={members} member {k} {name} state {i}"
+
+
+def test_a_members_gradient_norm_is_its_one_seed_norm_in_any_group():
+    """clip_grad_norm_per_member: member k's norm over the recipe's twelve-odd parameters (summed along its own row)
+    equals, bit for bit, its norm alone."""
+    shapes = [(i, o) for i, o in LAYER_SHAPES for _ in range(3)]
+    for members in GROUP_SIZES:
+        grads = [
+            torch.randn(members, i, o, generator=torch.Generator().manual_seed(i * o + n)) for n, (i, o) in enumerate(shapes)
+        ]
+        together = [nn.Parameter(torch.zeros_like(g)) for g in grads]
+        for p, g in zip(together, grads):
+            p.grad = g.clone()
+        norms = clip_grad_norm_per_member(together, 0.5, members)
+        for k in range(members):
+            alone = [nn.Parameter(torch.zeros_like(g[k : k + 1])) for g in grads]
+            for p, g in zip(alone, grads):
+                p.grad = g[k : k + 1].clone()
+            assert torch.equal(norms[k], clip_grad_norm_per_member(alone, 0.5, 1)[0]), f"K={members} member {k}"
+
+
+def test_a_members_penalties_are_its_one_seed_penalties_in_any_group():
+    """The L2, L2-init and Parseval penalties (each a sum of per-parameter terms, summed along the member's own row)
+    of member k in a group of K equal, bit for bit, its penalties alone."""
+    from plasticity.regularizers import l2_init_penalty, l2_penalty, parseval_penalty
+
+    shapes = [(i, o) for i, o in LAYER_SHAPES for _ in range(3)]
+    for members in GROUP_SIZES:
+        weights = [
+            torch.randn(members, i, o, generator=torch.Generator().manual_seed(i * o + n)) for n, (i, o) in enumerate(shapes)
+        ]
+        initial = [w.flip(0) for w in weights]
+        together = (l2_penalty(weights, members), l2_init_penalty(weights, initial, members))
+        together += (parseval_penalty([w.transpose(1, 2) for w in weights], 1.0, members=members),)
+        for k in range(members):
+            mine = [w[k : k + 1] for w in weights]
+            alone = (l2_penalty(mine), l2_init_penalty(mine, [w[k : k + 1] for w in initial]))
+            alone += (parseval_penalty([w.transpose(1, 2) for w in mine], 1.0),)
+            for name, a, b in zip(("l2", "l2-init", "parseval"), together, alone):
+                assert torch.equal(a[k], b[0]), f"{name}: K={members} member {k}"
