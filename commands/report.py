@@ -113,8 +113,9 @@ def is_run_dir(path: Path) -> bool:
 
 
 def is_sweep_log_dir(path: Path) -> bool:
-    """`cleanrl-plus sweep` writes each run's output to <runs-dir>/logs/<run>.log (and submitit's files to logs/submitit)."""
-    return path.name == "logs" and all(p.suffix == ".log" or p.name == "submitit" for p in path.iterdir())
+    """`cleanrl-plus sweep` writes each run's output to <runs-dir>/logs/<run>.log (its claims on runs to logs/claims,
+    submitit's files to logs/submitit)."""
+    return path.name == "logs" and all(p.suffix == ".log" or p.name in ("claims", "submitit") for p in path.iterdir())
 
 
 def find_run_dirs(paths: Iterable[str], out_dir: Path | None = None) -> tuple[list[Path], list[str]]:
