@@ -52,8 +52,9 @@ from typing import Any, Callable, Literal
 
 import tyro
 
-from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.errors import UserError, did_you_mean, printable
 from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.names import check_name_length
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
 from cleanrl_plus.registry import check_agent_name
 from cleanrl_plus.runlock import Claim, RunClaimed, claim_holder, claim_runs, run_dir_holder
@@ -178,7 +179,7 @@ def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         name, sep, flags = entry.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise UserError(
-                f"--config '{entry}' must look like NAME=FLAGS with NAME of letters, digits, '-', '_' (e.g. "
+                f"--config '{printable(entry)}' must look like NAME=FLAGS with NAME of letters, digits, '-', '_' (e.g. "
                 'sp="--reset.method shrink-perturb")'
             )
         if name in parsed:
@@ -210,9 +211,42 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
             args.agent, args.env_id, configs.items(), args.seeds
         )
     ]
+    check_file_names(specs)
     for spec in {(spec.agent, spec.env_id, spec.flags): spec for spec in specs}.values():
         check_agent_flags(spec)
     return specs
+
+
+ABANDONED = ".abandoned-" + "0" * 10  # the suffix of a run directory set aside (prepare): the longest name of a run's
+
+
+def check_file_names(specs: list[RunSpec]) -> None:
+    """One line, before anything starts (and for --dry-run), for a configuration whose runs' file names the file system
+    would refuse: a run's directory, set aside as <name>.abandoned-<time>, is the longest (its log and claim are
+    shorter)."""
+    for spec in specs:
+        named = f"--config '{_shortened(spec.config)}'" if spec.config != BASELINE else f"--env-id {spec.env_id}"
+        check_name_length(
+            spec.name + ABANDONED,
+            named,
+            f"the file names of its runs ({_shortened(spec.name)}.abandoned-<time> the longest)",
+            "a shorter configuration name" if spec.config != BASELINE else "another --env-id",
+        )
+
+
+def check_log_names(jobs: list[Job]) -> None:
+    """The same for the log of a group of seeds, named after all of them."""
+    for job in jobs:
+        check_name_length(
+            job.log.name,
+            "--members-per-process",
+            f"the log file of the {len(job.runs)} seeds of '{_shortened(job.first.exp_name)}' trained together",
+            "fewer --members-per-process, or a shorter configuration name",
+        )
+
+
+def _shortened(name: str, keep: int = 40) -> str:
+    return name if len(name) <= keep else f"{name[: keep - 10]}…{name[-9:]}"
 
 
 def check_agent_flags(spec: RunSpec) -> None:
@@ -841,6 +875,7 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     states = {spec.name: status_of(spec) for spec in specs}
     check_adopted_runs(specs, states, args.runs_dir)
     jobs = plan_jobs(specs, states, args)
+    check_log_names(jobs)
     if args.dry_run:
         for spec in specs:
             if states[spec.name] in ("finished", "diverged"):

@@ -911,3 +911,20 @@ def test_a_run_name_too_long_for_the_file_system_is_one_line(tmp_path, monkeypat
     _one_line_error(result, says)
     assert "limit of 255 — choose a shorter" in result.stderr
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--run-name", "a\nb"], "--run-name 'a\\nb' holds the control character \\n — a name that becomes a folder's"),
+        (["--run-name", "g\x1b[31m", "--seeds", "1", "2"], "--run-name 'g\\x1b[31m' holds the control character \\x1b — "),
+        (["--exp-name", "a\tb"], "--exp-name 'a\\tb' holds the control character \\t — "),
+        (["--env-id", "CartPole\n-v1"], "unknown env id 'CartPole\\n-v1' — did you mean 'CartPole-v1'?"),  # quoted as given
+    ],
+)
+def test_a_name_with_a_control_character_is_one_line_and_makes_no_folder(tmp_path, monkeypatch, capsys, flags, says):
+    """A folder named with a newline splits every one-line message that names it and every shell loop over runs."""
+    argv = [*PPO_TINY, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs"), *flags]
+    result = cli_in_process("ppo", argv, monkeypatch, capsys)
+    _one_line_error(result, says)
+    assert not any(tmp_path.iterdir())

@@ -403,6 +403,18 @@ def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp
         ),
         (["--seeds", "1", "-1"], "--seeds entries must be in [0, 4294967295], got 1 -1"),
         (["--runs-dir", "/sys/runs"], "--runs-dir /sys/runs: cannot create runs in /sys/runs ("),
+        (
+            ["--config", "x" * 250 + "="],  # was an OSError (File name too long) on the run's log once runs started
+            "--config 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…xxxxxxxxx': the file names of its runs (CartPole-v1__ppo-xxxxxxxxxxxxx…"
+            "xxxxxx__1.abandoned-<time> the longest) would be 291 bytes, over the file system's limit of 255 — choose a "
+            "shorter configuration name",
+        ),
+        (
+            ["--config", "x" * 200 + "=", "--seeds", *map(str, range(100, 132)), "--members-per-process", "32"],
+            "--members-per-process: the log file of the 32 seeds of 'ppo-xxxxxxxxxxxxxxxxxxxxxxxxxx…xxxxxxxxx' trained "
+            "together would be 356 bytes, over the file system's limit of 255 — choose fewer --members-per-process",
+        ),
+        (["--config", "a\nb="], "--config 'a\\nb=' must look like NAME=FLAGS"),  # one line, the newline written \\n
     ],
 )
 def test_dry_run_refuses_what_every_run_would_refuse_at_start_up(argv, expected, tmp_path):
