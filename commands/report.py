@@ -959,14 +959,15 @@ def write_report(
             continue
         if not runs[-1].finished:  # its "final" return is from where it stopped, and it shortens its group's curve
             notes.append(f"{directory} did not finish (last point at step {runs[-1].steps[-1]}); it is included")
+    if not runs:  # one line, which says why (the notes would only say it again, above the error)
+        why = f" ({notes[0]}{f'; and {len(notes) - 1} more skipped' if len(notes) > 1 else ''})" if notes else ""
+        raise UserError(
+            f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)}{why} "
+            "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"
+        )
     if verbose:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-    if not runs:
-        raise UserError(
-            f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)} "
-            "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"
-        )
     if metric == "average-performance" and (without := [r.directory for r in runs if r.iteration_steps < 1]):
         raise UserError(
             f"--metric average-performance needs PPO/GTR runs (iterations of num_steps × num_envs); {without[0]} has none "

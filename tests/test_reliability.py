@@ -928,3 +928,33 @@ def test_a_name_with_a_control_character_is_one_line_and_makes_no_folder(tmp_pat
     result = cli_in_process("ppo", argv, monkeypatch, capsys)
     _one_line_error(result, says)
     assert not any(tmp_path.iterdir())
+
+
+def test_resuming_a_finished_run_whose_checkpoint_is_missing_names_what_it_found_and_a_fix_that_works(
+    tmp_path, monkeypatch, capsys
+):
+    """It said the run was killed before its first checkpoint and to start it again, which the finished run refuses."""
+    _ppo(tmp_path, "--total-timesteps", "64", "--run-name", "fin")
+    (tmp_path / "fin" / "checkpoint.pt").unlink()
+    before = _all_hashes(tmp_path)
+    result = cli_in_process("ppo", ["--resume", str(tmp_path / "fin")], monkeypatch, capsys)
+    _one_line_error(
+        result,
+        f"{tmp_path / 'fin'} holds a finished run (step 64), but its checkpoint.pt is missing — its summary.json and "
+        "curves still report (cleanrl-plus report); to resume or evaluate it, put its checkpoint.pt back, or start the "
+        f"run again under another --run-name (or once {tmp_path / 'fin'} is moved aside)",
+    )
+    assert _all_hashes(tmp_path) == before
+    # the fixes it names work: the same flags under another name, or under its own once it is moved aside
+    (tmp_path / "fin").rename(tmp_path / "fin.old")
+    assert _ppo(tmp_path, "--total-timesteps", "64", "--run-name", "fin")["finished"]
+
+
+def test_a_report_over_a_folder_that_does_not_exist_is_one_error_line(tmp_path):
+    result = run_script("-m", "commands.cli", "report", str(tmp_path / "nope"), timeout=120)
+    _one_line_error(
+        result,
+        f"no runs with evaluations found in {tmp_path / 'nope'} (skipped {tmp_path / 'nope'}: no such file or directory) "
+        "— pass runs/ or run directories",
+    )
+    assert not any(tmp_path.iterdir())
