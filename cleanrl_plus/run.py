@@ -254,8 +254,17 @@ class Run:
         if self.opened:
             return
         self.opened = True
+        lost = [member.dir for member in self.members if member.resumed and not list(member.dir.glob(EVENTS_GLOB))]
         for member in self.members:
             member.open()
+        if lost:  # TensorBoard would show a curve that starts at the resume, as if the run had started there
+            where = ", ".join(map(str, lost))
+            print(
+                f"note: {where} held no TensorBoard events file (deleted?): the curve up to step {self.start_step} is "
+                "gone; the resumed run logs from there on",
+                file=sys.stderr,
+                flush=True,
+            )
         if not announce:
             return
         action = f"resuming from step {self.start_step} in" if self.resumed else "logging to"
@@ -291,6 +300,7 @@ class Run:
             )
 
 
+EVENTS_GLOB = "events.out.tfevents.*"
 _fresh_run_dirs: list[Path] = []  # created by this process: removed again if a user error stops it before any checkpoint
 _open_runs: list[Run] = []  # started by this process and not closed yet: closed before the process exits on an error
 

@@ -958,3 +958,20 @@ def test_a_report_over_a_folder_that_does_not_exist_is_one_error_line(tmp_path):
         "— pass runs/ or run directories",
     )
     assert not any(tmp_path.iterdir())
+
+
+def test_a_resume_whose_events_file_was_deleted_says_so_in_one_line_at_its_start(tmp_path, capsys):
+    """It went on silently, and TensorBoard showed a curve that starts at the resume, as if the run had started there."""
+    _ppo(tmp_path, "--total-timesteps", "64", "--run-name", "r")
+    for events in (tmp_path / "r").glob("events.out.tfevents.*"):
+        events.unlink()
+    capsys.readouterr()
+    assert _resume(tmp_path / "r", "--total-timesteps", "128")["finished"]
+    printed = capsys.readouterr()
+    assert printed.err.splitlines()[0] == (
+        f"note: {tmp_path / 'r'} held no TensorBoard events file (deleted?): the curve up to step 64 is gone; the "
+        "resumed run logs from there on"
+    )
+    assert printed.out.splitlines()[0].startswith(f"resuming from step 64 in {tmp_path / 'r'}")
+    _resume(tmp_path / "r", "--total-timesteps", "192")  # with its events file: nothing of the kind
+    assert "note:" not in capsys.readouterr().err
