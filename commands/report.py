@@ -77,6 +77,9 @@ class ReportArgs:
     published: str | None = None
     """TOML file of a paper's table (commands/published.py, e.g. benchmarks/published/cchain-table1.toml): each of its
     cells beside ours, mean ± s.e., with the difference; needs the file's --metric"""
+    finished_only: bool = False
+    """leave out runs that did not finish (killed or still running); by default they are included, and each cell
+    built from them says how many (`seeds 4 (2 unfinished)`)"""
 
 
 @dataclasses.dataclass
@@ -395,7 +398,7 @@ class Report:
                     *self.add_iqm_and_mean("per_env", env_id, label, "final", finals),
                     *self.add_iqm_and_mean("per_env", env_id, label, "auc", aucs),
                 ]
-                lines.append(f"| {env_id} | {label} | {len(runs)} | {' | '.join(cells)} |")
+                lines.append(f"| {env_id} | {label} | {seeds_cell(runs)} | {' | '.join(cells)} |")
         return lines
 
     def average_performance_of(self, runs: list[RunRecord]) -> tuple[float, float]:
@@ -413,7 +416,7 @@ class Report:
                 mean, error = self.average_performance_of(runs)
                 self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "mean", mean))
                 self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "standard_error", error))
-                lines.append(f"| {env_id} | {label} | {len(runs)} | {_mean_and_error(mean, error)} |")
+                lines.append(f"| {env_id} | {label} | {seeds_cell(runs)} | {_mean_and_error(mean, error)} |")
         return lines
 
     def published_table(self, table: PublishedTable) -> list[str]:
@@ -434,8 +437,7 @@ class Report:
                     lines.append(f"{where} 0 / {table.seeds} | not run | {theirs_cell} | | |")
                     continue
                 ours = self.average_performance_of(runs)
-                unfinished = sum(not r.finished for r in runs)
-                seeds = f"{len(runs)}{f' ({unfinished} unfinished)' if unfinished else ''} / {table.seeds}"
+                seeds = f"{seeds_cell(runs)} / {table.seeds}"
                 for estimator, value in zip(("mean", "standard_error"), ours):
                     self.rows.append(Row("published", env_id, exp_name, len(runs), "eq1", estimator, value, reference=column))
                 if theirs is None:
@@ -828,6 +830,12 @@ class Report:
                 writer.writerow(dataclasses.asdict(row))
 
 
+def seeds_cell(runs: list[RunRecord]) -> str:
+    """A cell's seed count, and how many of its runs did not finish (their curves stop early): `4 (2 unfinished)`."""
+    unfinished = sum(not run.finished for run in runs)
+    return f"{len(runs)}{f' ({unfinished} unfinished)' if unfinished else ''}"
+
+
 def _mean_and_error(mean: float, error: float) -> str:
     return f"{stats.format_number(mean)} ± {stats.format_number(error)}"
 
@@ -934,6 +942,7 @@ def write_report(
     metric: str = "eval",
     verbose: bool = False,
     published: str | Path | None = None,
+    finished_only: bool = False,
 ) -> Path:
     """Read the runs under `paths`, write report.md, report.csv and the figures into `out_dir`; return report.md's path.
 
@@ -958,7 +967,10 @@ def write_report(
             notes.append(str(skipped))
             continue
         if not runs[-1].finished:  # its "final" return is from where it stopped, and it shortens its group's curve
-            notes.append(f"{directory} did not finish (last point at step {runs[-1].steps[-1]}); it is included")
+            kept = "left out (--finished-only)" if finished_only else "it is included, and its cells say so"
+            notes.append(f"{directory} did not finish (last point at step {runs[-1].steps[-1]}); {kept}")
+            if finished_only:
+                runs.pop()
     if not runs:  # one line, which says why (the notes would only say it again, above the error)
         why = f" ({notes[0]}{f'; and {len(notes) - 1} more skipped' if len(notes) > 1 else ''})" if notes else ""
         raise UserError(
@@ -1001,5 +1013,13 @@ def parse(argv: list[str] | None = None) -> ReportArgs:
 def main(argv: list[str] | None = None) -> Path:
     args = parse(argv)
     return write_report(
-        args.paths, args.out, args.baseline, args.oracle, args.reps, args.metric, verbose=True, published=args.published
+        args.paths,
+        args.out,
+        args.baseline,
+        args.oracle,
+        args.reps,
+        args.metric,
+        verbose=True,
+        published=args.published,
+        finished_only=args.finished_only,
     )
