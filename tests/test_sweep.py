@@ -596,6 +596,9 @@ def test_a_sweep_waits_for_a_run_another_sweep_claimed_and_counts_it_once_that_s
     assert settled.claim is not None and not settled.outcomes and not settled.replanned
     assert sweep.settle(sweep.Job((specs[2],)), args).holder.startswith(f"{specs[2].name} is claimed")
     settled.claim.release()
+    from commands.report import is_sweep_log_dir
+
+    assert is_sweep_log_dir(tmp_path / "logs")  # logs/claims is the sweep's: a report over the runs folder skips it
 
 
 def _logged_lines(runs_dir: Path, start: str) -> list[str]:
