@@ -560,6 +560,26 @@ def test_a_claim_is_all_or_none_names_its_holder_and_dies_with_it(tmp_path):
     claim_runs(folder, ["a"]).release()
 
 
+def test_a_runs_process_keeps_its_claim_when_the_sweep_that_started_it_is_gone(tmp_path):
+    """A sweep killed with kill -9: its run checkpoints and stops on SIGTERM, and until it has, no other sweep may take
+    the run (it would find it held by a process no sweep started, and give up on it)."""
+    from cleanrl_plus.runlock import claim_holder, claim_runs
+
+    spec = sweep.manifest(sweep.parse(["--seeds", "1", "--runs-dir", str(tmp_path)]))[0]
+    folder = sweep.claims_folder(spec.runs_dir)
+    claim = claim_runs(folder, [spec.name])
+    with open(tmp_path / "run.log", "w") as log:
+        run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], **sweep.agent_process(spec, log, claim))
+    for _, fd in claim.files:  # the sweep's own hold on the claim goes, as when it dies
+        os.close(fd)
+    try:
+        assert claim_holder(folder, spec.name) == f"sweep process {os.getpid()} on {__import__('socket').gethostname()}"
+    finally:
+        run.kill()
+        run.wait(timeout=60)
+    assert claim_holder(folder, spec.name) is None
+
+
 def _finished_run(spec: sweep.RunSpec) -> None:
     spec.dir.mkdir(parents=True)
     (spec.dir / "args.json").write_text(json.dumps({"agent": spec.agent, "seed": spec.seed}))
