@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 import re
@@ -119,13 +120,32 @@ def first_non_finite(state: Any, skip: tuple[str, ...] = ("replay", "rng", "env"
     return next((where for where, _ in named if not finite[where]), None)
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(
+def missing_checkpoint(path: Path) -> UserError:
+    """What a run directory without its checkpoint is, by its summary.json: a run that finished, or one that
+    checkpointed before, lost its checkpoint (a run that cannot be started again under its name: the directory holds
+    its results); without a summary, the run was killed before its first checkpoint."""
+    try:
+        summary = json.loads((path.parent / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = None
+    if not isinstance(summary, dict):
+        return UserError(
             f"no checkpoint at {path} — the run was killed before its first checkpoint; start it again without --resume "
             "(the same --run-name replaces what it left)"
         )
+    step = summary.get("global_step", "?")
+    found = f"a finished run (step {step})" if summary.get("finished") else f"a run that checkpointed (last at step {step})"
+    return UserError(
+        f"{path.parent} holds {found}, but its checkpoint.pt is missing — its summary.json and curves still report "
+        "(cleanrl-plus report); to resume or evaluate it, put its checkpoint.pt back, or start the run again under "
+        f"another --run-name (or once {path.parent} is moved aside)"
+    )
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise missing_checkpoint(path)
     try:
         # weights_only=False: our own files also hold env snapshots and numpy RNG states.
         state = torch.load(path, map_location=map_location, weights_only=False)

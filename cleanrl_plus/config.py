@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.logger import flatten_args
+from cleanrl_plus.names import check_printable
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
 from envs.continual import ContinualArgs, is_continual
 from envs.continual import parse as parse_continual_id
@@ -170,6 +171,8 @@ def validate_args(args: RunArgs) -> None:
             "`cleanrl-plus eval <run dir> --capture-video`, or train one seed per process"
         )
     run_name = values.get("run_name", "")
+    check_printable(run_name, "--run-name")
+    check_printable(args.exp_name, "--exp-name")
     if run_name and (run_name in (".", "..") or "/" in run_name or "\\" in run_name):
         raise UserError(
             f"--run-name '{run_name}' must be a plain folder name (no '/' and not '..') — choose the folder with --runs-dir"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import sys
+import unicodedata
 from pathlib import Path
 from typing import NoReturn
 
@@ -33,6 +34,12 @@ def file_system_error(path: Path, error: OSError) -> UserError | RunFailure:
     )
 
 
+def printable(text: str) -> str:
+    """`text` with its control characters written as escapes (a newline as \\n): what a one-line message shows."""
+    return "".join(repr(char)[1:-1] if unicodedata.category(char) == "Cc" else char for char in text)
+
+
 def exit_with(error: UserError | RunFailure) -> NoReturn:
-    print(f"error: {error}", file=sys.stderr)
+    """The error as one line on stderr, whatever it quotes (a name given with a newline in it stays on that line)."""
+    print(f"error: {printable(str(error))}", file=sys.stderr)
     raise SystemExit(error.exit_code)

@@ -44,6 +44,7 @@ from cleanrl_plus.config import (
 from cleanrl_plus.errors import RunFailure, UserError, exit_with, file_system_error
 from cleanrl_plus.graphs import check_flags
 from cleanrl_plus.logger import GroupLogger, Logger
+from cleanrl_plus.names import check_name_length
 from cleanrl_plus.runlock import LOCK_NAME, lock_run_dir, run_dir_holder
 from cleanrl_plus.tracking import require_wandb, start_wandb
 
@@ -99,24 +100,21 @@ def run_name_for(args: RunArgs, in_group: bool = False) -> str:
     return f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
 
-NAME_MAX = 255  # bytes in one file name on Linux's and macOS's file systems
-
-
 def check_run_names(args: RunArgs) -> None:
     """One line, before anything is created, for a run directory name the file system would refuse (a group member's
     name adds __<seed>), instead of an OSError."""
     if args.resume:
         return
     grouped = len(group_seeds(args)) > 1
-    size = max(len(os.fsencode(run_name_for(member_args, grouped))) for member_args in member_flags(args))
-    if size > NAME_MAX:
-        flag = "--run-name" if args.run_name else "--exp-name"
-        suffix = " with a member's __<seed>" if grouped and args.run_name else ""
-        fix = "a shorter --run-name" if args.run_name else "a shorter --exp-name, or name the run with --run-name"
-        raise UserError(
-            f"{flag}: the run directory's name{suffix} would be {size} bytes, over the file system's limit of "
-            f"{NAME_MAX} — choose {fix}"
-        )
+    longest = max(
+        (run_name_for(member_args, grouped) for member_args in member_flags(args)), key=lambda name: len(os.fsencode(name))
+    )
+    check_name_length(
+        longest,
+        "--run-name" if args.run_name else "--exp-name",
+        "the run directory's name" + (" with a member's __<seed>" if grouped and args.run_name else ""),
+        "a shorter --run-name" if args.run_name else "a shorter --exp-name, or name the run with --run-name",
+    )
 
 
 def finite_or_null(value: Any) -> Any:
@@ -256,8 +254,17 @@ class Run:
         if self.opened:
             return
         self.opened = True
+        lost = [member.dir for member in self.members if member.resumed and not list(member.dir.glob(EVENTS_GLOB))]
         for member in self.members:
             member.open()
+        if lost:  # TensorBoard would show a curve that starts at the resume, as if the run had started there
+            where = ", ".join(map(str, lost))
+            print(
+                f"note: {where} held no TensorBoard events file (deleted?): the curve up to step {self.start_step} is "
+                "gone; the resumed run logs from there on",
+                file=sys.stderr,
+                flush=True,
+            )
         if not announce:
             return
         action = f"resuming from step {self.start_step} in" if self.resumed else "logging to"
@@ -293,6 +300,7 @@ class Run:
             )
 
 
+EVENTS_GLOB = "events.out.tfevents.*"
 _fresh_run_dirs: list[Path] = []  # created by this process: removed again if a user error stops it before any checkpoint
 _open_runs: list[Run] = []  # started by this process and not closed yet: closed before the process exits on an error
 

@@ -87,6 +87,9 @@ class ReportArgs:
     """TOML file of a paper's table or of published curves (commands/published.py, e.g.
     benchmarks/published/cchain-table1.toml, offpolicy-curves.toml): each of its cells, or each curve at each of its
     steps, beside ours, mean ± s.e., with the difference; needs the file's --metric"""
+    finished_only: bool = False
+    """leave out runs that did not finish (killed or still running); by default they are included, and each cell
+    built from them says how many (`seeds 4 (2 unfinished)`)"""
 
 
 @dataclasses.dataclass
@@ -123,8 +126,9 @@ def is_run_dir(path: Path) -> bool:
 
 
 def is_sweep_log_dir(path: Path) -> bool:
-    """`cleanrl-plus sweep` writes each run's output to <runs-dir>/logs/<run>.log (and submitit's files to logs/submitit)."""
-    return path.name == "logs" and all(p.suffix == ".log" or p.name == "submitit" for p in path.iterdir())
+    """`cleanrl-plus sweep` writes each run's output to <runs-dir>/logs/<run>.log (its claims on runs to logs/claims,
+    submitit's files to logs/submitit)."""
+    return path.name == "logs" and all(p.suffix == ".log" or p.name in ("claims", "submitit") for p in path.iterdir())
 
 
 def find_run_dirs(paths: Iterable[str], out_dir: Path | None = None) -> tuple[list[Path], list[str]]:
@@ -425,7 +429,7 @@ class Report:
                     *self.add_iqm_and_mean("per_env", env_id, label, "final", finals),
                     *self.add_iqm_and_mean("per_env", env_id, label, "auc", aucs),
                 ]
-                lines.append(f"| {env_id} | {label} | {len(runs)} | {' | '.join(cells)} |")
+                lines.append(f"| {env_id} | {label} | {seeds_cell(runs)} | {' | '.join(cells)} |")
         return lines
 
     def average_performance_of(self, runs: list[RunRecord]) -> tuple[float, float]:
@@ -441,7 +445,7 @@ class Report:
                 mean, error = self.average_performance_of(runs)
                 self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "mean", mean))
                 self.rows.append(Row("average_performance", env_id, label, len(runs), "eq1", "standard_error", error))
-                lines.append(f"| {env_id} | {label} | {len(runs)} | {_mean_and_error(mean, error)} |")
+                lines.append(f"| {env_id} | {label} | {seeds_cell(runs)} | {_mean_and_error(mean, error)} |")
         return lines
 
     def published_table(self, table: PublishedTable) -> list[str]:
@@ -462,8 +466,7 @@ class Report:
                     lines.append(f"{where} 0 / {table.seeds} | not run | {theirs_cell} | | |")
                     continue
                 ours = self.average_performance_of(runs)
-                unfinished = sum(not r.finished for r in runs)
-                seeds = f"{len(runs)}{f' ({unfinished} unfinished)' if unfinished else ''} / {table.seeds}"
+                seeds = f"{seeds_cell(runs)} / {table.seeds}"
                 for estimator, value in zip(("mean", "standard_error"), ours):
                     self.rows.append(Row("published", env_id, exp_name, len(runs), "eq1", estimator, value, reference=column))
                 if theirs is None:
@@ -927,6 +930,12 @@ class Report:
                 writer.writerow(dataclasses.asdict(row))
 
 
+def seeds_cell(runs: list[RunRecord]) -> str:
+    """A cell's seed count, and how many of its runs did not finish (their curves stop early): `4 (2 unfinished)`."""
+    unfinished = sum(not run.finished for run in runs)
+    return f"{len(runs)}{f' ({unfinished} unfinished)' if unfinished else ''}"
+
+
 def _mean_and_error(mean: float, error: float) -> str:
     return f"{stats.format_number(mean)} ± {stats.format_number(error)}"
 
@@ -1033,6 +1042,7 @@ def write_report(
     metric: str = "eval",
     verbose: bool = False,
     published: str | Path | None = None,
+    finished_only: bool = False,
 ) -> Path:
     """Read the runs under `paths`, write report.md, report.csv and the figures into `out_dir`; return report.md's path.
 
@@ -1057,15 +1067,19 @@ def write_report(
             notes.append(str(skipped))
             continue
         if not runs[-1].finished:  # its "final" return is from where it stopped, and it shortens its group's curve
-            notes.append(f"{directory} did not finish (last point at step {runs[-1].steps[-1]}); it is included")
+            kept = "left out (--finished-only)" if finished_only else "it is included, and its cells say so"
+            notes.append(f"{directory} did not finish (last point at step {runs[-1].steps[-1]}); {kept}")
+            if finished_only:
+                runs.pop()
+    if not runs:  # one line, which says why (the notes would only say it again, above the error)
+        why = f" ({notes[0]}{f'; and {len(notes) - 1} more skipped' if len(notes) > 1 else ''})" if notes else ""
+        raise UserError(
+            f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)}{why} "
+            "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"
+        )
     if verbose:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-    if not runs:
-        raise UserError(
-            f"no runs with {'evaluations' if metric == 'eval' else 'training returns'} found in {' '.join(paths)} "
-            "— pass runs/ or run directories (runs/<env>__<exp_name>__<seed>__<time>)"
-        )
     if metric == "average-performance" and (without := [r.directory for r in runs if r.iteration_steps < 1]):
         raise UserError(
             f"--metric average-performance needs PPO/GTR runs (iterations of num_steps × num_envs); {without[0]} has none "
@@ -1099,5 +1113,13 @@ def parse(argv: list[str] | None = None) -> ReportArgs:
 def main(argv: list[str] | None = None) -> Path:
     args = parse(argv)
     return write_report(
-        args.paths, args.out, args.baseline, args.oracle, args.reps, args.metric, verbose=True, published=args.published
+        args.paths,
+        args.out,
+        args.baseline,
+        args.oracle,
+        args.reps,
+        args.metric,
+        verbose=True,
+        published=args.published,
+        finished_only=args.finished_only,
     )

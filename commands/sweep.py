@@ -20,6 +20,10 @@
   optional extras: `pip install -e ".[cluster]"`.
 - Each run's stdout/stderr goes to `<runs-dir>/logs/<run name>.log`; a status line shows done / running / failed /
   pending and the last evaluation return.
+- Several sweeps on one runs folder (two terminals, a Slurm job requeued while the first still runs): a sweep claims a
+  run before it starts its process (`logs/claims/<run>.claim`, an OS lock that the run's process inherits, so it
+  lasts until the run stops, and dies with it); a sweep that finds a run claimed waits for it, then counts it
+  finished, or resumes or starts it if the claimer died first. Only a run's claimer writes its log.
 - Paths mean what they mean in the shell the sweep was started from: a relative --runs-dir (or a plan's runs_dir) is
   that folder's, and every run starts in it, whichever executor runs it and wherever the package is installed.
 - The local executor's runs stop (checkpointing) when the sweep dies, however it dies: a rerun resumes them.
@@ -36,6 +40,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,11 +52,12 @@ from typing import Any, Callable, Literal
 
 import tyro
 
-from cleanrl_plus.errors import UserError, did_you_mean
+from cleanrl_plus.errors import UserError, did_you_mean, printable
 from cleanrl_plus.flags import parse_flags
+from cleanrl_plus.names import check_name_length
 from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
 from cleanrl_plus.registry import check_agent_name
-from cleanrl_plus.runlock import run_dir_holder
+from cleanrl_plus.runlock import Claim, RunClaimed, claim_holder, claim_runs, run_dir_holder
 from commands.agent_modules import agent_module
 
 BASELINE = "baseline"
@@ -163,6 +169,12 @@ class Job:
     def log(self) -> Path:
         return Path(self.first.runs_dir) / "logs" / f"{self.name}.log"
 
+    @property
+    def claim_names(self) -> list[str]:
+        """The runs a sweep claims before it starts the job: its own, and for a resume every member of the group the
+        agent resumes (args.json names them)."""
+        return [run.name for run in self.runs] + (saved_group(self.first) if self.resume else [])
+
 
 def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     parsed: dict[str, tuple[str, ...]] = {}
@@ -170,7 +182,7 @@ def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         name, sep, flags = entry.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise UserError(
-                f"--config '{entry}' must look like NAME=FLAGS with NAME of letters, digits, '-', '_' (e.g. "
+                f"--config '{printable(entry)}' must look like NAME=FLAGS with NAME of letters, digits, '-', '_' (e.g. "
                 'sp="--reset.method shrink-perturb")'
             )
         if name in parsed:
@@ -223,9 +235,42 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
             args.agent, args.env_id, configs.items(), args.seeds
         )
     ]
+    check_file_names(specs)
     for spec in {(spec.agent, spec.env_id, spec.flags): spec for spec in specs}.values():
         check_agent_flags(spec)
     return specs
+
+
+ABANDONED = ".abandoned-" + "0" * 10  # the suffix of a run directory set aside (prepare): the longest name of a run's
+
+
+def check_file_names(specs: list[RunSpec]) -> None:
+    """One line, before anything starts (and for --dry-run), for a configuration whose runs' file names the file system
+    would refuse: a run's directory, set aside as <name>.abandoned-<time>, is the longest (its log and claim are
+    shorter)."""
+    for spec in specs:
+        named = f"--config '{_shortened(spec.config)}'" if spec.config != BASELINE else f"--env-id {spec.env_id}"
+        check_name_length(
+            spec.name + ABANDONED,
+            named,
+            f"the file names of its runs ({_shortened(spec.name)}.abandoned-<time> the longest)",
+            "a shorter configuration name" if spec.config != BASELINE else "another --env-id",
+        )
+
+
+def check_log_names(jobs: list[Job]) -> None:
+    """The same for the log of a group of seeds, named after all of them."""
+    for job in jobs:
+        check_name_length(
+            job.log.name,
+            "--members-per-process",
+            f"the log file of the {len(job.runs)} seeds of '{_shortened(job.first.exp_name)}' trained together",
+            "fewer --members-per-process, or a shorter configuration name",
+        )
+
+
+def _shortened(name: str, keep: int = 40) -> str:
+    return name if len(name) <= keep else f"{name[: keep - 10]}…{name[-9:]}"
 
 
 def check_agent_flags(spec: RunSpec) -> None:
@@ -478,6 +523,47 @@ def prepare(spec: RunSpec) -> None:
     spec.log.parent.mkdir(parents=True, exist_ok=True)
 
 
+def claims_folder(runs_dir: str) -> Path:
+    """Where a sweep's claims on its runs live (cleanrl_plus.runlock.claim_runs)."""
+    return Path(runs_dir) / "logs" / "claims"
+
+
+@dataclasses.dataclass
+class Settled:
+    """What a job comes to once its runs are claimed and looked at again."""
+
+    claim: Claim | None = None  # start the job now, holding this claim
+    holder: str = ""  # another live sweep holds one of its runs ('<run> is claimed by ...'): wait for it
+    outcomes: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # runs that need nothing more
+    replanned: list[Job] = dataclasses.field(default_factory=list)  # the rest, planned again, each claimed in turn
+
+
+def settle(job: Job, args: SweepArgs) -> Settled:
+    """Claim a job's runs, then look at them again under the claim: since the plan another sweep may have finished a
+    run, or started one and been killed (a run to resume now, not to start). A run that a process no sweep started
+    (a --resume by hand) writes is left alone and reported, without claiming anything."""
+    folder = claims_folder(job.first.runs_dir)
+    if any(status_of(spec) == "held" and claim_holder(folder, spec.name) is None for spec in job.runs):
+        return Settled(outcomes=[held_outcome(spec) for spec in job.runs])
+    try:
+        claim = claim_runs(folder, job.claim_names)
+    except RunClaimed as claimed:
+        return Settled(holder=str(claimed))
+    states = {spec.name: status_of(spec) for spec in job.runs}
+    if "held" not in states.values() and plan_jobs(list(job.runs), states, args) == [job]:
+        return Settled(claim=claim)
+    claim.release()
+    settled = Settled()
+    for spec in job.runs:
+        if states[spec.name] in ("finished", "diverged"):
+            settled.outcomes.append(outcome(spec, 0) | {"by": "another sweep"})
+        elif states[spec.name] == "held":
+            settled.outcomes.append(held_outcome(spec))
+    rest = [spec for spec in job.runs if states[spec.name] not in ("finished", "diverged", "held")]
+    settled.replanned = plan_jobs(rest, states, args)
+    return settled
+
+
 def check_runs_dir(runs_dir: str) -> None:
     """One line for a --runs-dir that the runs could not be written to, before any run starts (also for --dry-run):
     its nearest existing folder must be a directory this process can create a folder in (tried, and removed again)."""
@@ -493,14 +579,32 @@ def check_runs_dir(runs_dir: str) -> None:
         ) from None
 
 
-def agent_process(spec: RunSpec, log: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
+def agent_process(spec: RunSpec, log: Any, claim: Claim, env: dict[str, str] | None = None) -> dict[str, Any]:
     """subprocess.Popen/run keywords for a run's agent: it starts in the sweep's folder, imports this package (whatever
-    the folder holds), writes to its log, and is stopped (SIGTERM: it checkpoints) when the process that started it
-    dies, however it dies."""
+    the folder holds), writes to its log, keeps its runs' claim for as long as it lives (a sweep killed before it
+    leaves its runs claimed until they checkpoint and stop), and is stopped (SIGTERM: it checkpoints) when the process
+    that started it dies, however it dies."""
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     cwd = spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None  # a cluster node without that folder: its own
-    return dict(cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_stop_with_parent(os.getpid()))
+    return dict(
+        cwd=cwd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        pass_fds=claim.fds,
+        preexec_fn=_stop_with_parent(os.getpid()),
+    )
+
+
+def open_log(job: Job, command: list[str]) -> Any:
+    """The job's log, appended to (a rerun's lines follow the killed run's); only the sweep holding the job's claim
+    writes it, and each process it starts is headed by a line naming that sweep."""
+    log = open(job.log, "a")
+    log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sweep process {os.getpid()} on {socket.gethostname()}: ")
+    log.write(shlex.join(command) + "\n")
+    log.flush()
+    return log
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -521,17 +625,35 @@ def _stop_with_parent(parent: int) -> Callable[[], None] | None:
     return ask
 
 
-def execute_job(job: Job) -> list[dict[str, Any]]:
-    """Run (or finish) one job to completion, blocking; used by the cluster executors. Returns its runs' outcomes."""
-    if all(status_of(spec) in ("finished", "diverged") for spec in job.runs):
-        return [outcome(spec, 0, job) for spec in job.runs]
-    if any(status_of(spec) == "held" for spec in job.runs):
-        return [held_outcome(spec) for spec in job.runs]
-    for spec in job.runs:
-        prepare(spec)
-    with open(job.log, "a") as log:
-        code = subprocess.run(command_for(job), **agent_process(job.first, log)).returncode
-    return [outcome(spec, code, job) for spec in job.runs]
+def execute_job(job: Job, args: SweepArgs | None = None) -> list[dict[str, Any]]:
+    """Run (or finish) one job to completion, blocking, once its runs are claimed (waiting while another sweep holds
+    one: a job requeued while the first still runs finds its runs finished); used by the cluster executors. Returns
+    its runs' outcomes."""
+    args = args or SweepArgs()
+    todo, results, waiting_for = [job], [], ""
+    while todo:
+        settled = settle(todo[0], args)
+        if settled.holder:
+            if settled.holder != waiting_for:
+                print(f"sweep: {settled.holder} — waiting for it", file=sys.stderr, flush=True)
+                waiting_for = settled.holder
+            time.sleep(1)
+            continue
+        current = todo.pop(0)
+        results += settled.outcomes
+        todo[:0] = settled.replanned
+        if settled.claim is None:
+            continue
+        try:
+            for spec in current.runs:
+                prepare(spec)
+            command = command_for(current)
+            with open_log(current, command) as log:
+                code = subprocess.run(command, **agent_process(current.first, log, settled.claim)).returncode
+        finally:
+            settled.claim.release()
+        results += [outcome(spec, code, current) for spec in current.runs]
+    return results
 
 
 def execute(spec: RunSpec) -> dict[str, Any]:
@@ -571,7 +693,7 @@ class Board:
     """done / running / failed / pending counts and the latest evaluation return, on one refreshing line."""
 
     def __init__(self, total: int, finished: int, failed: int = 0) -> None:
-        self.total, self.done, self.failed, self.running = total, finished, failed, 0
+        self.total, self.done, self.failed, self.running, self.waiting = total, finished, failed, 0, 0
         self.last = ""
         self.tty = sys.stderr.isatty()
         self._shown = ""
@@ -581,6 +703,7 @@ class Board:
             self.done += 1
             value = result["eval"]
             self.last = f"{result['run']}: eval {value:.1f}" if value is not None else result["run"]
+            self.last += f" (by {result['by']})" if "by" in result else ""
         else:
             self.failed += 1
             code = result["returncode"]
@@ -588,13 +711,19 @@ class Board:
         self.show(force=True)
 
     def show(self, force: bool = False) -> None:
-        pending = self.total - self.done - self.failed - self.running
+        pending = self.total - self.done - self.failed - self.running - self.waiting
         line = f"sweep: {self.done}/{self.total} done, {self.running} running, {self.failed} failed, {pending} pending"
+        line += f", {self.waiting} waiting for other sweeps" if self.waiting else ""
         line += f" | last: {self.last}" if self.last else ""
         if line == self._shown and not force:
             return
         self._shown = line
         print(("\r" + line.ljust(110)) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        """A line of its own (on a terminal, in place of the status line, which is drawn again below it)."""
+        print(("\r" + text.ljust(110)) if self.tty else text, file=sys.stderr, flush=True)
+        self._shown = ""
 
     def close(self) -> None:
         if self.tty:
@@ -604,29 +733,44 @@ class Board:
 # ----------------------------------------------------------------------------------------------------------------
 # Executors
 # ----------------------------------------------------------------------------------------------------------------
-def run_local(jobs: list[Job], workers: int, board: Board) -> list[dict[str, Any]]:
-    """A pool of agent subprocesses. SIGINT/SIGTERM reach every run (each checkpoints and exits); rerun to resume."""
+def run_local(jobs: list[Job], workers: int, board: Board, args: SweepArgs) -> list[dict[str, Any]]:
+    """A pool of agent subprocesses, each started once its runs are claimed; a job whose runs another live sweep
+    claimed waits until that sweep lets go of them (then its runs are finished, or left to resume).
+    SIGINT/SIGTERM reach every run (each checkpoints and exits); rerun to resume."""
     import torch
 
     gpus = torch.cuda.device_count()
     pending, running, results = list(jobs), {}, []
+    waiting: dict[str, str] = {}  # job name → who holds one of its runs, said once
     stop = {"requested": False}
 
     def request_stop(signum: int, frame: Any) -> None:
         stop["requested"] = True
-        for process, _, _ in running.values():
+        for process, *_ in running.values():
             process.send_signal(signal.SIGTERM)
 
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         slot_ids = itertools.count()
         while pending or running:
-            while pending and len(running) < workers and not stop["requested"]:
-                job = pending.pop(0)
-                if any(status_of(spec) == "held" for spec in job.runs):  # taken by another process since the start
-                    for spec in job.runs:
-                        results.append(held_outcome(spec))
-                        board.finished(results[-1])
+            index = 0
+            while index < len(pending) and len(running) < workers and not stop["requested"]:
+                job = pending[index]
+                settled = settle(job, args)
+                if settled.holder:
+                    if waiting.get(job.name) != settled.holder:
+                        board.note(f"sweep: {settled.holder} — waiting for it")
+                        waiting[job.name] = settled.holder
+                    index += 1
+                    continue
+                pending.pop(index)
+                if waiting.pop(job.name, None) is not None:
+                    board.waiting -= len(job.runs)
+                for result in settled.outcomes:
+                    results.append(result)
+                    board.finished(result)
+                pending[index:index] = settled.replanned
+                if settled.claim is None:
                     continue
                 for spec in job.runs:
                     prepare(spec)
@@ -634,17 +778,20 @@ def run_local(jobs: list[Job], workers: int, board: Board) -> list[dict[str, Any
                 slot = next(slot_ids)
                 if gpus:  # several processes per GPU, GPUs round-robin
                     env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
-                log = open(job.log, "a")
+                command = command_for(job)
+                log = open_log(job, command)
                 process = subprocess.Popen(
-                    command_for(job), **agent_process(job.first, log, env), start_new_session=True
+                    command, **agent_process(job.first, log, settled.claim, env), start_new_session=True
                 )  # Ctrl-C reaches runs through us, once
-                running[job.name] = (process, job, log)
+                running[job.name] = (process, job, log, settled.claim)
                 board.running += len(job.runs)
+            board.waiting = sum(len(job.runs) for job in pending if job.name in waiting)
             board.show()
             time.sleep(0.2)
-            for name, (process, job, log) in list(running.items()):
+            for name, (process, job, log, claim) in list(running.items()):
                 if process.poll() is not None:
                     log.close()
+                    claim.release()
                     del running[name]
                     board.running -= len(job.runs)
                     for spec in job.runs:
@@ -664,13 +811,16 @@ def run_local(jobs: list[Job], workers: int, board: Board) -> list[dict[str, Any
 class SubmititRun:
     """A submitit job that requeues itself on preemption or timeout; the rerun resumes from the checkpoint."""
 
+    def __init__(self, args: SweepArgs) -> None:
+        self.args = args
+
     def __call__(self, job: Job) -> list[dict[str, Any]]:
-        return execute_job(job)
+        return execute_job(job, self.args)
 
     def checkpoint(self, job: Job) -> Any:
         import submitit
 
-        return submitit.helpers.DelayedSubmission(SubmititRun(), job)
+        return submitit.helpers.DelayedSubmission(SubmititRun(self.args), job)
 
 
 def run_submitit(jobs: list[Job], args: SweepArgs, board: Board) -> list[dict[str, Any]]:
@@ -686,7 +836,7 @@ def run_submitit(jobs: list[Job], args: SweepArgs, board: Board) -> list[dict[st
         if args.slurm.partition:
             parameters["slurm_partition"] = args.slurm.partition
     executor.update_parameters(**parameters)
-    submitted = executor.map_array(SubmititRun(), jobs)
+    submitted = executor.map_array(SubmititRun(args), jobs)
     print(f"submitted {len(submitted)} jobs (first {submitted[0].job_id}); logs in {folder}", file=sys.stderr)
     return _wait_all(list(zip(submitted, jobs)), lambda h: h[0].done(), lambda h: h[0].result(), board)
 
@@ -704,7 +854,7 @@ def run_ray(jobs: list[Job], args: SweepArgs, board: Board) -> list[dict[str, An
     )
     try:
         remote = ray.remote(num_cpus=args.slurm.cpus_per_task, num_gpus=args.slurm.gpus_per_node, max_retries=3)(execute_job)
-        handles = [(remote.remote(job), job) for job in jobs]
+        handles = [(remote.remote(job, args), job) for job in jobs]
         return _wait_all(handles, lambda h: bool(ray.wait([h[0]], timeout=0)[0]), lambda h: ray.get(h[0]), board)
     finally:
         ray.shutdown()
@@ -750,6 +900,7 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     states = {spec.name: status_of(spec) for spec in specs}
     check_adopted_runs(specs, states, args.runs_dir)
     jobs = plan_jobs(specs, states, args)
+    check_log_names(jobs)
     if args.dry_run:
         for spec in specs:
             if states[spec.name] in ("finished", "diverged"):
@@ -760,19 +911,22 @@ def run_sweep(args: SweepArgs) -> list[dict[str, Any]]:
     done = ("finished", "diverged")
     todo = [spec for spec in specs if states[spec.name] not in done]
     skipped = len(specs) - len(todo)
-    held = sum(states[s.name] == "held" for s in todo)
+    claimed = {spec.name for spec in todo if claim_holder(claims_folder(spec.runs_dir), spec.name)}
+    mine = [spec for spec in todo if spec.name not in claimed]
+    held = sum(states[s.name] == "held" for s in mine)
     diverged = sum(state == "diverged" for state in states.values())
     print(
         f"sweep: {len(specs)} runs in {args.runs_dir} ({skipped - diverged} finished already, "
-        f"{sum(states[s.name] == 'resume' for s in todo)} to resume, {sum(states[s.name] == 'fresh' for s in todo)} to start"
+        f"{sum(states[s.name] == 'resume' for s in mine)} to resume, {sum(states[s.name] == 'fresh' for s in mine)} to start"
         + (f", {diverged} diverged and not rerun" if diverged else "")
+        + (f", {len(claimed)} running in other sweeps and waited for" if claimed else "")
         + (f", {held} held by other live processes and left alone" if held else "")
         + f"; {len(jobs)} processes)",
         file=sys.stderr,
     )
     board = Board(len(specs), skipped - diverged, failed=diverged)
     if args.executor == "local":
-        results = run_local(jobs, args.workers or os.cpu_count() or 1, board)
+        results = run_local(jobs, args.workers or os.cpu_count() or 1, board, args)
     elif args.executor == "submitit":
         results = run_submitit(jobs, args, board) if jobs else []
     else:

@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from envs.base import StepResult, TorchVecEnv, generator_seed
 from envs.errors import UserError, did_you_mean
+from envs.upstream import show_mujoco_warnings_once
 
 # Tasks whose episodes only end at the time limit (no termination condition in gymnasium's source).
 NEVER_TERMINATE = {"Pendulum-v1", "HalfCheetah-v5", "HalfCheetah-v4", "Swimmer-v5", "Reacher-v5", "Pusher-v5"}
@@ -158,7 +159,10 @@ OPTIONAL_PACKAGES = {"Box2D": "box2d"}  # what gymnasium says is missing → thi
 
 def make_single_env(env_id: str, **env_kwargs: Any) -> gym.Env:
     """gym.make, plus the no-reward timeout on the ids that need it (NO_REWARD_TIMEOUT_IDS). An env whose package is
-    not installed (LunarLander's Box2D) is one UserError naming the extra to install."""
+    not installed (LunarLander's Box2D) is one UserError naming the extra to install. MuJoCo's warnings about a model
+    are shown once per process, not once per env (envs/upstream.py)."""
+    if "mujoco" in str(gym.registry[env_id].entry_point if env_id in gym.registry else ""):
+        show_mujoco_warnings_once()
     try:
         env = gym.make(env_id, **env_kwargs)
     except gym.error.DependencyNotInstalled as error:

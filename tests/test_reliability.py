@@ -911,3 +911,82 @@ def test_a_run_name_too_long_for_the_file_system_is_one_line(tmp_path, monkeypat
     _one_line_error(result, says)
     assert "limit of 255 — choose a shorter" in result.stderr
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--run-name", "a\nb"], "--run-name 'a\\nb' holds the control character \\n — a name that becomes a folder's"),
+        (["--run-name", "g\x1b[31m", "--seeds", "1", "2"], "--run-name 'g\\x1b[31m' holds the control character \\x1b — "),
+        (["--exp-name", "a\tb"], "--exp-name 'a\\tb' holds the control character \\t — "),
+        (["--env-id", "CartPole\n-v1"], "unknown env id 'CartPole\\n-v1' — did you mean 'CartPole-v1'?"),  # quoted as given
+    ],
+)
+def test_a_name_with_a_control_character_is_one_line_and_makes_no_folder(tmp_path, monkeypatch, capsys, flags, says):
+    """A folder named with a newline splits every one-line message that names it and every shell loop over runs."""
+    argv = [*PPO_TINY, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs"), *flags]
+    result = cli_in_process("ppo", argv, monkeypatch, capsys)
+    _one_line_error(result, says)
+    assert not any(tmp_path.iterdir())
+
+
+def test_resuming_a_finished_run_whose_checkpoint_is_missing_names_what_it_found_and_a_fix_that_works(
+    tmp_path, monkeypatch, capsys
+):
+    """It said the run was killed before its first checkpoint and to start it again, which the finished run refuses."""
+    _ppo(tmp_path, "--total-timesteps", "64", "--run-name", "fin")
+    (tmp_path / "fin" / "checkpoint.pt").unlink()
+    before = _all_hashes(tmp_path)
+    result = cli_in_process("ppo", ["--resume", str(tmp_path / "fin")], monkeypatch, capsys)
+    _one_line_error(
+        result,
+        f"{tmp_path / 'fin'} holds a finished run (step 64), but its checkpoint.pt is missing — its summary.json and "
+        "curves still report (cleanrl-plus report); to resume or evaluate it, put its checkpoint.pt back, or start the "
+        f"run again under another --run-name (or once {tmp_path / 'fin'} is moved aside)",
+    )
+    assert _all_hashes(tmp_path) == before
+    # the fixes it names work: the same flags under another name, or under its own once it is moved aside
+    (tmp_path / "fin").rename(tmp_path / "fin.old")
+    assert _ppo(tmp_path, "--total-timesteps", "64", "--run-name", "fin")["finished"]
+
+
+def test_a_report_over_a_folder_that_does_not_exist_is_one_error_line(tmp_path):
+    result = run_script("-m", "commands.cli", "report", str(tmp_path / "nope"), timeout=120)
+    _one_line_error(
+        result,
+        f"no runs with evaluations found in {tmp_path / 'nope'} (skipped {tmp_path / 'nope'}: no such file or directory) "
+        "— pass runs/ or run directories",
+    )
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_resume_whose_events_file_was_deleted_says_so_in_one_line_at_its_start(tmp_path, capsys):
+    """It went on silently, and TensorBoard showed a curve that starts at the resume, as if the run had started there."""
+    _ppo(tmp_path, "--total-timesteps", "64", "--run-name", "r")
+    for events in (tmp_path / "r").glob("events.out.tfevents.*"):
+        events.unlink()
+    capsys.readouterr()
+    assert _resume(tmp_path / "r", "--total-timesteps", "128")["finished"]
+    printed = capsys.readouterr()
+    assert printed.err.splitlines()[0] == (
+        f"note: {tmp_path / 'r'} held no TensorBoard events file (deleted?): the curve up to step 64 is gone; the "
+        "resumed run logs from there on"
+    )
+    assert printed.out.splitlines()[0].startswith(f"resuming from step 64 in {tmp_path / 'r'}")
+    _resume(tmp_path / "r", "--total-timesteps", "192")  # with its events file: nothing of the kind
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_a_mujoco_warning_is_shown_once_per_process_however_many_envs_are_built():
+    """MuJoCo 3.17 warned about gymnasium's half_cheetah.xml once per env built: 55 times for a TD3 group of five."""
+    code = (
+        "import envs\n"
+        "for count, training in ((3, True), (2, False)):\n"
+        "    envs.make('HalfCheetah-v5', num_envs=count, seed=count, training=training).close()\n"
+    )
+    result = run_script("-c", code, timeout=120)
+    assert result.returncode == 0, result.stderr
+    shown = [line for line in result.stderr.splitlines() if "settotalmass" in line]
+    assert len(shown) == 1 and "WARNING: compiler" not in result.stderr, result.stderr
+    assert shown[0].startswith("warning: MuJoCo: compiler attribute 'settotalmass' is deprecated and will be removed")
+    assert shown[0].endswith("(MuJoCo's warning, shown once per process)")

@@ -114,7 +114,7 @@ def test_one_env_two_groups_match_hand_computation(tmp_path, capsys):
     markdown = path.read_text()
     assert "| Pendulum-v1 | td3 | 4 | 50.00 [" in markdown
     assert "no evaluations" in markdown and "scratch: not a run directory" in markdown
-    assert "other__1__1700000000 did not finish (last point at step 500); it is included" in markdown
+    assert "other__1__1700000000 did not finish (last point at step 500); it is included, and its cells say so" in markdown
     assert "divided by that interval" in markdown  # the AUC definition is stated
     for figure in ("curves.png", "profiles.png", "groups.png"):
         assert (out / figure).stat().st_size > 10_000
@@ -365,3 +365,19 @@ def test_a_point_logged_exactly_at_a_task_switch_belongs_to_the_task_that_ends_t
     task_auc = [value(rows, table="per_task", task=k, statistic="task_auc", estimator="mean")[0] for k in (1, 2)]
     # (the train metric's end of task is the mean of its last 10% of points, at least one: here the last, as eval's)
     assert end_of_task == [20.0, 40.0] and task_auc == [15.0, 50.0]
+
+
+def test_a_cell_built_from_unfinished_runs_says_so_and_finished_only_leaves_them_out(tmp_path, capsys):
+    """A killed run's partial curve entered the IQM with one note at the top of the report; the cell said nothing."""
+    runs_dir = tmp_path / "runs"
+    write_scaled_runs(runs_dir, "td3", [1, 2])
+    for seed, scale in ((3, 3), (4, 4)):  # killed after their first evaluation
+        write_run(runs_dir, "td3", "td3", seed, [(1000, 0.0)], finished=False)
+    path = report.main([str(runs_dir), "--out", str(tmp_path / "all"), "--reps", "50"])
+    assert "| Pendulum-v1 | td3 | 4 (2 unfinished) | " in path.read_text()
+    assert {row["seeds"] for row in read_rows(tmp_path / "all") if row["table"] == "per_env"} == {"4"}
+
+    path = report.main([str(runs_dir), "--out", str(tmp_path / "finished"), "--reps", "50", "--finished-only"])
+    assert "| Pendulum-v1 | td3 | 2 | 30.00 [" in path.read_text()  # finals 20 and 40 (scales 1, 2 of SHAPE)
+    assert "td3__3__1700000000 did not finish (last point at step 1000); left out (--finished-only)" in capsys.readouterr().err
+    assert {row["seeds"] for row in read_rows(tmp_path / "finished") if row["table"] == "per_env"} == {"2"}

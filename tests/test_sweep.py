@@ -429,6 +429,18 @@ def test_a_sweep_killed_with_sigkill_stops_its_runs_and_a_rerun_resumes_them(tmp
         ),
         (["--seeds", "1", "-1"], "--seeds entries must be in [0, 4294967295], got 1 -1"),
         (["--runs-dir", "/sys/runs"], "--runs-dir /sys/runs: cannot create runs in /sys/runs ("),
+        (
+            ["--config", "x" * 250 + "="],  # was an OSError (File name too long) on the run's log once runs started
+            "--config 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…xxxxxxxxx': the file names of its runs (CartPole-v1__ppo-xxxxxxxxxxxxx…"
+            "xxxxxx__1.abandoned-<time> the longest) would be 291 bytes, over the file system's limit of 255 — choose a "
+            "shorter configuration name",
+        ),
+        (
+            ["--config", "x" * 200 + "=", "--seeds", *map(str, range(100, 132)), "--members-per-process", "32"],
+            "--members-per-process: the log file of the 32 seeds of 'ppo-xxxxxxxxxxxxxxxxxxxxxxxxxx…xxxxxxxxx' trained "
+            "together would be 356 bytes, over the file system's limit of 255 — choose fewer --members-per-process",
+        ),
+        (["--config", "a\nb="], "--config 'a\\nb=' must look like NAME=FLAGS"),  # one line, the newline written \\n
     ],
 )
 def test_dry_run_refuses_what_every_run_would_refuse_at_start_up(argv, expected, tmp_path):
@@ -531,3 +543,196 @@ def test_compare_runs_baseline_and_remedy_and_writes_the_report(tmp_path):
             )
     low, high = float(rows[("ppo", "final", "iqm")]["ci_low"]), float(rows[("ppo", "final", "iqm")]["ci_high"])
     assert (low, high) == pytest.approx((min(finals.values()), max(finals.values())))  # resampling 2 runs: their min and max
+
+
+# ---------------------------------------------------------------- two sweeps on one runs folder
+
+
+def test_a_claim_is_all_or_none_names_its_holder_and_dies_with_it(tmp_path):
+    import socket
+
+    from cleanrl_plus.runlock import RunClaimed, claim_holder, claim_runs
+
+    folder = tmp_path / "claims"
+    first = claim_runs(folder, ["b", "a"])
+    assert claim_holder(folder, "a") == f"sweep process {os.getpid()} on {socket.gethostname()}"
+    with pytest.raises(RunClaimed, match=f"^a is claimed by sweep process {os.getpid()} on "):
+        claim_runs(folder, ["a"])  # a second claim on the same file: refused, even from the same process
+    with pytest.raises(RunClaimed, match="^b is claimed"):
+        claim_runs(folder, ["b", "ab"])  # in name order: ab is taken first
+    assert claim_holder(folder, "ab") is None  # all or none: ab was given back
+    first.release()
+    assert not any(folder.iterdir()) and claim_holder(folder, "a") is None
+
+    # a holder killed with SIGKILL leaves its claim file, never its claim
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, sys, time; from cleanrl_plus.runlock import claim_runs; "
+            f"claim = claim_runs(pathlib.Path({str(folder)!r}), ['a']); print(1, flush=True); time.sleep(600)",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "1\n"
+        assert claim_holder(folder, "a") == f"sweep process {holder.pid} on {socket.gethostname()}"
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    assert (folder / "a.claim").exists()
+    claim_runs(folder, ["a"]).release()
+
+
+def test_a_runs_process_keeps_its_claim_when_the_sweep_that_started_it_is_gone(tmp_path):
+    """A sweep killed with kill -9: its run checkpoints and stops on SIGTERM, and until it has, no other sweep may take
+    the run (it would find it held by a process no sweep started, and give up on it)."""
+    from cleanrl_plus.runlock import claim_holder, claim_runs
+
+    spec = sweep.manifest(sweep.parse(["--seeds", "1", "--runs-dir", str(tmp_path)]))[0]
+    folder = sweep.claims_folder(spec.runs_dir)
+    claim = claim_runs(folder, [spec.name])
+    with open(tmp_path / "run.log", "w") as log:
+        run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], **sweep.agent_process(spec, log, claim))
+    for _, fd in claim.files:  # the sweep's own hold on the claim goes, as when it dies
+        os.close(fd)
+    try:
+        assert claim_holder(folder, spec.name) == f"sweep process {os.getpid()} on {__import__('socket').gethostname()}"
+    finally:
+        run.kill()
+        run.wait(timeout=60)
+    assert claim_holder(folder, spec.name) is None
+
+
+def _finished_run(spec: sweep.RunSpec) -> None:
+    spec.dir.mkdir(parents=True)
+    (spec.dir / "args.json").write_text(json.dumps({"agent": spec.agent, "seed": spec.seed}))
+    (spec.dir / "summary.json").write_text(json.dumps({"finished": True, "eval": {"mean": 9.0}}))
+
+
+def test_a_sweep_waits_for_a_run_another_sweep_claimed_and_counts_it_once_that_sweep_finished_it(tmp_path):
+    """What `settle` makes of a job planned fresh: claimed by another sweep (wait), finished by it meanwhile (not
+    started again), one of a group finished meanwhile (the rest planned again), free (start it, holding the claim)."""
+    from cleanrl_plus.runlock import claim_runs
+
+    args = sweep.parse(["--seeds", "1", "2", "3", "--runs-dir", str(tmp_path), "--members-per-process", "3"])
+    specs = sweep.manifest(args)
+    (job,) = _jobs(args)
+    folder = sweep.claims_folder(str(tmp_path))
+    other = claim_runs(folder, [specs[1].name])  # another sweep's claim (a second claim of this process is refused too)
+    settled = sweep.settle(job, args)
+    assert settled.claim is None and not settled.outcomes and not settled.replanned
+    assert (
+        settled.holder == f"{specs[1].name} is claimed by sweep process {os.getpid()} on {__import__('socket').gethostname()}"
+    )
+    assert sorted(p.name for p in folder.iterdir()) == [f"{specs[1].name}.claim"]  # none of the others kept
+
+    _finished_run(specs[1])  # ... which the other sweep finished before letting go
+    other.release()
+    settled = sweep.settle(job, args)
+    assert settled.claim is None and [(o["run"], o["state"], o["by"]) for o in settled.outcomes] == [
+        (specs[1].name, "finished", "another sweep")
+    ]
+    assert [[run.seed for run in j.runs] for j in settled.replanned] == [[1, 3]]
+    assert not any(folder.iterdir())
+
+    settled = sweep.settle(settled.replanned[0], args)
+    assert settled.claim is not None and not settled.outcomes and not settled.replanned
+    assert sweep.settle(sweep.Job((specs[2],)), args).holder.startswith(f"{specs[2].name} is claimed")
+    settled.claim.release()
+    from commands.report import is_sweep_log_dir
+
+    assert is_sweep_log_dir(tmp_path / "logs")  # logs/claims is the sweep's: a report over the runs folder skips it
+
+
+def _logged_lines(runs_dir: Path, start: str) -> list[str]:
+    """Lines starting with `start` in every log of the sweep, run by run."""
+    return sorted(
+        line for log in (runs_dir / "logs").glob("*.log") for line in log.read_text().splitlines() if line.startswith(start)
+    )
+
+
+def _assert_every_run_trained_once_by_one_writer(runs_dir: Path, seeds: tuple[int, ...]) -> None:
+    names = [f"CartPole-v1__ppo__{seed}" for seed in seeds]
+    for name in names:
+        assert json.loads((runs_dir / name / "summary.json").read_text())["finished"], name
+    # one process per run, and each log written by the one process its header names
+    assert _logged_lines(runs_dir, "logging to ") == [
+        f"logging to {runs_dir / name} (device cpu, 1 threads)" for name in names
+    ]
+    for log in (runs_dir / "logs").glob("*.log"):
+        text = log.read_text()
+        assert text.count("--- ") == 1 and "error:" not in text and "resuming" not in text, text
+    assert sorted(p.name for p in runs_dir.iterdir()) == [*names, "logs"]  # nothing moved aside
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_together_and_a_third_while_they_run_train_every_run_once(tmp_path):
+    """Two terminals (or a Slurm job requeued while the first still runs) on one runs folder: each run is claimed by
+    one sweep before its process starts, the others wait for it and count it finished; every sweep exits 0."""
+    runs_dir = tmp_path / "runs"
+    command = _sweep_command(runs_dir, "--members-per-process", "1", "--seeds", "1", "2", "3")  # the last --seeds counts
+    sweeps = [subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in "ab"]
+    deadline = time.time() + 240
+    while not list((runs_dir / "logs").glob("*.log")) and time.time() < deadline:
+        time.sleep(0.2)  # the third starts once a run's process has started (or later: the outcome is the same)
+    sweeps.append(subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [one.communicate(timeout=600)[0] for one in sweeps]
+    assert [one.returncode for one in sweeps] == [0, 0, 0], outputs
+    _assert_every_run_trained_once_by_one_writer(runs_dir, (1, 2, 3))
+    for output in outputs:
+        assert "failed" not in output.replace("0 failed", ""), output
+    from commands.report import find_run_dirs
+
+    assert find_run_dirs([str(runs_dir)]) == ([runs_dir / f"CartPole-v1__ppo__{seed}" for seed in (1, 2, 3)], [])
+
+
+def _sweep_writing(run_dir: Path) -> int | None:
+    """The sweep whose agent process writes `run_dir` (the parent of the process holding its lock), or None."""
+    from cleanrl_plus.runlock import run_dir_holder
+
+    writer = run_dir_holder(run_dir)
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return int(Path(f"/proc/{writer}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return None
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_while_another_runs_the_same_sweep_leaves_its_runs_to_the_other(tmp_path):
+    """Two sweeps on one folder and one of them killed (kill -9) once a run it started has checkpointed: its run
+    checkpoints and stops (SIGTERM from the kernel), keeping the run claimed until it has; the other sweep then resumes
+    it and exits 0; the killed sweep's command, run again, finds everything finished."""
+    runs_dir = tmp_path / "runs"
+    command = _sweep_command(runs_dir, "--members-per-process", "1", "--workers", "1")
+    command[command.index("--flags") + 1] = TINY_PPO.replace("512", "1024") + " --checkpoint-every 128"
+    sweeps = {}
+    for _ in "ab":
+        one = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        sweeps[one.pid] = one
+    try:
+        deadline = time.time() + 240
+        victim = None
+        while victim is None:
+            assert time.time() < deadline, "no run checkpointed"
+            for run_dir in runs_dir.glob("CartPole-v1__ppo__*"):
+                writing = _sweep_writing(run_dir)
+                if (run_dir / "checkpoint.pt").exists() and writing in sweeps:
+                    victim = sweeps.pop(writing)
+                    break
+            time.sleep(0.1)
+        victim.kill()
+        victim.communicate(timeout=60)
+        (survivor,) = sweeps.values()
+        output = survivor.communicate(timeout=600)[0]
+    finally:
+        for one in sweeps.values():
+            one.kill()
+    assert survivor.returncode == 0, output
+    for seed in (1, 2):
+        assert json.loads((runs_dir / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text())["finished"]
+    for log in (runs_dir / "logs").glob("*.log"):
+        assert "error:" not in log.read_text(), log.read_text()
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "2 finished already, 0 to resume, 0 to start" in again.stderr, again.stderr
