@@ -15,10 +15,8 @@ from cleanrl_plus.errors import UserError, file_system_error
 LOCK_NAME = "run.lock"
 
 
-def lock_run_dir(run_dir: Path) -> int:
-    """Hold an OS lock on the run directory for as long as this process writes it (the OS drops it when the process
-    ends, `kill -9` included, so no stale lock survives); a second writer gets one line naming the holder."""
-    path = run_dir / LOCK_NAME
+def _open_locked(path: Path) -> tuple[int, bool]:
+    """(descriptor of `path`, created if missing; whether this process now holds its exclusive OS lock)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as error:
@@ -26,6 +24,16 @@ def lock_run_dir(run_dir: Path) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        return fd, False
+    return fd, True
+
+
+def lock_run_dir(run_dir: Path) -> int:
+    """Hold an OS lock on the run directory for as long as this process writes it (the OS drops it when the process
+    ends, `kill -9` included, so no stale lock survives); a second writer gets one line naming the holder."""
+    path = run_dir / LOCK_NAME
+    fd, locked = _open_locked(path)
+    if not locked:
         holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
         os.close(fd)
         raise UserError(
@@ -105,13 +113,8 @@ def claim_runs(folder: Path, names: list[str]) -> Claim:
 
 def _claim_file(path: Path, name: str) -> tuple[Path, int]:
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise file_system_error(path, error) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        fd, locked = _open_locked(path)
+        if not locked:
             holder = _described_holder(fd)
             os.close(fd)
             raise RunClaimed(name, holder) from None
