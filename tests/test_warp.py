@@ -379,12 +379,12 @@ def _two_task_physics_env(shift: str, num_envs: int, seed: int = 0, task: str = 
         f"continual:{shift}:warp:{task}",
         num_envs,
         seed=seed,
-        continual=ContinualArgs(steps_per_task=num_envs, num_tasks=3),
+        continual=ContinualArgs(steps_per_task=2 * num_envs, num_tasks=3),
         device=device,
         **kwargs,
     )
     obs = env.reset()
-    for _ in range(2):  # standing still nobody falls; the second step is scheduled in task 1
+    for _ in range(2):  # standing still nobody falls; the step after the second is scheduled in task 1
         obs = env.step(torch.zeros(num_envs, *env.single_action_space.shape)).obs
     assert env.pending == 1 and (env.switch_index == 0).all()
     obs = env.reset_where(torch.arange(num_envs, device=device) % 2 == 1, obs)
