@@ -79,7 +79,9 @@ class Statistics:
 @pytest.mark.parametrize("act_randomly", [True, False])
 def test_acting_in_a_box_is_uniform_before_learning_and_the_exploring_policy_after(act_randomly):
     """The observation statistics see s before the actions are chosen; the actions stay in the Box."""
-    session = SimpleNamespace(off_policy_phase=lambda global_step, num_updates, starts: (act_randomly, not act_randomly))
+    session = SimpleNamespace(
+        off_policy_phase=lambda global_step, num_updates, starts, random_steps: (act_randomly, not act_randomly)
+    )
     actor = SimpleNamespace(bounds=(torch.tensor([-2.0]), torch.tensor([2.0])))
     statistics = Statistics()
     agent = SimpleNamespace(
