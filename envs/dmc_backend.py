@@ -22,7 +22,6 @@ import torch
 
 from envs.base import StepResult, TorchVecEnv, generator_seed
 from envs.errors import UserError, did_you_mean
-from envs.upstream import show_mujoco_warnings_once
 
 PREFIX = "dmc:"
 
@@ -59,7 +58,6 @@ class DMCVecEnv(TorchVecEnv):
         from dm_control import suite
 
         absl_logging.set_verbosity(absl_logging.ERROR)  # dm-control's XML deprecation notes are not the user's business
-        show_mujoco_warnings_once()
         domain, task = parse_dmc_id(env_id)
         if action_repeat < 1:
             raise UserError(f"action_repeat must be >= 1, got {action_repeat}")
