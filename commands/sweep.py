@@ -97,7 +97,7 @@ class SweepArgs:
     agent's name"""
     flags: str = ""
     """flags given to every run (e.g. "--total-timesteps 50000 --num-envs 8")"""
-    env_flags: tuple[str, ...] = ()
+    flags_per_env: tuple[str, ...] = ()
     """flags given to the runs of one environment as ENV=FLAGS, after --flags and before the configuration's, e.g.
     HalfCheetah-v5="--random-steps 10000" (a recipe whose authors set a value per environment)"""
     runs_dir: str = "runs/sweep"
@@ -192,16 +192,18 @@ def parse_configs(configs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 
 
 def parse_env_flags(entries: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """--env-flags ENV=FLAGS entries → {env id: its flags}; each env id is checked as --env-id is."""
+    """--flags-per-env ENV=FLAGS entries → {env id: its flags}; each env id is checked as --env-id is."""
     import envs
 
     parsed: dict[str, tuple[str, ...]] = {}
     for entry in entries:
         env_id, sep, flags = entry.partition("=")
         if not sep or not env_id:
-            raise UserError(f"--env-flags '{entry}' must look like ENV=FLAGS (e.g. HalfCheetah-v5=\"--random-steps 10000\")")
+            raise UserError(
+                f"--flags-per-env '{entry}' must look like ENV=FLAGS (e.g. HalfCheetah-v5=\"--random-steps 10000\")"
+            )
         if env_id in parsed:
-            raise UserError(f"--env-flags names {env_id} twice")
+            raise UserError(f"--flags-per-env names {env_id} twice")
         envs.validate_env_id(env_id)
         parsed[env_id] = tuple(shlex.split(flags))
     return parsed
@@ -222,15 +224,15 @@ def manifest(args: SweepArgs) -> list[RunSpec]:
         raise UserError("--seeds needs at least one seed")
     check_ranges(args)
     common = tuple(shlex.split(args.flags))
-    env_flags = parse_env_flags(args.env_flags)
+    flags_per_env = parse_env_flags(args.flags_per_env)
     for reserved in RESERVED_FLAGS:
-        for where, given in (("--flags", common), *((f"--env-flags {e}", f) for e, f in env_flags.items())):
+        for where, given in (("--flags", common), *((f"--flags-per-env {e}", f) for e, f in flags_per_env.items())):
             if any(flag == reserved or flag.startswith(reserved + "=") for flag in given):
                 raise UserError(f"{reserved} is set by the sweep for every run — remove it from {where}")
     configs = parse_configs(args.config)
     runs_dir, cwd = str(Path(args.runs_dir).expanduser().absolute()), os.getcwd()
     specs = [
-        RunSpec(agent, env_id, config, seed, common + env_flags.get(env_id, ()) + config_flags, runs_dir, cwd)
+        RunSpec(agent, env_id, config, seed, common + flags_per_env.get(env_id, ()) + config_flags, runs_dir, cwd)
         for agent, env_id, (config, config_flags), seed in itertools.product(
             args.agent, args.env_id, configs.items(), args.seeds
         )
@@ -377,10 +379,10 @@ def load_plan(path: str, given: list[str]) -> SweepArgs:
     unknown = sorted(set(plan) - fields)
     if unknown:
         raise UserError(f"plan file {path}: unknown keys {unknown}{did_you_mean(unknown[0], fields)}")
-    for table in ("config", "env_flags"):  # [config] / [env_flags] tables: name = "flags"
+    for table in ("config", "flags_per_env"):  # [config] / [flags_per_env] tables: name = "flags"
         if isinstance(plan.get(table), dict):
             plan[table] = [f"{name}={flags}" for name, flags in plan[table].items()]
-    for key in ("agent", "env_id", "seeds", "config", "env_flags"):
+    for key in ("agent", "env_id", "seeds", "config", "flags_per_env"):
         if key in plan and not isinstance(plan[key], list):
             plan[key] = [plan[key]]
         if key in plan:
@@ -971,7 +973,7 @@ def gather_repeated(argv: list[str], name: str) -> list[str]:
 
 
 def parse(argv: list[str]) -> SweepArgs:
-    argv = gather_repeated(gather_repeated(glue_flag_values(argv, ("--flags",)), "--config"), "--env-flags")
+    argv = gather_repeated(gather_repeated(glue_flag_values(argv, ("--flags",)), "--config"), "--flags-per-env")
     plan = next((a for a in argv if a.endswith(".toml") and not a.startswith("-")), None)
     if plan is not None:
         return load_plan(plan, [a for a in argv if a != plan])

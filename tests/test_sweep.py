@@ -95,12 +95,12 @@ def test_env_flags_reach_only_their_environments_runs_between_the_common_and_the
     plan = tmp_path / "plan.toml"
     plan.write_text(
         'agent = "td3"\nenv_id = ["HalfCheetah-v5", "Hopper-v5"]\nseeds = [1]\nflags = "--batch-size 100"\n'
-        '[env_flags]\nHalfCheetah-v5 = "--random-steps 10000"\n[config]\nbaseline = "--tau 0.01"\n'
+        '[flags_per_env]\nHalfCheetah-v5 = "--random-steps 10000"\n[config]\nbaseline = "--tau 0.01"\n'
     )
     runs = {run.env_id: run for run in sweep.manifest(sweep.parse([str(plan)]))}
     assert runs["HalfCheetah-v5"].flags == ("--batch-size", "100", "--random-steps", "10000", "--tau", "0.01")
     assert runs["Hopper-v5"].flags == ("--batch-size", "100", "--tau", "0.01")
-    given = sweep.parse(["--agent", "td3", "--env-id", "Hopper-v5", "--env-flags", "Hopper-v5=--random-steps 7"])
+    given = sweep.parse(["--agent", "td3", "--env-id", "Hopper-v5", "--flags-per-env", "Hopper-v5=--random-steps 7"])
     assert sweep.manifest(given)[0].flags == ("--random-steps", "7")
 
 
@@ -109,12 +109,12 @@ def test_env_flags_reach_only_their_environments_runs_between_the_common_and_the
     [
         ("Hopper-v5 --random-steps 7", "ENV=FLAGS"),
         ("Hoper-v5=--random-steps 7", "did you mean 'Hopper-v5'"),
-        ("Hopper-v5=--seed 3", "remove it from --env-flags Hopper-v5"),
+        ("Hopper-v5=--seed 3", "remove it from --flags-per-env Hopper-v5"),
     ],
 )
 def test_bad_env_flags_get_one_line_errors(entry, fix):
     with pytest.raises(UserError, match=fix):
-        sweep.manifest(sweep.parse(["--agent", "td3", "--env-id", "Hopper-v5", "--env-flags", entry]))
+        sweep.manifest(sweep.parse(["--agent", "td3", "--env-id", "Hopper-v5", "--flags-per-env", entry]))
 
 
 def _sweep_command(runs_dir: Path, *extra: str) -> list[str]:
