@@ -1239,6 +1239,7 @@ def test_a_cchain_group_resume_may_switch_compile_on_and_continues_exactly(runs_
     monkeypatch.setattr(ppo, "RolloutStorage", CountingStorage)
     resumed = _cchain_cartpole(exp_name="split", compile=True, resume=half[0]["run_dir"], **common)["members"]
     assert [member["global_step"] for member in resumed] == [256, 256]
-    assert len(epochs) == 2 * CCHAIN_TINY["update_epochs"], "the resumed group ran from the start, not from its checkpoint"
+    # each epoch draws two passes: the training minibatches and C-CHAIN's reference batches
+    assert len(epochs) == 2 * 2 * CCHAIN_TINY["update_epochs"], "the resumed group ran from the start, not from its checkpoint"
     for straight_member, resumed_member in zip(straight, resumed):
         _assert_states_close(_ppo_state(straight_member), _ppo_state(resumed_member))
