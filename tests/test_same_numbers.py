@@ -202,24 +202,25 @@ _COMMON = dict(eval_every=256, eval_episodes=2, log_every=32, progress=False)
 # AMD EPYC with AVX2 only at f721952 (the same code), where 4 of 16 cases round apart from the first AMD box (below).
 # A CPU with no table skips; record one (CLEANRL_PLUS_RECORD_DIGESTS=1) at a commit whose numbers another table vouches
 # for. A case whose numbers changed after a table was recorded holds None there: it skips on that box until recorded.
+# The AuthenticAMD table's five #47 cases were recorded at 6e68f7d (rounding d0e47618f6ca), four equal to the AVX2 box's.
 DIGESTS_BY_CPU: dict[str, dict[str, str | None]] = {
     "AuthenticAMD": {
         "td3-remedies": "1fd8a22e053c3fe2",
         "td3-scale-redo": "807bedd6ecc4e15a",
-        "td3-cbp-oracle": None,  # changed by #47; not recorded on this box since
+        "td3-cbp-oracle": "62b706d9a05f2c1c",  # changed by #47; recorded at 6e68f7d
         "td3-inject-cir": "d942517f44ed916d",
         "sac-mlp-remedies": "f2ea04265af6c564",
         "sac-simba-cbp": "b8276433483a57c3",
         "sac-c51-inject": "8b0e704d8de91628",
-        "sac-regrama-oracle": None,  # changed by #47; not recorded on this box since
+        "sac-regrama-oracle": "b61309b46c4a1865",  # changed by #47; recorded at 6e68f7d
         "ddqn-remedies": "7fbbd5dce9b72f4b",
         "ddqn-minatar-redo": "84560073cf838db0",
         "ddqn-oracle-sp": "ec065e5b011bdc7c",
-        "ppo-remedies": None,  # changed by #47; not recorded on this box since
+        "ppo-remedies": "93abeea035c590de",  # changed by #47; recorded at 6e68f7d
         "ppo-continuous-redo": "e50184f6ce8e7c4d",
-        "ppo-oracle-cbp": None,  # changed by #47; not recorded on this box since
+        "ppo-oracle-cbp": "f0546b7e2126b44a",  # changed by #47; recorded at 6e68f7d
         "ppo-atari-regrama": "25ee6623a23204a1",
-        "gtr-remedies": None,  # changed by #47; not recorded on this box since
+        "gtr-remedies": "0578b3c24bdc70e0",  # changed by #47; recorded at 6e68f7d
     },
     "GenuineIntel AVX512": {
         "td3-remedies": None,  # changed by #36; not recorded on this box since
