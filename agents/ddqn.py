@@ -65,7 +65,7 @@ from plasticity.architecture import torso_settings
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.network import Layout
-from plasticity.optimizers import make_optimizer
+from plasticity.optimizers import clip_each_members_gradient, make_optimizer
 from plasticity.resets import ResetArgs, rebuild_injected_heads
 from plasticity.swd import SWDArgs, make_sampler
 
@@ -292,12 +292,21 @@ def act(q_network: QNetwork, obs: torch.Tensor, epsilon: torch.Tensor, draws) ->
 
 
 def update(
-    objective: Callable, plasticity: Plasticity, max_grad_norm: float, batch: Batch, reference
+    objective: Callable,
+    optimizer: torch.optim.Optimizer,
+    plasticity: Plasticity,
+    max_grad_norm: float,
+    members: int,
+    batch: Batch,
+    reference,
 ) -> dict[str, torch.Tensor]:
     """One step on `objective` (td_objective, compiled with --compile): each member's gradient
     norm clipped to max_grad_norm, then the optimiser's step."""
     loss, logged = objective(batch, reference)
-    plasticity.minimise("critic", loss, max_grad_norm)
+    optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()  # the members' sum: each member's gradient stays its own
+    clip_each_members_gradient(optimizer, max_grad_norm, members)  # ‖∇‖ ≤ max_grad_norm, member by member
+    plasticity.step("critic")  # Adam's step (TRAC's when on), then the step remedies (NaP, weight clipping)
     return logged
 
 
@@ -364,7 +373,7 @@ def build(args: Args) -> DoubleDQN:
 
     objective = compiled(partial(td_objective, q_network, q_target, plasticity, args), args.compile)
     acting = compiled(partial(act, q_network), args.compile)
-    step = partial(update, objective, plasticity, args.max_grad_norm)
+    step = partial(update, objective, optimizer, plasticity, args.max_grad_norm, len(members))
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped
     # optimiser state)
     step = GraphStep(step, args.cudagraphs, watch=(q_network, q_target, optimizer))

@@ -49,6 +49,7 @@ from cleanrl_plus.encoders import orthogonal_nature_cnn
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
+from cleanrl_plus.gae import generalized_advantages
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import Members
 from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, hidden_linear, layer_init, units_for
@@ -64,7 +65,7 @@ from plasticity.architecture import NetArgs, torso_settings
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
-from plasticity.optimizers import make_optimizer, set_learning_rate
+from plasticity.optimizers import clip_each_members_gradient, make_optimizer, set_learning_rate
 from plasticity.resets import ResetArgs, rebuild_injected_heads
 
 # argument checks cost more than the math here
@@ -536,20 +537,31 @@ def act(agent: ActorCritic, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]
         return agent.policy.sample(obs, noise)
 
 
-def estimate_advantages(agent: ActorCritic, storage: RolloutStorage, args: Args) -> None:
-    """V(s) and V(s') in two batched passes, then Â = GAE(γ, λ) and the value targets, in the
-    storage (normalised over the rollout with --norm-adv-over rollout). Captured, never compiled:
-    dynamo would unroll GAE's loop."""
-    storage.compute_advantages(agent.value, args.gamma, args.gae_lambda, args.value_lambda)
+@torch.no_grad()
+def estimate_advantages(value: Callable[[Tensor], Tensor], storage: RolloutStorage, args: Args) -> None:
+    """V(s) and V(s') of the whole rollout in two batched passes (the parameters did not change
+    during it), then Â = GAE(γ, λ) and the value targets R = GAE(γ, λ_V) + V (λ_V = --value-lambda,
+    default λ), in the storage; Â normalised over the rollout with --norm-adv-over rollout.
+    Captured, never compiled: dynamo would unroll GAE's loop."""
+    storage.values.copy_(value(storage.obs.flatten(1, 2)).view_as(storage.values))
+    next_values = value(storage.next_obs.flatten(1, 2)).view_as(storage.values)
+    rollout = (storage.rewards, storage.values, next_values, storage.terminated, storage.dones, args.gamma)
+    advantages, returns = generalized_advantages(*rollout, args.gae_lambda)
+    if args.value_lambda is not None and args.value_lambda != args.gae_lambda:
+        returns = generalized_advantages(*rollout, args.value_lambda)[1]
+    storage.advantages.copy_(advantages)
+    storage.returns.copy_(returns)
     if args.norm_adv and args.norm_adv_over == "rollout":
         storage.normalize_advantages()
 
 
 def minibatch_update(
     objective: Callable,
+    optimizer: torch.optim.Optimizer,
     plasticity: Plasticity,
     storage: RolloutStorage,
     max_grad_norm: float,
+    members: int,
     indices: Tensor,
     clip_coef: Tensor,
     reference: Minibatch | None,
@@ -557,8 +569,10 @@ def minibatch_update(
     """One gradient step on the minibatch `indices` of the rollout; returns the tags of
     `ppo_report`."""
     loss, stats = objective(storage.gather(indices), clip_coef, reference)
-    # clip each member's ‖∇‖ ≤ max_grad_norm, then step
-    plasticity.minimise("agent", loss, max_grad_norm)
+    optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()  # the members' sum: each member's gradient stays its own
+    clip_each_members_gradient(optimizer, max_grad_norm, members)  # ‖∇‖ ≤ max_grad_norm, member by member
+    plasticity.step("agent")  # Adam's step (TRAC's when on), then the step remedies (NaP, weight clipping)
     return stats
 
 
@@ -663,9 +677,9 @@ def build(args: Args, trust_region: TrustRegion | None = None, agent_name: str =
     plasticity = Plasticity(args, network, logger=run.logger, members=K)
 
     objective = compiled(partial(ppo_objective, agent, policy_loss, plasticity, args), args.compile)
-    update = partial(minibatch_update, objective, plasticity, storage, args.max_grad_norm)
+    update = partial(minibatch_update, objective, optimizer, plasticity, storage, args.max_grad_norm, K)
     acting = compiled(partial(act, agent), args.compile)
-    advantages = partial(estimate_advantages, agent, storage, args)
+    advantages = partial(estimate_advantages, agent.value, storage, args)
     normalizers = dict(obs_normalizer=obs_normalizer, reward_scaler=reward_scaler)
     checkpointed = plasticity.checkpointed() | normalizers | policy_loss.checkpointed()
     session = TrainingSession(run, agent_name, env, evaluator, members=members, **checkpointed)

@@ -54,8 +54,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.critics import critic_losses, critic_report, q_target
-from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
+from cleanrl_plus.critics import convex_min_max, critic_losses, critic_report
+from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categorical_target
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.graphs import GraphStep, compiled
@@ -64,7 +64,7 @@ from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
 from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
 from cleanrl_plus.ranges import AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive
-from cleanrl_plus.replay import Batch, make_replay, step_and_store
+from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
@@ -357,6 +357,27 @@ def actor_objective(
     return plasticity.loss("actor", actor_loss, reference), actor_loss.detach(), log_prob.detach()
 
 
+def soft_target(
+    critic_target: nn.Module,
+    batch: Batch,
+    next_actions: torch.Tensor,
+    next_log_prob: torch.Tensor,
+    alpha: torch.Tensor,
+    gamma: float,
+    convex_lambda: float = 1.0,
+) -> torch.Tensor:
+    """y = r + d·(min_i Q̄_i(x', a') − α·log π(a'|x')), d = γ(1 − terminated) (γ^m for n-step
+    batches, the entropy term only at the bootstrap state, as FastSAC); CIR's convex λ·min +
+    (1 − λ)·max with --cir.convex-lambda; a C51 critic: Φ(r − d·α·log π(a'|x') + d·z).
+    (members, B), or (members, B, atoms). Call it under torch.no_grad()."""
+    discount = bootstrap_discount(batch, gamma)
+    if isinstance(critic_target, CategoricalCritic):
+        shifted = batch.rewards - discount * alpha.unsqueeze(-1) * next_log_prob
+        return categorical_target(critic_target, batch.next_obs, next_actions, shifted, discount, convex_lambda)
+    next_value = convex_min_max(critic_target(batch.next_obs, next_actions), convex_lambda)
+    return batch.rewards + discount * (next_value - alpha.unsqueeze(-1) * next_log_prob)
+
+
 def critic_objective(
     actor: Actor,
     critic: nn.Module,
@@ -374,9 +395,8 @@ def critic_objective(
     # x' = x_{t+m} (as FastSAC); a' ~ π(·|x') of the actor just updated, α just updated
     with torch.no_grad():
         next_actions, next_log_prob = actor.sample(batch.next_obs, next_noise)
-        soft = (temperature.alpha, next_log_prob)
-        gamma, convex_lambda = args.gamma, args.cir.convex_lambda
-        target = q_target(critic_target, batch, next_actions, gamma, convex_lambda, *soft)
+        alpha, convex_lambda = temperature.alpha, args.cir.convex_lambda
+        target = soft_target(critic_target, batch, next_actions, next_log_prob, alpha, args.gamma, convex_lambda)
     qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
     loss = plasticity.loss("critic", qf_losses.sum(dim=1), reference)
     return loss, q_values.detach(), qf_losses.detach()
@@ -412,22 +432,28 @@ def update(
     critic: nn.Module,
     critic_target: nn.Module,
     temperature: Temperature,
+    optimizers: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
     plasticity: Plasticity,
     tau: float,
     batch: Batch,
     draws: list[tuple[torch.Tensor, Batch | None]],
 ) -> dict[str, torch.Tensor]:
     """One SAC update on the two objectives (compiled with --compile): actor → temperature →
-    critic → target. `draws`: the actor's (noise, C-CHAIN's reference batch), then the
-    critic's."""
+    critic → target, each step without gradient clipping (the SimBa code has none). `draws`: the
+    actor's (noise, C-CHAIN's reference batch), then the critic's."""
+    actor_optimizer, critic_optimizer = optimizers
     (actor_noise, actor_reference), (next_noise, critic_reference) = draws
     # the gradient flows through Q to the action, not into the critic's weights
     with frozen(critic):
         loss, actor_loss, log_prob = actor_objective(batch, actor_noise, actor_reference)
-    plasticity.minimise("actor", loss)
+    actor_optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()  # the members' sum: each member's gradient stays its own
+    plasticity.step("actor")  # AdamW's step (TRAC's when on), then the step remedies (NaP, weight clipping)
     temperature_report = temperature.minimise(log_prob)
     loss, q_values, qf_losses = critic_objective(batch, next_noise, critic_reference)
-    plasticity.minimise("critic", loss)
+    critic_optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()
+    plasticity.step("critic")
     polyak_update(critic_target, critic, tau)
     report = critic_report(q_values, qf_losses) | temperature_report
     return report | {"losses/actor_loss": actor_loss}
@@ -500,7 +526,8 @@ def build(args: Args) -> SAC:
     critic_loss = partial(critic_objective, *networks, plasticity, args)
     actor_loss, critic_loss = (compiled(f, args.compile) for f in (actor_loss, critic_loss))
     act = compiled(partial(explore, actor), args.compile)
-    step = partial(update, actor_loss, critic_loss, critic, critic_target, temperature, plasticity, args.tau)
+    optimizers = (actor_optimizer, critic_optimizer)
+    step = partial(update, actor_loss, critic_loss, critic, critic_target, temperature, optimizers, plasticity, args.tau)
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped
     # optimiser state)
     optimizers = (actor_optimizer, critic_optimizer, temperature.optimizer)

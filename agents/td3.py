@@ -41,8 +41,8 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.critics import critic_losses, critic_report, q_target
-from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
+from cleanrl_plus.critics import convex_min_max, critic_losses, critic_report
+from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categorical_target
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.exploration import ExplorationScales
@@ -59,7 +59,7 @@ from cleanrl_plus.nn import (
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
 from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
-from cleanrl_plus.replay import Batch, make_replay, step_and_store
+from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
@@ -244,6 +244,19 @@ def smoothed_target_action(
     return (actor_target(next_obs) + noise).clamp(low, high)
 
 
+def td3_target(
+    critic_target: nn.Module, batch: Batch, next_actions: torch.Tensor, gamma: float, convex_lambda: float = 1.0
+) -> torch.Tensor:
+    """y = r + d·min(Q̄₁, Q̄₂)(s', ã), d = γ(1 − terminated) (γ^m for n-step batches); CIR's convex
+    λ·min + (1 − λ)·max with --cir.convex-lambda; a C51 critic: Φ(r + d·z) of its target
+    distribution. (members, B), or (members, B, atoms). Call it under torch.no_grad()."""
+    discount = bootstrap_discount(batch, gamma)
+    if isinstance(critic_target, CategoricalCritic):
+        return categorical_target(critic_target, batch.next_obs, next_actions, batch.rewards, discount, convex_lambda)
+    next_value = convex_min_max(critic_target(batch.next_obs, next_actions), convex_lambda)
+    return batch.rewards + discount * next_value
+
+
 def critic_objective(
     critic: nn.Module,
     critic_target: nn.Module,
@@ -255,11 +268,9 @@ def critic_objective(
     reference: Batch | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(Σᵢ (Qᵢ(s, a) − y)² with the critic's remedy terms, the Q-values, each twin's loss)."""
-    # y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)  (C51: its projected distribution)
     with torch.no_grad():
-        noise_clip, convex_lambda = args.noise_clip, args.cir.convex_lambda
-        next_actions = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, noise_clip)
-        target = q_target(critic_target, batch, next_actions, args.gamma, convex_lambda)
+        next_actions = smoothed_target_action(batch.next_obs, actor_target, smoothing_noise, args.noise_clip)
+        target = td3_target(critic_target, batch, next_actions, args.gamma, args.cir.convex_lambda)
     qf_losses, q_values = critic_losses(critic, batch.obs, batch.actions, target)
     loss = plasticity.loss("critic", qf_losses.sum(dim=1), reference)
     return loss, q_values.detach(), qf_losses.detach()
@@ -296,11 +307,19 @@ def episode_values(
 
 
 def update_critic(
-    objective: Callable, plasticity: Plasticity, batch: Batch, smoothing_noise, reference
+    objective: Callable,
+    optimizer: torch.optim.Optimizer,
+    plasticity: Plasticity,
+    batch: Batch,
+    smoothing_noise,
+    reference,
 ) -> dict[str, torch.Tensor]:
-    """One critic step on `objective` (critic_objective, compiled with --compile)."""
+    """One critic step on `objective` (critic_objective, compiled with --compile); no gradient
+    clipping (TD3.py has none)."""
     loss, q_values, qf_losses = objective(batch, smoothing_noise, reference)
-    plasticity.minimise("critic", loss)
+    optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()  # the members' sum: each member's gradient stays its own
+    plasticity.step("critic")  # Adam's step (TRAC's when on), then the step remedies (NaP, weight clipping)
     return critic_report(q_values, qf_losses)
 
 
@@ -310,6 +329,7 @@ def update_actor(
     critic: nn.Module,
     actor_target: Actor,
     critic_target: nn.Module,
+    optimizer: torch.optim.Optimizer,
     plasticity: Plasticity,
     tau: float,
     batch: Batch,
@@ -319,7 +339,9 @@ def update_actor(
     # the gradient flows through Q₁ to the action, not into the critic's weights
     with frozen(critic):
         loss, actor_loss = objective(batch, reference)
-    plasticity.minimise("actor", loss)
+    optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()
+    plasticity.step("actor")
     polyak_update(actor_target, actor, tau)
     polyak_update(critic_target, critic, tau)
     return {"losses/actor_loss": actor_loss}
@@ -390,9 +412,9 @@ def build(args: Args) -> TD3:
     actor_loss = partial(actor_objective, actor, critic, plasticity)
     act = partial(explore, actor, noise_scales, args.exploration_noise)
     critic_loss, actor_loss, act = (compiled(f, args.compile) for f in (critic_loss, actor_loss, act))
-    critic_step = partial(update_critic, critic_loss, plasticity)
+    critic_step = partial(update_critic, critic_loss, critic_optimizer, plasticity)
     targets = (actor_target, critic_target)
-    actor_step = partial(update_actor, actor_loss, actor, critic, *targets, plasticity, args.tau)
+    actor_step = partial(update_actor, actor_loss, actor, critic, *targets, actor_optimizer, plasticity, args.tau)
     # a captured step is captured again when a tensor it watches is replaced (injection, dropped
     # optimiser state)
     networks = (actor, critic, actor_target, critic_target, normalizer)

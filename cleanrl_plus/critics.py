@@ -1,12 +1,11 @@
-"""The critic target and loss TD3 and SAC share, for scalar critics and for C51 critics (cleanrl_plus/distributional.py).
+"""What TD3's and SAC's critics share around their targets (each target is written in its agent file: td3_target,
+soft_target): the bootstrapped value over the critics, their losses and their tags.
 
-    y = r + d·(λ·min_i Q̄_i(s', a') + (1 − λ)·max_i Q̄_i(s', a') − α·log π(a'|s'))     d = γ^m(1 − terminated)
-    C51: Φ(r − d·α·log π(a'|s') + d·z) of the target critic with the smaller mean (λ = 1) or the mixture (λ < 1)
-    minimise Σ_i (Q_i(s, a) − y)²   (C51: Σ_i cross-entropy(p_i(s, a), y))
+    V̄(s') = λ·min_i Q̄_i(s', a') + (1 − λ)·max_i Q̄_i(s', a')
+    minimise Σ_i (Q_i(s, a) − y)²   (C51: Σ_i cross-entropy(p_i(s, a), y); its target: distributional.categorical_target)
 
-λ = 1 is clipped double-Q (Fujimoto et al. 2018); λ < 1 CIR's convex target (plasticity/cir.py). The entropy term is
-SAC's (Haarnoja et al. 2018), absent for TD3; with n-step batches r is the n-step return and the entropy term enters
-only at the bootstrap state, as FastSAC (Seo et al. 2025). One critic: its own value, whatever λ.
+λ = 1 is clipped double-Q (Fujimoto et al. 2018); λ < 1 CIR's convex target (plasticity/cir.py). One critic: its own
+value, whatever λ.
 
 In a group (cleanrl_plus.members) every quantity carries the members first: batches (members, B, ...), a critic's
 values (members, copies, B), α (members,); each member's losses are its own means.
@@ -18,8 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cleanrl_plus.distributional import CategoricalCritic, clipped_double, cross_entropy, expected_value, project
-from cleanrl_plus.replay import Batch, bootstrap_discount
+from cleanrl_plus.distributional import CategoricalCritic, cross_entropy, expected_value
 
 
 def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
@@ -28,29 +26,6 @@ def convex_min_max(q: torch.Tensor, convex_lambda: float) -> torch.Tensor:
     if convex_lambda == 1.0:
         return q.min(dim=1).values
     return convex_lambda * q.min(dim=1).values + (1.0 - convex_lambda) * q.max(dim=1).values
-
-
-def q_target(
-    critic_target: nn.Module,
-    batch: Batch,
-    next_actions: torch.Tensor,
-    gamma: float,
-    convex_lambda: float = 1.0,
-    alpha: torch.Tensor | None = None,
-    next_log_prob: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The target of every critic for a replay batch and the actions a' at its s' (module docstring): (members, B) for
-    scalar critics, (members, B, atoms) for C51; `alpha` (members,) and `next_log_prob` (members, B) give SAC's soft
-    target. Call it under torch.no_grad()."""
-    next_obs, rewards, discount = batch.next_obs, batch.rewards, bootstrap_discount(batch, gamma)
-    if isinstance(critic_target, CategoricalCritic):
-        next_probs = clipped_double(critic_target.probabilities(next_obs, next_actions), critic_target.atoms, convex_lambda)
-        shifted = rewards if alpha is None else rewards - discount * alpha.unsqueeze(-1) * next_log_prob
-        return project(critic_target.atoms, shifted, discount, next_probs)
-    next_value = convex_min_max(critic_target(next_obs, next_actions), convex_lambda)
-    if alpha is not None:
-        next_value = next_value - alpha.unsqueeze(-1) * next_log_prob
-    return rewards + discount * next_value
 
 
 def critic_losses(

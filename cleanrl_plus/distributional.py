@@ -79,6 +79,20 @@ def clipped_double(probs: torch.Tensor, atoms: torch.Tensor, convex_lambda: floa
     return convex_lambda * lower + (1.0 - convex_lambda) * upper
 
 
+def categorical_target(
+    critic_target: "CategoricalCritic",
+    next_obs: torch.Tensor,
+    next_actions: torch.Tensor,
+    rewards: torch.Tensor,
+    discount: torch.Tensor,
+    convex_lambda: float = 1.0,
+) -> torch.Tensor:
+    """C51's TD target: Φ(r + d·z) of the target distribution at (s', a') (clipped_double's), (members, B, K); SAC passes
+    rewards already shifted by its entropy term, r − d·α·log π(a'|s')."""
+    next_probs = clipped_double(critic_target.probabilities(next_obs, next_actions), critic_target.atoms, convex_lambda)
+    return project(critic_target.atoms, rewards, discount, next_probs)
+
+
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """−Σ_j target_j·log softmax(logits)_j over the last dimension."""
     return -(target * F.log_softmax(logits, dim=-1)).sum(dim=-1)

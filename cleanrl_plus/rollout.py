@@ -1,14 +1,7 @@
-"""On-policy rollout storage and generalised advantage estimation, shared by PPO and GTR.
+"""On-policy rollout storage, shared by PPO and GTR (GAE itself: cleanrl_plus/gae.py).
 
-Truncation is handled by bootstrapping, never by treating the cut as terminal: every step stores the true
-next observation s'ₜ (the final observation where an episode ended), values of all s'ₜ are computed in one
-batched pass after the rollout, and
-
-    δₜ = rₜ + γ(1 − terminatedₜ)·V(s'ₜ) − V(sₜ)
-    Âₜ = δₜ + γλ(1 − doneₜ)·Âₜ₊₁,      doneₜ = terminatedₜ ∨ truncatedₜ,   Â_T = 0.
-
-Without truncations this is exactly CleanRL's recursion; with one, the cut step still bootstraps from
-V(s_final) while the advantage does not leak into the next episode.
+Every step stores the true next observation s'ₜ (the final observation where an episode ended), so that a
+truncation bootstraps from V(s_final) (agents/ppo.py `estimate_advantages`).
 
 Every tensor holds the members of a group first (cleanrl_plus.members): (members, num_steps, num_envs, ...); a
 minibatch is (members, B, ...), each member's samples drawn from its own rollout with its own generator.
@@ -16,7 +9,7 @@ minibatch is (members, B, ...), each member's samples drawn from its own rollout
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -36,26 +29,6 @@ class Minibatch(NamedTuple):
     returns: torch.Tensor
     values: torch.Tensor
     extra: torch.Tensor  # per-sample quantities an agent adds (GTR: anchor log-probabilities); empty otherwise
-
-
-def generalized_advantages(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    next_values: torch.Tensor,
-    terminated: torch.Tensor,
-    dones: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE(γ, λ) over (members, T, N) tensors; returns (advantages, returns = advantages + values)."""
-    not_terminated, not_done = 1.0 - terminated.float(), 1.0 - dones.float()
-    deltas = rewards + gamma * not_terminated * next_values - values
-    advantages = torch.zeros_like(rewards)
-    running = torch.zeros_like(rewards[:, 0])
-    for t in reversed(range(rewards.shape[1])):
-        running = deltas[:, t] + gamma * gae_lambda * not_done[:, t] * running
-        advantages[:, t] = running
-    return advantages, advantages + values
 
 
 class RolloutStorage:
@@ -120,28 +93,6 @@ class RolloutStorage:
         """Step t of every member's envs: (members, num_envs, ...) tensors."""
         self.obs[:, t], self.actions[:, t], self.logprobs[:, t], self.rewards[:, t] = obs, actions, logprobs, rewards
         self.terminated[:, t], self.dones[:, t], self.next_obs[:, t] = terminated, terminated | truncated, next_obs
-
-    @torch.no_grad()
-    def compute_advantages(
-        self,
-        value_fn: Callable[[torch.Tensor], torch.Tensor],
-        gamma: float,
-        gae_lambda: float,
-        value_lambda: float | None = None,
-    ) -> None:
-        """V(sₜ) and V(s'ₜ) for the whole rollout in two batched passes (the parameters did not change during
-        it, so these equal the values a per-step evaluation would have produced), then GAE; the value targets are
-        GAE(γ, `value_lambda`) + V where it is given and differs (λ_V = 1: the discounted return-to-go, bootstrapped from
-        V(s') where an episode was cut)."""
-        flat = self.flat()
-        self.values.copy_(value_fn(flat.obs).view_as(self.values))
-        next_values = value_fn(self.next_obs.flatten(1, 2)).view_as(self.values)
-        targets = (self.rewards, self.values, next_values, self.terminated, self.dones, gamma)
-        advantages, returns = generalized_advantages(*targets, gae_lambda)
-        if value_lambda is not None and value_lambda != gae_lambda:
-            returns = generalized_advantages(*targets, value_lambda)[1]
-        self.advantages.copy_(advantages)
-        self.returns.copy_(returns)
 
     def normalize_advantages(self, eps: float = 1e-5) -> None:
         """Â ← (Â − mean)/(std + ε) over each member's whole rollout, the population std (TRAC/C-CHAIN's classic control:

@@ -397,6 +397,15 @@ def clip_grad_norm_per_member(
     return norms
 
 
+def clip_each_members_gradient(optimizer: torch.optim.Optimizer, max_norm: float, members: int) -> None:
+    """Clip each member's gradient norm over the parameters `optimizer` trains to `max_norm` (0: no
+    clipping): an injected network's frozen old head is in no parameter group, so its last gradient
+    stays out of the norm."""
+    if max_norm > 0:
+        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+        clip_grad_norm_per_member(parameters, max_norm, members)
+
+
 def set_learning_rate(
     optimizer: torch.optim.Optimizer, learning_rate: torch.Tensor, value: float
 ) -> None:

@@ -4,8 +4,11 @@
     plasticity = Plasticity(args, critic, actor, logger=run.logger, members=K)
     # (K,) per member + L2, L2-init, Parseval, C-CHAIN
     loss = plasticity.loss("critic", td_loss, reference)
-    # zero_grad, backward, (clip the gradient norm), TRAC or the step, NaP, clipping
-    plasticity.minimise("critic", loss)
+    # the agent's own zero_grad, backward and gradient clipping, then the step: TRAC's or the
+    # optimiser's, then NaP's projection, weight clipping and C-CHAIN's schedule
+    optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()
+    plasticity.step("critic")
     # diagnostics, then resets
     plasticity.after_update(num_updates, replay, global_step)
     # LEAST's early stops
@@ -33,7 +36,6 @@ from plasticity.diagnostics import PlasticityMonitor
 from plasticity.hooks import RemedyHooks
 from plasticity.least import EpisodeStopper
 from plasticity.network import Network
-from plasticity.optimizers import clip_grad_norm_per_member
 from plasticity.resets import Resetter, full_reset
 
 # (obs, actions, next_obs) → (Q̂(s, a) of the actions taken, V̄(s')): how LEAST judges an
@@ -90,23 +92,9 @@ class Plasticity:
         return self.hooks.loss(name, main_loss, reference, scale_against)
 
     def step(self, name: str) -> None:
-        """The named network's optimiser step (through TRAC when on), then NaP's projection and
-        weight clipping."""
+        """The named network's optimiser step (through TRAC when on), then NaP's projection, weight
+        clipping and C-CHAIN's schedule: what follows the agent's zero_grad, backward and clipping."""
         self.hooks.step(name)
-
-    def minimise(self, name: str, loss: torch.Tensor, max_grad_norm: float = 0.0) -> None:
-        """One gradient step of the named network on `loss` (its `loss(...)`, one value per member):
-        zero the gradients, backpropagate the members' sum (each member's gradient stays its own),
-        clip each member's gradient norm over the parameters its optimiser trains to `max_grad_norm`
-        (0: no clipping; an injected network's frozen old head keeps its last gradient out of the
-        norm), and `step`."""
-        optimizer = self.hooks.networks[name].net.optimizer
-        optimizer.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        if max_grad_norm > 0:
-            parameters = [p for group in optimizer.param_groups for p in group["params"]]
-            clip_grad_norm_per_member(parameters, max_grad_norm, self.members)
-        self.step(name)
 
     def reference_batch(self, source: Any, batch_size: int) -> Any:
         """C-CHAIN's reference batch, drawn from the replay (or rollout) apart from the training

@@ -148,7 +148,7 @@ def test_value_targets_and_advantages_are_the_authors_episode_sums():
     storage.next_obs.copy_(as_rollout(np.arange(6) + 10).unsqueeze(-1))
     lookup = {float(i): v for i, v in enumerate(values)} | {float(i + 10): v for i, v in enumerate(next_values)}
     value_fn = lambda obs: torch.tensor([lookup[float(o)] for o in obs.flatten()], dtype=torch.float32)  # noqa: E731
-    storage.compute_advantages(value_fn, gamma, lam, value_lambda=1.0)
+    ppo.estimate_advantages(value_fn, storage, ppo.Args(gamma=gamma, gae_lambda=lam, value_lambda=1.0))
     np.testing.assert_allclose(storage.returns.flatten().numpy(), expected_ret, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(storage.advantages.flatten().numpy(), expected_adv, rtol=1e-5, atol=1e-6)
     storage.normalize_advantages()

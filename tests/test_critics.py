@@ -1,9 +1,12 @@
-"""The critic target and loss TD3 and SAC share (cleanrl_plus/critics.py), by hand, for scalar and C51 critics."""
+"""TD3's and SAC's critic targets (td3_target, soft_target; C51's through distributional.categorical_target) and the
+losses they share (cleanrl_plus/critics.py), by hand, for scalar and C51 critics."""
 
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.critics import critic_losses, critic_report, q_target
+from agents.sac_simba import soft_target
+from agents.td3 import td3_target
+from cleanrl_plus.critics import critic_losses, critic_report
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.replay import Batch
 
@@ -47,24 +50,17 @@ ANY_ACTIONS = torch.zeros(1, 2, 1)
 def test_soft_target_by_hand_for_twin_and_single_critics():
     batch = _batch([1.0, 0.0], [0.0, 1.0])  # the second transition is terminal
     next_log_prob, alpha = torch.tensor([-1.0, 2.0]), torch.tensor(0.5)
-    twin = q_target(
-        Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, alpha=alpha, next_log_prob=next_log_prob
-    )
+    twin = soft_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, next_log_prob, alpha, 0.9)
     # min(1, 2) = 1 → 1 + 0.9·(1 − 0.5·(−1)) = 2.35; second is terminal → 0
     torch.testing.assert_close(twin[0], torch.tensor([2.35, 0.0]))
-    single = q_target(
-        Fixed(torch.tensor([[2.0, 3.0]])),
-        _batch([1.0, 0.0], [0.0, 0.0]),
-        ANY_ACTIONS,
-        0.9,
-        alpha=alpha,
-        next_log_prob=next_log_prob,
+    single = soft_target(
+        Fixed(torch.tensor([[2.0, 3.0]])), _batch([1.0, 0.0], [0.0, 0.0]), ANY_ACTIONS, next_log_prob, alpha, 0.9
     )
     # 1 + 0.9·(2 + 0.5) = 3.25;  0 + 0.9·(3 − 1) = 1.8
     torch.testing.assert_close(single[0], torch.tensor([3.25, 1.8]))
     # TD3's: no entropy term; CIR's convex target λ·min + (1 − λ)·max
     torch.testing.assert_close(
-        q_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, convex_lambda=0.25)[0],
+        td3_target(Fixed(torch.tensor([[1.0, 5.0], [2.0, 3.0]])), batch, ANY_ACTIONS, 0.9, convex_lambda=0.25)[0],
         torch.tensor([1.0 + 0.9 * (0.25 * 1 + 0.75 * 2), 0.0]),
     )
 
@@ -75,24 +71,22 @@ def test_soft_categorical_target_shifts_the_support_by_the_entropy_term_by_hand(
     on_zero, on_two = torch.tensor([0.0, 1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, 1.0])  # means 0 and 2
     twin = torch.stack([torch.stack([on_two, on_zero]), torch.stack([on_zero, on_two])])  # the smaller: on_zero, both rows
     batch = _batch([0.5, 0.5], [0.0, 1.0])
-    target = q_target(
-        _categorical(twin, atoms), batch, ANY_ACTIONS, 0.5, alpha=torch.tensor(0.5), next_log_prob=torch.tensor([-1.0, -1.0])
-    )
+    target = soft_target(_categorical(twin, atoms), batch, ANY_ACTIONS, torch.tensor([-1.0, -1.0]), torch.tensor(0.5), 0.5)
     # row 0: 0.5 + 0.5·(0 + 0.5) = 0.75 → ¼ on z = 0, ¾ on z = 1; row 1 terminal: 0.5 → ½ and ½
     torch.testing.assert_close(target[0], torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.5, 0.5, 0.0]]))
-    one = q_target(
+    one = soft_target(
         _categorical(on_two[None, None], atoms),
         _batch([0.0], [0.0]),
         ANY_ACTIONS[:, :1],
+        torch.tensor([2.0]),
+        torch.tensor(0.5),
         0.5,
-        alpha=torch.tensor(0.5),
-        next_log_prob=torch.tensor([2.0]),
     )
     # 0 + 0.5·(2 − 0.5·2) = 0.5 from the only critic
     torch.testing.assert_close(one[0], torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
     # TD3's C51 target: no shift by an entropy term
     torch.testing.assert_close(
-        q_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5)[0],
+        td3_target(_categorical(twin, atoms), batch, ANY_ACTIONS, 0.5)[0],
         torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 0.5, 0.5, 0.0]]),
     )
 

@@ -116,12 +116,13 @@ def test_rollout_agents_store_episode_ends(agent, env_steps, runs_dir, monkeypat
     module = importlib.import_module(f"agents.{agent}")
     rollouts = []
 
-    class RecordingStorage(ppo.RolloutStorage):
-        def compute_advantages(self, *args, **kwargs):
-            rollouts.append({name: getattr(self, name).clone() for name in ("obs", "next_obs", "terminated", "dones")})
-            return super().compute_advantages(*args, **kwargs)
+    estimate_advantages = ppo.estimate_advantages
 
-    monkeypatch.setattr(ppo, "RolloutStorage", RecordingStorage)
+    def recording(value, storage, args):
+        rollouts.append({name: getattr(storage, name).clone() for name in ("obs", "next_obs", "terminated", "dones")})
+        return estimate_advantages(value, storage, args)
+
+    monkeypatch.setattr(ppo, "estimate_advantages", recording)
     num_envs = 2
     args = module.Args(
         env_id="CartPole-v1",

@@ -21,7 +21,7 @@ from cleanrl_plus.members import Members, drawing_from, group_state, member_stat
 from cleanrl_plus.nn import EnsembleLinear
 from cleanrl_plus.normalization import RunningMeanStd
 from plasticity import Network, Plasticity
-from plasticity.optimizers import adam, clip_grad_norm_per_member
+from plasticity.optimizers import adam, clip_each_members_gradient, clip_grad_norm_per_member
 
 SEEDS = (3, 11, 5)
 
@@ -92,7 +92,10 @@ def train(seeds: tuple[int, ...], flags: dict, updates: int = 60, lr: float = 3e
         batch = source.sample(16)
         loss = (net(batch.obs) - batch.targets).square().mean(dim=(1, 2))
         loss = plasticity.loss("critic", loss, plasticity.reference_batch(source, 16))
-        plasticity.minimise("critic", loss, max_grad_norm=0.5)
+        optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        clip_each_members_gradient(optimizer, 0.5, K)
+        plasticity.step("critic")
         plasticity.after_update(update, source, update)
         logger.logged.append({key: value.clone() for key, value in plasticity.report().items()})
     return net, logger.logged

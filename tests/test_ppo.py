@@ -13,7 +13,8 @@ from conftest import assert_states_equal
 from agents import gtr, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
-from cleanrl_plus.rollout import Minibatch, RolloutStorage, generalized_advantages
+from cleanrl_plus.gae import generalized_advantages
+from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from plasticity.architecture import NetArgs
 
 TINY = dict(
@@ -61,7 +62,7 @@ def test_rollout_storage_values_the_stored_final_observation():
     step = lambda obs, action: (torch.tensor([[obs]]), torch.tensor([[action]]), torch.zeros(1, 1), torch.ones(1, 1))
     storage.add(0, *step([1.0, 0.0], 0), ~one, one, torch.tensor([[[5.0, 5.0]]]))
     storage.add(1, *step([0.0, 1.0], 1), ~one, ~one, torch.tensor([[[2.0, 0.0]]]))
-    storage.compute_advantages(lambda obs: obs.sum(-1), gamma=0.5, gae_lambda=1.0)
+    ppo.estimate_advantages(lambda obs: obs.sum(-1), storage, ppo.Args(gamma=0.5, gae_lambda=1.0))
     # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
     torch.testing.assert_close(storage.advantages[0, :, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
     batches = [storage.gather(indices) for indices in storage.minibatch_indices(2)]
@@ -314,17 +315,17 @@ def test_ppo_redo_needs_relu_units(runs_dir):
 def test_ppo_after_plasticity_injection_clips_the_trained_gradients_and_anneals_the_new_heads(runs_dir, monkeypatch):
     """The frozen old heads keep the gradient of the last update before the injection: the gradient-norm clip must leave
     them out (else a stale gradient shrinks every later step), and the fresh heads' parameter groups follow the lr anneal."""
-    import plasticity.wiring
+    import plasticity.optimizers
     from plasticity.resets import ResetArgs
 
     clipped = []
-    clip_grad_norm = plasticity.wiring.clip_grad_norm_per_member  # each member's norm, as torch's clip_grad_norm_
+    clip_grad_norm = plasticity.optimizers.clip_grad_norm_per_member  # each member's norm, as torch's clip_grad_norm_
 
     def recording_clip(parameters, *args, **kwargs):
         clipped.append(list(parameters))
         return clip_grad_norm(clipped[-1], *args, **kwargs)
 
-    monkeypatch.setattr(plasticity.wiring, "clip_grad_norm_per_member", recording_clip)
+    monkeypatch.setattr(plasticity.optimizers, "clip_grad_norm_per_member", recording_clip)
     # 3 iterations of 4 updates; the injection after the 10th update, in the last iteration
     args = ppo.Args(
         env_id="CartPole-v1",

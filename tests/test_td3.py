@@ -56,10 +56,10 @@ def test_td3_target_on_a_hand_computed_batch():
     )
     # noise (×scale 2, clipped to ±0.5·2): 0.1 → +0.2; 5 → clipped +1 then action clamped to 2; −0.3 → −0.6
     noise = torch.tensor([[[0.1], [5.0], [-0.3]]])
-    from cleanrl_plus.critics import q_target
+    from agents.td3 import td3_target
 
     next_actions = smoothed_target_action(batch.next_obs, actor_target, noise, noise_clip=0.5)
-    target = q_target(critic_target, batch, next_actions, gamma=0.9)
+    target = td3_target(critic_target, batch, next_actions, gamma=0.9)
     # ã = 1.2, 2.0, 0.4; Q1 = ã + 10; Q2 = 2(ã + 10) − 15; min(Q1, Q2)
     q_min = [min(a + 10, 2 * (a + 10) - 15) for a in (1.2, 2.0, 0.4)]  # 11.2 → 7.4, 12 → 9, 10.4 → 5.8
     expected = torch.tensor([[1.0 + 0.9 * q_min[0], -1.0, 0.5 + 0.9 * q_min[2]]])
