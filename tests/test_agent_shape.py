@@ -37,3 +37,51 @@ def test_an_agent_is_check_build_train_and_main_the_two_calls(agent):
         n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(found["main"]) if isinstance(n, ast.Call)
     }
     assert "build" in calls and "train" in calls, f"agents/{agent}.py main does not call build and train: {sorted(calls)}"
+
+
+def _gradient_steps(agent: str) -> dict[str, list[str]]:
+    """Each function of the agent file (methods too) that backpropagates: the gradient-step calls it makes, in order."""
+    tree = ast.parse((ROOT / "agents" / f"{agent}.py").read_text())
+    wanted = {"zero_grad", "backward", "clip_each_members_gradient", "step"}
+    steps = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+        named = sorted(
+            ((n.lineno, n.col_offset), n.func.id if isinstance(n.func, ast.Name) else n.func.attr)
+            for n in calls
+            if isinstance(n.func, (ast.Name, ast.Attribute))
+        )
+        order = [name for _, name in named if name in wanted]
+        if "backward" in order:
+            steps[node.name] = order
+    return steps
+
+
+# the networks each agent trains, one gradient step each (SAC: actor, temperature, critic)
+TRAINED = {"ppo": 1, "ddqn": 1, "td3": 2, "sac_simba": 3}
+
+
+@pytest.mark.parametrize("agent", [agent for agent in AGENTS if agent != "gtr"])  # GTR steps through PPO's update
+def test_each_gradient_step_shows_zero_grad_backward_clip_and_step_in_the_agent_file(agent):
+    """docs/design.md: an update reads zero_grad → backward → (per-member clip) → step in its agent's file, the remedies
+    as named calls around it; an agent with --max-grad-norm clips between backward and step."""
+    steps = _gradient_steps(agent)
+    backwards = sum(order.count("backward") for order in steps.values())
+    assert backwards == TRAINED[agent], f"agents/{agent}.py backpropagates {backwards} times, not once per network"
+    source = (ROOT / "agents" / f"{agent}.py").read_text()
+    clips = "max_grad_norm:" in source
+    for name, order in steps.items():
+        expected = ["zero_grad", "backward", "clip_each_members_gradient", "step"] if clips else ["zero_grad", "backward", "step"]
+        repeats = len(order) // len(expected)  # SAC's update steps the actor, then the critic
+        assert repeats and order == expected * repeats, f"agents/{agent}.py {name}: {order}, not {expected} repeated"
+
+
+def test_no_module_below_the_agents_backpropagates():
+    """The gradient step lives in the agent files: no module of the library or the remedies calls .backward()."""
+    for folder in ("cleanrl_plus", "plasticity", "envs"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            calls = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "backward"]
+            assert not calls, f"{path.relative_to(ROOT)} calls backward() at lines {calls}"

@@ -175,6 +175,23 @@ def test_gradient_clipping_is_per_member():
     assert torch.allclose(clipped, torch.tensor(10.0), atol=1e-4)
 
 
+def test_an_agents_clip_reads_the_optimisers_parameters_and_zero_turns_it_off():
+    """clip_each_members_gradient: the norm is over what the optimiser trains (a frozen parameter outside its groups keeps
+    its gradient and adds nothing to the norm), member by member; max_norm 0 leaves every gradient as it is."""
+    trained, frozen = EnsembleLinear(2, 2, 2), EnsembleLinear(2, 2, 2)
+    optimizer = torch.optim.SGD(trained.parameters(), lr=0.1)
+    for parameter in [*trained.parameters(), *frozen.parameters()]:
+        parameter.grad = torch.full_like(parameter, 3.0)
+    before = [p.grad.clone() for p in trained.parameters()]
+    clip_each_members_gradient(optimizer, 0.0, 2)
+    assert all(torch.equal(p.grad, b) for p, b in zip(trained.parameters(), before))
+    clip_each_members_gradient(optimizer, 1.0, 2)
+    for k in range(2):  # 6 entries of 3 each: norm √54 → 1
+        member_norm = torch.cat([p.grad[k].flatten() for p in trained.parameters()]).norm()
+        assert torch.allclose(member_norm, torch.tensor(1.0), atol=1e-5)
+    assert all(torch.equal(p.grad, torch.full_like(p, 3.0)) for p in frozen.parameters())
+
+
 def test_a_group_network_holds_each_members_one_seed_network():
     """Members.build: member k's initialisation is the one-member network built from its seed alone, whatever K."""
     group = Members(SEEDS).build(lambda k: ppo.make_actor_critic(k, (4,), ppo.gym.spaces.Discrete(2), (8, 8), "tanh"))
