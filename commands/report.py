@@ -12,6 +12,8 @@ into --out (default: `<first runs dir>/report/`):
   aggregate over envs (per-env min–max normalised) when there are several; P(group > baseline) with CI; and for
   continual runs the per-task table (end-of-task return and per-task AUC, and their ratios to an oracle group averaged
   over tasks 2..K; docs/continual.md);
+- `points.csv`: every run's every point of the chosen return (env, agent, group, seed, step, return, finished): the
+  per-evaluation numbers a benchmark page quotes, as data a reader can recompute every cell from;
 - `curves.png` (IQM return vs steps with 95% CI bands, task switches dashed), `groups.png` (one panel per group
   beside its baseline and the oracle), `profiles.png` (performance profiles of normalised final returns) and, for
   continual runs, `tasks.png` (per-task bars).
@@ -1027,6 +1029,16 @@ def _save(figure, path: Path) -> None:
     figure.savefig(path, dpi=120)
 
 
+def write_points(runs: list[RunRecord], path: Path) -> None:
+    """points.csv: one row per (run, step) of its return curve, runs in (env, agent, group, seed) order."""
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["env_id", "agent", "exp_name", "seed", "step", "return", "finished"])
+        for run in sorted(runs, key=lambda r: (r.env_id, r.agent, r.exp_name, r.seed)):
+            for step, value in zip(run.steps, run.returns):
+                writer.writerow([run.env_id, run.agent, run.exp_name, run.seed, int(step), f"{float(value):.6g}", run.finished])
+
+
 def default_out_dir(first_path: str) -> Path:
     matches = sorted(glob.glob(first_path)) if glob.has_magic(first_path) else [first_path]
     first = Path(matches[0]) if matches else Path(first_path)
@@ -1089,11 +1101,12 @@ def write_report(
     report = Report(runs, metric, reps, baseline, oracle, table)
     tables, methods = report.markdown(notes)
     out.mkdir(parents=True, exist_ok=True)
-    written = [out / "report.md", out / "report.csv", out / "curves.png", out / "profiles.png"]
+    written = [out / "report.md", out / "report.csv", out / "points.csv", out / "curves.png", out / "profiles.png"]
     written[0].write_text(tables + "\n" + methods)
     report.write_csv(written[1])
-    report.plot_curves(written[2])
-    report.plot_profiles(written[3])
+    write_points(runs, written[2])
+    report.plot_curves(written[3])
+    report.plot_profiles(written[4])
     if report.compared_groups():
         written.append(out / "groups.png")
         report.plot_groups(written[-1])

@@ -116,6 +116,13 @@ def test_one_env_two_groups_match_hand_computation(tmp_path, capsys):
     assert "no evaluations" in markdown and "scratch: not a run directory" in markdown
     assert "other__1__1700000000 did not finish (last point at step 500); it is included, and its cells say so" in markdown
     assert "divided by that interval" in markdown  # the AUC definition is stated
+    with (out / "points.csv").open() as file:
+        points = list(csv.DictReader(file))
+    # every evaluation of every reported run, each once: 2 groups × 4 seeds × 3 steps, and the unfinished run's one
+    assert len(points) == 2 * 4 * 3 + 1
+    seed_3 = [(int(p["step"]), float(p["return"])) for p in points if p["exp_name"] == "td3" and p["seed"] == "3"]
+    assert seed_3 == [(1000, 0.0), (2000, 30.0), (3000, 60.0)]
+    assert [p["finished"] for p in points if p["exp_name"] == "other"] == ["False"]
     for figure in ("curves.png", "profiles.png", "groups.png"):
         assert (out / figure).stat().st_size > 10_000
     assert not (out / "tasks.png").exists()
