@@ -501,7 +501,11 @@ class ContinualVecEnv(TorchVecEnv):
     @property
     def scheduled_task(self) -> int:
         """The task new episodes start in now (host int, no device sync; every member's)."""
-        return self.setting.task_at(self.env_steps) if self.follow_schedule else self.fixed_task
+        return self._task_scheduled_at(self.env_steps)
+
+    def _task_scheduled_at(self, env_step: int) -> int:
+        """The task an episode starting at `env_step` plays: the schedule's, or the evaluation's fixed task."""
+        return self.setting.task_at(env_step) if self.follow_schedule else self.fixed_task
 
     @property
     def task_id(self) -> torch.Tensor:
@@ -539,7 +543,7 @@ class ContinualVecEnv(TorchVecEnv):
 
     def _push_pending(self, env_step: int | None = None) -> None:
         """Make the task scheduled at `env_step` (default: now) the one sub-envs take at their next reset."""
-        task = self.scheduled_task if env_step is None or not self.follow_schedule else self.setting.task_at(env_step)
+        task = self._task_scheduled_at(self.env_steps if env_step is None else env_step)
         if task == self.pending:
             return
         self.pending, self._unsettled = task, True
