@@ -57,6 +57,7 @@ from cleanrl_plus.ranges import AtLeastOne, Fraction, NonNegative, Positive, Ran
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
 from cleanrl_plus.run import Run, check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from cleanrl_plus.transition import Transition
 from envs.continual import base_env_id
 from plasticity import Plasticity, catalogue
 from plasticity.actor_critic import actor_critic_network
@@ -716,10 +717,16 @@ def train(parts: PPOParts) -> dict:
             for t in range(args.num_steps):
                 actions, logprobs = parts.act(obs, noise[:, t])
                 step = env.step(parts.to_env(actions))
-                rewards = reward_scaler(step.reward, step.terminated | step.truncated) * args.reward_scale
-                # the true s' (final obs at episode ends), current statistics
-                next_obs = obs_normalizer(step.next_obs)
-                storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
+                transition = Transition(
+                    obs=obs,
+                    action=actions,
+                    logprob=logprobs,
+                    reward=reward_scaler(step.reward, step.terminated | step.truncated) * args.reward_scale,
+                    terminated=step.terminated,
+                    truncated=step.truncated,
+                    next_obs=obs_normalizer(step.next_obs),  # the true s' (final obs at episode ends), current statistics
+                )
+                storage.add(t, transition)
                 obs = obs_normalizer(step.obs, update=True)
             if args.restart_episodes:
                 # cut the episodes still running (their last step bootstraps: a truncation)

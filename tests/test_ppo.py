@@ -14,6 +14,7 @@ from agents import gtr, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, generalized_advantages
+from cleanrl_plus.transition import Transition
 from plasticity.architecture import NetArgs
 
 TINY = dict(
@@ -58,9 +59,20 @@ def test_rollout_storage_values_the_stored_final_observation():
 
     storage = RolloutStorage(2, 1, (2,), (), torch.device("cpu"), Members((0,)), torch.long)
     one = torch.ones(1, 1, dtype=torch.bool)  # (members, num_envs)
-    step = lambda obs, action: (torch.tensor([[obs]]), torch.tensor([[action]]), torch.zeros(1, 1), torch.ones(1, 1))
-    storage.add(0, *step([1.0, 0.0], 0), ~one, one, torch.tensor([[[5.0, 5.0]]]))
-    storage.add(1, *step([0.0, 1.0], 1), ~one, ~one, torch.tensor([[[2.0, 0.0]]]))
+
+    def step(obs, action, truncated, next_obs):
+        return Transition(
+            obs=torch.tensor([[obs]]),
+            action=torch.tensor([[action]]),
+            logprob=torch.zeros(1, 1),
+            reward=torch.ones(1, 1),
+            terminated=~one,
+            truncated=truncated,
+            next_obs=torch.tensor([[next_obs]]),
+        )
+
+    storage.add(0, step([1.0, 0.0], 0, one, [5.0, 5.0]))
+    storage.add(1, step([0.0, 1.0], 1, ~one, [2.0, 0.0]))
     storage.compute_advantages(lambda obs: obs.sum(-1), gamma=0.5, gae_lambda=1.0)
     # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
     torch.testing.assert_close(storage.advantages[0, :, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
