@@ -81,6 +81,36 @@ def test_rollout_storage_values_the_stored_final_observation():
     assert sorted(float(b.advantages[0, 0]) for b in batches) == [1.0, 5.0]
 
 
+def test_rollout_storage_puts_each_field_of_a_transition_where_it_belongs():
+    from cleanrl_plus.members import Members
+
+    storage = RolloutStorage(3, 2, (2,), (1,), torch.device("cpu"), Members((0, 1)))
+    value = torch.arange(1.0, 5.0).view(2, 2)  # (members, num_envs): each member's env its own number
+    transition = Transition(
+        obs=torch.stack([value + 0.1, value + 0.15], dim=-1),
+        action=value[..., None] + 0.2,
+        logprob=value + 0.3,
+        reward=value + 0.4,
+        # every (terminated, truncated) pair once
+        terminated=torch.tensor([[True, False], [True, False]]),
+        truncated=torch.tensor([[True, True], [False, False]]),
+        next_obs=torch.stack([value + 0.5, value + 0.55], dim=-1),
+    )
+    storage.add(1, transition)
+    expected = {
+        "obs": transition.obs,
+        "actions": transition.action,
+        "logprobs": transition.logprob,
+        "rewards": transition.reward,
+        "terminated": transition.terminated,
+        "dones": transition.terminated | transition.truncated,
+        "next_obs": transition.next_obs,
+    }
+    for name, tensor in expected.items():
+        assert torch.equal(getattr(storage, name)[:, 1], tensor), name
+        assert not getattr(storage, name)[:, [0, 2]].any(), f"{name} written outside step 1"
+
+
 def test_clipped_surrogate_on_a_constructed_batch():
     ratio = torch.tensor([0.5, 1.0, 1.5], requires_grad=True)
     advantages = torch.tensor([1.0, -1.0, 1.0])

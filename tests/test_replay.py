@@ -176,6 +176,37 @@ def test_n_step_replay_round_trips_its_episode_ends_and_refuses_a_partial_vector
         copy.add(Transition(obs=obs, action=obs, reward=torch.zeros(1, 2), terminated=no, truncated=no, next_obs=obs))
 
 
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_add_puts_each_field_of_a_transition_where_it_belongs(n_step):
+    from cleanrl_plus.replay import make_replay
+
+    args = SimpleNamespace(buffer_size=12, n_step=n_step, gamma=0.9)
+    buffer = make_replay(args, (2,), (1,), Members((0, 1)), None, num_envs=3)
+    steps = []
+    for t in range(2):
+        value = torch.arange(6.0).view(2, 3) + 10 * t  # (members, num_envs): each member's env and step its own number
+        steps.append(
+            Transition(
+                obs=torch.stack([value + 0.1, value + 0.15], dim=-1),
+                action=value[..., None] + 0.2,
+                reward=value + 0.3,
+                # every (terminated, truncated) pair, in other envs at each step
+                terminated=value % 3 == 0,
+                truncated=value % 2 == 0,
+                next_obs=torch.stack([value + 0.4, value + 0.45], dim=-1),
+            )
+        )
+        buffer.add(steps[-1])
+    for t, step in enumerate(steps):
+        rows = slice(3 * t, 3 * t + 3)  # one vector step: 3 rows in env order
+        assert torch.equal(buffer.obs[:, rows], step.obs) and torch.equal(buffer.next_obs[:, rows], step.next_obs)
+        assert torch.equal(buffer.actions[:, rows], step.action) and torch.equal(buffer.rewards[:, rows], step.reward)
+        assert torch.equal(buffer.terminated[:, rows], step.terminated.float()), "terminated holds the truncations"
+        if n_step > 1:
+            assert torch.equal(buffer.episode_end[:, rows], step.terminated | step.truncated)
+    assert buffer.insertion_step[:, :6].tolist() == [list(range(6))] * 2 and len(buffer) == 6
+
+
 def test_make_replay_gives_n_step_returns_only_when_asked():
     from cleanrl_plus.replay import NStepReplay, ReplayBuffer, make_replay
 
