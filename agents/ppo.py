@@ -58,6 +58,7 @@ from cleanrl_plus.ranges import AtLeastOne, Fraction, NonNegative, Positive, Ran
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
 from cleanrl_plus.run import Run, check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from cleanrl_plus.transition import Transition
 from envs.continual import base_env_id
 from plasticity import Plasticity, catalogue
 from plasticity.actor_critic import actor_critic_network
@@ -731,9 +732,9 @@ def train(parts: PPOParts) -> dict:
                 actions, logprobs = parts.act(obs, noise[:, t])
                 step = env.step(parts.to_env(actions))
                 rewards = reward_scaler(step.reward, step.terminated | step.truncated) * args.reward_scale
-                # the true s' (final obs at episode ends), current statistics
-                next_obs = obs_normalizer(step.next_obs)
-                storage.add(t, obs, actions, logprobs, rewards, step.terminated, step.truncated, next_obs)
+                # s': the true next observation (the final one at an episode's end), current statistics
+                ends = dict(terminated=step.terminated, truncated=step.truncated, next_obs=obs_normalizer(step.next_obs))
+                storage.add(t, Transition(obs=obs, action=actions, logprob=logprobs, reward=rewards, **ends))
                 obs = obs_normalizer(step.obs, update=True)
             if args.restart_episodes:
                 # cut the episodes still running (their last step bootstraps: a truncation)

@@ -56,10 +56,8 @@ class FrameStackReplay(ReplayBuffer):
         self._offsets = torch.arange(self.stack - 1, -1, -1, device=self.device)
 
     def _write_observations(
-        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
+        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor
     ) -> None:
-        if episode_end is None:
-            raise ValueError("FrameStackReplay.add needs `truncated` to know where episodes end")
         if obs.shape[1] != self.num_envs:
             raise ValueError(f"FrameStackReplay stores one step of all {self.num_envs} envs at a time, got {obs.shape[1]}")
         step = self.num_inserted // self.num_envs

@@ -10,8 +10,9 @@ discount γ^m, where m ≤ n stops after the first episode end (a termination: n
 final observation) and at the newest stored step of that env.
 
 Every stored tensor holds the members of a group first (cleanrl_plus.members): (members, capacity, ...), each member's
-buffer exactly what a one-seed run of its seed stores; `add` takes (members, num_envs, ...) steps and `sample` draws
-each member's batch from its own transitions with its own generator, (members, B, ...).
+buffer exactly what a one-seed run of its seed stores; `add` takes one step's Transition (cleanrl_plus.transition) of
+(members, num_envs, ...) tensors and `sample` draws each member's batch from its own transitions with its own generator,
+(members, B, ...).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from cleanrl_plus.members import Members
+from cleanrl_plus.transition import Transition
 
 
 class Batch(NamedTuple):
@@ -103,7 +105,7 @@ class ReplayBuffer:
         self.next_obs = torch.zeros_like(self.obs)
 
     def _write_observations(
-        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
+        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor
     ) -> None:
         self.obs[:, slots] = obs
         self.next_obs[:, slots] = next_obs
@@ -115,19 +117,10 @@ class ReplayBuffer:
         """Member k's rows index[k] of a stored (members, capacity, ...) tensor: (members, *index.shape[1:], ...)."""
         return stored[self.rows.view(-1, *[1] * (index.dim() - 1)), index]
 
-    def add(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminated: torch.Tensor,
-        truncated: torch.Tensor | None = None,
-    ) -> None:
-        """Store one step of every member's envs, (members, num_envs, ...) tensors; `terminated` must exclude truncations.
-
-        `truncated` is only needed by storages that must know where episodes end (FrameStackReplay)."""
-        n = obs.shape[1]
+    def add(self, transition: Transition) -> None:
+        """Store one step of every member's envs; its `truncated` matters only to storages that must know where episodes
+        end (NStepReplay, FrameStackReplay)."""
+        n = transition.obs.shape[1]
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
         stamps = torch.arange(self.num_inserted, self.num_inserted + n, device=self.device)
@@ -135,11 +128,11 @@ class ReplayBuffer:
             slots: slice | torch.Tensor = slice(self.position, self.position + n)
         else:
             slots = (self.position + torch.arange(n, device=self.device)) % self.capacity
-        episode_end = None if truncated is None else terminated | truncated
-        self._write_observations(slots, obs, next_obs, episode_end)
-        self.actions[:, slots] = actions
-        self.rewards[:, slots] = rewards
-        self.terminated[:, slots] = terminated.to(self.terminated.dtype)
+        episode_end = transition.terminated | transition.truncated
+        self._write_observations(slots, transition.obs, transition.next_obs, episode_end)
+        self.actions[:, slots] = transition.action
+        self.rewards[:, slots] = transition.reward
+        self.terminated[:, slots] = transition.terminated.to(self.terminated.dtype)
         self.insertion_step[:, slots] = stamps
         self.position = (self.position + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
@@ -196,7 +189,7 @@ class NStepReplay(ReplayBuffer):
     Rows arrive `num_envs` at a time in env order (every `add` is one vector step), so env e's next transition lies
     `num_envs` insertions later; a successor counts only if its slot holds exactly that insertion stamp (not yet
     written, or from an older lap of the ring, it does not). Sampling gathers (batch, n) rows: no host sync, static
-    shapes. `add` needs `truncated`, to know where episodes end.
+    shapes. A truncation ends a window as a termination does, but bootstraps.
     """
 
     _STORED = ReplayBuffer._STORED + ("episode_end",)
@@ -222,21 +215,13 @@ class NStepReplay(ReplayBuffer):
         self.episode_end = torch.zeros(len(members), capacity, dtype=torch.bool, device=self.device)
         self.powers = gamma ** torch.arange(n_step + 1, dtype=torch.float64, device=self.device).float()  # γ^0 … γ^n
 
-    def add(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminated: torch.Tensor,
-        truncated: torch.Tensor | None = None,
-    ) -> None:
-        if truncated is None or obs.shape[1] != self.num_envs:
-            raise ValueError(f"NStepReplay.add takes one vector step: {self.num_envs} rows and their `truncated` flags")
-        super().add(obs, actions, rewards, next_obs, terminated, truncated)
+    def add(self, transition: Transition) -> None:
+        if transition.obs.shape[1] != self.num_envs:
+            raise ValueError(f"NStepReplay.add takes one vector step: {self.num_envs} rows")
+        super().add(transition)
 
     def _write_observations(
-        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor | None
+        self, slots: slice | torch.Tensor, obs: torch.Tensor, next_obs: torch.Tensor, episode_end: torch.Tensor
     ) -> None:
         super()._write_observations(slots, obs, next_obs, episode_end)
         self.episode_end[:, slots] = episode_end
@@ -294,11 +279,20 @@ def make_replay(
 def step_and_store(
     env: Any, replay: ReplayBuffer, obs: torch.Tensor, actions: torch.Tensor, plasticity: Any, global_step: int
 ) -> tuple[Any, torch.Tensor, torch.Tensor]:
-    """Step the envs and store (s, a, r, s', terminated, truncated) for an off-policy agent: s' is the true next
-    observation (the final one where an episode ended), and only termination cuts the bootstrap; a time limit or one
-    of LEAST's early stops (`plasticity.after_env_step`) is a truncation, which still bootstraps from s' and ends
-    n-step windows. Returns (the step, the observations to act on next, truncated)."""
+    """Step the envs and store the step's Transition for an off-policy agent: s' is the true next observation (the final
+    one where an episode ended), and only termination cuts the bootstrap; a time limit or one of LEAST's early stops
+    (`plasticity.after_env_step`) is a truncation, which still bootstraps from s' and ends n-step windows. Returns (the
+    step, the observations to act on next, truncated)."""
     step = env.step(actions)
     next_obs, truncated = plasticity.after_env_step(env, step, obs, actions, global_step)
-    replay.add(obs, actions, step.reward, step.next_obs, step.terminated, truncated)
+    replay.add(
+        Transition(
+            obs=obs,
+            action=actions,
+            reward=step.reward,
+            terminated=step.terminated,
+            truncated=truncated,
+            next_obs=step.next_obs,
+        )
+    )
     return step, next_obs, truncated

@@ -17,6 +17,7 @@ import torch
 
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.members import Members
+from cleanrl_plus.transition import Transition
 from envs.continual import is_continual
 from envs.continual import parse as parse_continual_id
 
@@ -89,10 +90,11 @@ class RolloutStorage:
         returns, errors = self.returns.flatten(1), (self.returns - self.values).flatten(1)
         return 1 - errors.var(dim=1) / returns.var(dim=1).clamp_min(1e-8)
 
-    def add(self, t: int, obs, actions, logprobs, rewards, terminated, truncated, next_obs) -> None:
-        """Step t of every member's envs: (members, num_envs, ...) tensors."""
-        self.obs[:, t], self.actions[:, t], self.logprobs[:, t], self.rewards[:, t] = obs, actions, logprobs, rewards
-        self.terminated[:, t], self.dones[:, t], self.next_obs[:, t] = terminated, terminated | truncated, next_obs
+    def add(self, t: int, transition: Transition) -> None:
+        """Step t of every member's envs (its `logprob` is needed: the ratio π/π_old reads it)."""
+        self.obs[:, t], self.actions[:, t], self.next_obs[:, t] = transition.obs, transition.action, transition.next_obs
+        self.logprobs[:, t], self.rewards[:, t] = transition.logprob, transition.reward
+        self.terminated[:, t], self.dones[:, t] = transition.terminated, transition.terminated | transition.truncated
 
     def normalize_advantages(self, eps: float = 1e-5) -> None:
         """Â ← (Â − mean)/(std + ε) over each member's whole rollout, the population std (TRAC/C-CHAIN's classic control:

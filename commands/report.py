@@ -1036,7 +1036,8 @@ def write_points(runs: list[RunRecord], path: Path) -> None:
         writer.writerow(["env_id", "agent", "exp_name", "seed", "step", "return", "finished"])
         for run in sorted(runs, key=lambda r: (r.env_id, r.agent, r.exp_name, r.seed)):
             for step, value in zip(run.steps, run.returns):
-                writer.writerow([run.env_id, run.agent, run.exp_name, run.seed, int(step), f"{float(value):.6g}", run.finished])
+                point = [int(step), f"{float(value):.6g}", run.finished]
+                writer.writerow([run.env_id, run.agent, run.exp_name, run.seed, *point])
 
 
 def default_out_dir(first_path: str) -> Path:

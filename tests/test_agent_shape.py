@@ -1,6 +1,6 @@
 """Every agent file has the shape docs/design.md shows ("The shape of an agent file"): `check`, `build` and `train`
-at module level, `main` the two calls, no lambda defined while building or training, and the loop short enough to
-read as the paper's algorithm box."""
+at module level, `main` the two calls, no lambda defined while building or training, the loop short enough to read
+as the paper's algorithm box, and storage given one named Transition per step."""
 
 import ast
 from pathlib import Path
@@ -73,7 +73,9 @@ def test_each_gradient_step_shows_zero_grad_backward_clip_and_step_in_the_agent_
     source = (ROOT / "agents" / f"{agent}.py").read_text()
     clips = "max_grad_norm:" in source
     for name, order in steps.items():
-        expected = ["zero_grad", "backward", "clip_each_members_gradient", "step"] if clips else ["zero_grad", "backward", "step"]
+        expected = (
+            ["zero_grad", "backward", "clip_each_members_gradient", "step"] if clips else ["zero_grad", "backward", "step"]
+        )
         repeats = len(order) // len(expected)  # SAC's update steps the actor, then the critic
         assert repeats and order == expected * repeats, f"agents/{agent}.py {name}: {order}, not {expected} repeated"
 
@@ -85,3 +87,17 @@ def test_no_module_below_the_agents_backpropagates():
             tree = ast.parse(path.read_text())
             calls = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "backward"]
             assert not calls, f"{path.relative_to(ROOT)} calls backward() at lines {calls}"
+
+
+def test_storage_is_given_one_named_transition_not_positional_tensors():
+    """`storage.add(t, transition)` and `replay.add(transition)`: a call of `.add` with more positional arguments (or a
+    `*` that hides how many) could pass terminated for truncated, or s' for s, and no shape check would notice."""
+    positional = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for folder in ("agents", "cleanrl_plus", "plasticity")
+        for path in sorted((ROOT / folder).glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+        if len(node.args) > 2 or any(isinstance(arg, ast.Starred) for arg in node.args)
+    ]
+    assert not positional, f"an add( call passes the step's fields positionally: {positional}"

@@ -11,6 +11,7 @@ import envs
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.members import Members
+from cleanrl_plus.transition import Transition
 from plasticity.swd import SWDArgs, SWDSampler
 
 BACKENDS = [
@@ -64,7 +65,10 @@ def _fill_and_check(replay: FrameStackReplay, streams: list[FakeFrameStream], st
             stream.obs = member_obs
         stamp, n = replay.num_inserted, streams[0].num_envs
         actions = torch.arange(stamp, stamp + n).expand(len(streams), n)
-        replay.add(obs, actions, actions.float(), next_obs, terminated, truncated)
+        reward = actions.float()
+        replay.add(
+            Transition(obs=obs, action=actions, reward=reward, terminated=terminated, truncated=truncated, next_obs=next_obs)
+        )
         for k in range(len(streams)):
             for i in range(n):
                 stored[k, stamp + i] = (obs[k, i].clone(), next_obs[k, i].clone(), bool(terminated[k, i]))
@@ -109,24 +113,20 @@ def test_frame_stack_replay_state_dict_round_trip_and_swd_sampling():
     ages = replay.age(replay.sample(4000)).float()
     assert ages.max() < 10 and ages.mean() < 4.5  # SWD favours young transitions (uniform would give 4.5)
     # the copy continues identically
+    no, stack = torch.zeros(1, 2, dtype=torch.bool), stream.obs[None]
+    step = Transition(obs=stack, action=no.long(), reward=torch.zeros(1, 2), terminated=no, truncated=no, next_obs=stack)
     for target in (replay, copy):
-        target.add(
-            stream.obs[None],
-            torch.zeros(1, 2, dtype=torch.int64),
-            torch.zeros(1, 2),
-            stream.obs[None],
-            torch.zeros(1, 2, dtype=torch.bool),
-            torch.zeros(1, 2, dtype=torch.bool),
-        )
+        target.add(step)
     for a, b in zip(replay._read_observations(slots), copy._read_observations(slots)):
         assert torch.equal(a, b)
 
 
-def test_frame_stack_replay_needs_episode_ends():
-    replay = FrameStackReplay(8, (4, 3, 2), (), Members((0,)), num_envs=1)
-    stack = torch.zeros(1, 1, 4, 3, 2, dtype=torch.uint8)
-    with pytest.raises(ValueError, match="needs `truncated`"):
-        replay.add(stack, torch.zeros(1, 1, dtype=torch.int64), torch.zeros(1, 1), stack, torch.zeros(1, 1, dtype=torch.bool))
+def test_frame_stack_replay_takes_one_step_of_every_env_at_once():
+    replay = FrameStackReplay(8, (4, 3, 2), (), Members((0,)), num_envs=2)
+    stack, no = torch.zeros(1, 1, 4, 3, 2, dtype=torch.uint8), torch.zeros(1, 1, dtype=torch.bool)
+    one_env = Transition(obs=stack, action=no.long(), reward=torch.zeros(1, 1), terminated=no, truncated=no, next_obs=stack)
+    with pytest.raises(ValueError, match="one step of all 2 envs at a time, got 1"):
+        replay.add(one_env)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -141,8 +141,14 @@ def test_real_atari_frames_round_trip_through_the_replay(backend):
         stamp = replay.num_inserted
         one = lambda x: x[None]  # one member
         replay.add(
-            *map(one, (obs, torch.zeros(2, dtype=torch.int64), step.reward, step.next_obs, step.terminated)),
-            one(step.truncated),
+            Transition(
+                obs=one(obs),
+                action=torch.zeros(1, 2, dtype=torch.int64),
+                reward=one(step.reward),
+                terminated=one(step.terminated),
+                truncated=one(step.truncated),
+                next_obs=one(step.next_obs),
+            )
         )
         stored.update({stamp + i: (obs[i], step.next_obs[i]) for i in range(2)})
         ends += int((step.terminated | step.truncated).sum())

@@ -18,6 +18,7 @@ from cleanrl_plus.errors import UserError
 from cleanrl_plus.members import Members
 from cleanrl_plus.normalization import ObservationNormalizer
 from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.transition import Transition
 from envs.continual import PRESETS, ContinualArgs
 from plasticity.network import Network
 from plasticity.wiring import Plasticity
@@ -243,6 +244,13 @@ def test_a_continual_run_spends_its_schedule_by_default():
     assert args.total_timesteps == 2 * 60_000 and args.continual.num_tasks == 2
 
 
+def stored_step(obs: torch.Tensor) -> Transition:
+    """A step of one member's obs.shape[1] envs, 2-dimensional actions, no episode ending."""
+    rows, no = obs.shape[:2], torch.zeros(obs.shape[:2], dtype=torch.bool)
+    action, reward, next_obs = torch.ones(*rows, 2), torch.ones(rows), torch.ones_like(obs)
+    return Transition(obs=obs, action=action, reward=reward, terminated=no, truncated=no, next_obs=next_obs)
+
+
 def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_default():
     net = torch.nn.Linear(3, 2)
     optimizer = torch.optim.Adam(net.parameters())
@@ -252,7 +260,7 @@ def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_d
         ddqn.Args(), Network("critic", net, optimizer, lambda b: None, lambda: torch.nn.Linear(3, 2)), logger=None
     )
     replay = ReplayBuffer(8, (3,), (2,), Members((0,)))  # one member: (1, rows, ...)
-    replay.add(torch.ones(1, 2, 3), torch.ones(1, 2, 2), torch.ones(1, 2), torch.ones(1, 2, 3), torch.zeros(1, 2))
+    replay.add(stored_step(torch.ones(1, 2, 3)))
     normalizer = ObservationNormalizer((3,), enabled=True)
     normalizer(torch.full((1, 4, 3), 5.0), update=True)
     weights = net.weight.detach().clone()
@@ -263,7 +271,7 @@ def test_on_task_switch_gives_the_oracle_a_fresh_agent_and_keeps_everything_by_d
     plasticity.on_task_switch(ContinualArgs(oracle=True), replay, [normalizer])
     assert not torch.equal(net.weight, weights) and len(replay) == 0 and normalizer.rms.count == 0
     assert not optimizer.state
-    replay.add(torch.full((1, 1, 3), 7.0), torch.ones(1, 1, 2), torch.ones(1, 1), torch.ones(1, 1, 3), torch.zeros(1, 1))
+    replay.add(stored_step(torch.full((1, 1, 3), 7.0)))
     assert torch.equal(replay.sample(4).obs, torch.full((1, 4, 3), 7.0))  # sampling sees only what came after the clear
 
 

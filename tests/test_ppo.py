@@ -12,9 +12,10 @@ from conftest import assert_states_equal
 
 from agents import gtr, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
-from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.gae import generalized_advantages
+from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
+from cleanrl_plus.transition import Transition
 from plasticity.architecture import NetArgs
 
 TINY = dict(
@@ -59,15 +60,56 @@ def test_rollout_storage_values_the_stored_final_observation():
 
     storage = RolloutStorage(2, 1, (2,), (), torch.device("cpu"), Members((0,)), torch.long)
     one = torch.ones(1, 1, dtype=torch.bool)  # (members, num_envs)
-    step = lambda obs, action: (torch.tensor([[obs]]), torch.tensor([[action]]), torch.zeros(1, 1), torch.ones(1, 1))
-    storage.add(0, *step([1.0, 0.0], 0), ~one, one, torch.tensor([[[5.0, 5.0]]]))
-    storage.add(1, *step([0.0, 1.0], 1), ~one, ~one, torch.tensor([[[2.0, 0.0]]]))
+
+    def step(obs, action, truncated, next_obs):
+        return Transition(
+            obs=torch.tensor([[obs]]),
+            action=torch.tensor([[action]]),
+            logprob=torch.zeros(1, 1),
+            reward=torch.ones(1, 1),
+            terminated=~one,
+            truncated=truncated,
+            next_obs=torch.tensor([[next_obs]]),
+        )
+
+    storage.add(0, step([1.0, 0.0], 0, one, [5.0, 5.0]))
+    storage.add(1, step([0.0, 1.0], 1, ~one, [2.0, 0.0]))
     ppo.estimate_advantages(lambda obs: obs.sum(-1), storage, ppo.Args(gamma=0.5, gae_lambda=1.0))
     # step 0 was truncated: δ₀ = 1 + 0.5·V(final = [5, 5]) − V([1, 0]) = 1 + 5 − 1
     torch.testing.assert_close(storage.advantages[0, :, 0], torch.tensor([5.0, 1.0 + 0.5 * 2.0 - 1.0]))
     batches = [storage.gather(indices) for indices in storage.minibatch_indices(2)]
     assert [b.obs.shape[:2] for b in batches] == [(1, 1), (1, 1)]
     assert sorted(float(b.advantages[0, 0]) for b in batches) == [1.0, 5.0]
+
+
+def test_rollout_storage_puts_each_field_of_a_transition_where_it_belongs():
+    from cleanrl_plus.members import Members
+
+    storage = RolloutStorage(3, 2, (2,), (1,), torch.device("cpu"), Members((0, 1)))
+    value = torch.arange(1.0, 5.0).view(2, 2)  # (members, num_envs): each member's env its own number
+    transition = Transition(
+        obs=torch.stack([value + 0.1, value + 0.15], dim=-1),
+        action=value[..., None] + 0.2,
+        logprob=value + 0.3,
+        reward=value + 0.4,
+        # every (terminated, truncated) pair once
+        terminated=torch.tensor([[True, False], [True, False]]),
+        truncated=torch.tensor([[True, True], [False, False]]),
+        next_obs=torch.stack([value + 0.5, value + 0.55], dim=-1),
+    )
+    storage.add(1, transition)
+    expected = {
+        "obs": transition.obs,
+        "actions": transition.action,
+        "logprobs": transition.logprob,
+        "rewards": transition.reward,
+        "terminated": transition.terminated,
+        "dones": transition.terminated | transition.truncated,
+        "next_obs": transition.next_obs,
+    }
+    for name, tensor in expected.items():
+        assert torch.equal(getattr(storage, name)[:, 1], tensor), name
+        assert not getattr(storage, name)[:, [0, 2]].any(), f"{name} written outside step 1"
 
 
 def test_clipped_surrogate_on_a_constructed_batch():

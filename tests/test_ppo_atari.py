@@ -123,9 +123,9 @@ def test_a_breakout_run_stores_uint8_frame_stacks_as_the_env_gave_them(runs_dir,
     stored = []
 
     class RecordingStorage(ppo.RolloutStorage):
-        def add(self, t, obs, actions, logprobs, rewards, terminated, truncated, next_obs):
-            stored.append((obs.clone(), next_obs.clone(), terminated | truncated))
-            super().add(t, obs, actions, logprobs, rewards, terminated, truncated, next_obs)
+        def add(self, t, transition):
+            stored.append((transition.obs.clone(), transition.next_obs.clone(), transition.terminated | transition.truncated))
+            super().add(t, transition)
 
     storages = []
     for_env = RecordingStorage.for_env.__func__

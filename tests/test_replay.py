@@ -5,6 +5,7 @@ import torch
 
 from cleanrl_plus.members import Members
 from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.transition import Transition
 
 
 def one(seed: int = 0) -> Members:
@@ -17,8 +18,9 @@ def _fill(buffer, start, n, num_envs=1):
     K = len(buffer.members)
     for k in range(start, start + n, num_envs):
         value = torch.arange(k, k + num_envs, dtype=torch.float32) + 1000 * torch.arange(K).unsqueeze(1)
-        step = (value[..., None], value[..., None], value, value[..., None] + 0.5)
-        buffer.add(*step, torch.zeros(K, num_envs, dtype=torch.bool))
+        no = torch.zeros(K, num_envs, dtype=torch.bool)
+        obs = value[..., None]
+        buffer.add(Transition(obs=obs, action=obs, reward=value, terminated=no, truncated=no, next_obs=obs + 0.5))
 
 
 def test_wraps_around_and_stamps_insertion_steps():
@@ -106,7 +108,10 @@ def _n_step_buffer(capacity: int, n_step: int = 3):
         obs = torch.tensor([[[100.0 * e + t] for e in range(3)]])
         terminated = torch.tensor([[(t, e) in TERMINATED for e in range(3)]])
         truncated = torch.tensor([[(t, e) in TRUNCATED for e in range(3)]])
-        buffer.add(obs, obs, torch.tensor([rewards], dtype=torch.float32), obs + 0.5, terminated, truncated)
+        reward = torch.tensor([rewards], dtype=torch.float32)
+        buffer.add(
+            Transition(obs=obs, action=obs, reward=reward, terminated=terminated, truncated=truncated, next_obs=obs + 0.5)
+        )
     return buffer
 
 
@@ -141,15 +146,16 @@ def test_n_step_replay_with_n_1_samples_todays_one_step_batch():
     n_step = NStepReplay(12, (1,), (1,), Members((0, 7)), num_envs=3, n_step=1, gamma=0.9)
     for t, rewards in enumerate(N_STEP_REWARDS):
         obs = torch.randn(2, 3, 1)
-        args = (
-            obs,
-            torch.randn(2, 3, 1),
-            torch.tensor([rewards, rewards], dtype=torch.float32) + torch.randn(2, 3),
-            obs + 1,
-            torch.tensor([[t == 2, False, t == 4], [False, t == 1, False]]),
+        transition = Transition(
+            obs=obs,
+            action=torch.randn(2, 3, 1),
+            reward=torch.tensor([rewards, rewards], dtype=torch.float32) + torch.randn(2, 3),
+            terminated=torch.tensor([[t == 2, False, t == 4], [False, t == 1, False]]),
+            truncated=torch.tensor([[False, t == 3, False], [t == 5, False, False]]),
+            next_obs=obs + 1,
         )
-        one_step.add(*args)
-        n_step.add(*args, truncated=torch.tensor([[False, t == 3, False], [t == 5, False, False]]))
+        one_step.add(transition)
+        n_step.add(transition)
     expected = one_step.sample(64)
     batch = n_step.sample(64)
     for name in expected._fields[:-1]:
@@ -165,14 +171,40 @@ def test_n_step_replay_round_trips_its_episode_ends_and_refuses_a_partial_vector
     copy.load_state_dict(buffer.state_dict())
     assert torch.equal(copy.episode_end, buffer.episode_end) and copy.episode_end.sum() == 4
     with pytest.raises(ValueError, match="one vector step"):
-        copy.add(
-            torch.zeros(1, 2, 1),
-            torch.zeros(1, 2, 1),
-            torch.zeros(1, 2),
-            torch.zeros(1, 2, 1),
-            torch.zeros(1, 2, dtype=torch.bool),
-            torch.zeros(1, 2, dtype=torch.bool),
+        no = torch.zeros(1, 2, dtype=torch.bool)
+        obs = torch.zeros(1, 2, 1)
+        copy.add(Transition(obs=obs, action=obs, reward=torch.zeros(1, 2), terminated=no, truncated=no, next_obs=obs))
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_add_puts_each_field_of_a_transition_where_it_belongs(n_step):
+    from cleanrl_plus.replay import make_replay
+
+    args = SimpleNamespace(buffer_size=12, n_step=n_step, gamma=0.9)
+    buffer = make_replay(args, (2,), (1,), Members((0, 1)), None, num_envs=3)
+    steps = []
+    for t in range(2):
+        value = torch.arange(6.0).view(2, 3) + 10 * t  # (members, num_envs): each member's env and step its own number
+        steps.append(
+            Transition(
+                obs=torch.stack([value + 0.1, value + 0.15], dim=-1),
+                action=value[..., None] + 0.2,
+                reward=value + 0.3,
+                # every (terminated, truncated) pair, in other envs at each step
+                terminated=value % 3 == 0,
+                truncated=value % 2 == 0,
+                next_obs=torch.stack([value + 0.4, value + 0.45], dim=-1),
+            )
         )
+        buffer.add(steps[-1])
+    for t, step in enumerate(steps):
+        rows = slice(3 * t, 3 * t + 3)  # one vector step: 3 rows in env order
+        assert torch.equal(buffer.obs[:, rows], step.obs) and torch.equal(buffer.next_obs[:, rows], step.next_obs)
+        assert torch.equal(buffer.actions[:, rows], step.action) and torch.equal(buffer.rewards[:, rows], step.reward)
+        assert torch.equal(buffer.terminated[:, rows], step.terminated.float()), "terminated holds the truncations"
+        if n_step > 1:
+            assert torch.equal(buffer.episode_end[:, rows], step.terminated | step.truncated)
+    assert buffer.insertion_step[:, :6].tolist() == [list(range(6))] * 2 and len(buffer) == 6
 
 
 def test_make_replay_gives_n_step_returns_only_when_asked():

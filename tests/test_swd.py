@@ -6,6 +6,7 @@ import torch
 
 from cleanrl_plus.members import Members
 from cleanrl_plus.replay import ReplayBuffer
+from cleanrl_plus.transition import Transition
 from plasticity.swd import SWDArgs, SWDSampler, age_weights
 
 
@@ -73,7 +74,8 @@ def test_recency_in_a_real_buffer_and_vector_env_slots():
     buffer = ReplayBuffer(1000, (1,), (1,), Members((0,)), sampler=sampler)
     for step in range(600):  # 2 envs per step: 1200 insertions wrap a 1000-slot ring
         value = torch.tensor([[step, step]], dtype=torch.float32)
-        buffer.add(value[..., None], value[..., None], value, value[..., None], torch.zeros(1, 2))
+        obs, no = value[..., None], torch.zeros(1, 2, dtype=torch.bool)
+        buffer.add(Transition(obs=obs, action=obs, reward=value, terminated=no, truncated=no, next_obs=obs))
     batch = buffer.sample(100_000)
     step_age = 599 - batch.rewards[0].long()  # the env step a transition came from, counted back from the newest
     assert step_age.min() == 0 and step_age.max() == 499
