@@ -397,7 +397,9 @@ def clip_grad_norm_per_member(
     return norms
 
 
-def clip_each_members_gradient(optimizer: torch.optim.Optimizer, max_norm: float, members: int) -> None:
+def clip_each_members_gradient(
+    optimizer: torch.optim.Optimizer, max_norm: float, members: int
+) -> None:
     """Clip each member's gradient norm over the parameters `optimizer` trains to `max_norm` (0: no
     clipping): an injected network's frozen old head is in no parameter group, so its last gradient
     stays out of the norm."""
