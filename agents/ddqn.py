@@ -48,18 +48,18 @@ import torch.nn.functional as F
 
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import MinAtarCNN, MLPTorso, NatureCNN
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
 from cleanrl_plus.offpolicy import GroupNetwork, OffPolicyAgent, on_obs, start, update_batches
-from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession, crossed
 from envs.continual import base_env_id
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from plasticity import Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
 from plasticity.diagnostics import DiagnosticsArgs

@@ -48,9 +48,9 @@ import torch
 from torch import Tensor
 
 from agents import ppo
-from cleanrl_plus.ranges import AtLeastOne, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main
+from envs.ranges import AtLeastOne, NonNegative, Positive, Range
 from plasticity.diagnostics import member_parameters
 
 

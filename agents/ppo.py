@@ -46,7 +46,6 @@ from torch import Tensor
 import envs
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import orthogonal_nature_cnn
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.gae import generalized_advantages
@@ -54,12 +53,13 @@ from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import Members
 from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, hidden_linear, layer_init, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
-from cleanrl_plus.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
 from cleanrl_plus.run import Run, check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession
 from cleanrl_plus.transition import Transition
 from envs.continual import base_env_id
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
 from plasticity import Plasticity, catalogue
 from plasticity.actor_critic import actor_critic_network
 from plasticity.architecture import NetArgs, torso_settings

@@ -43,7 +43,6 @@ import torch.nn as nn
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import convex_min_max, critic_losses, critic_report
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categorical_target
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.exploration import ExplorationScales
 from cleanrl_plus.graphs import GraphStep, compiled
@@ -58,10 +57,11 @@ from cleanrl_plus.nn import (
 )
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
 from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
-from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue
 from plasticity.architecture import torso_settings
 from plasticity.cir import CIRCritic

@@ -40,7 +40,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cleanrl_plus.errors import RunFailure, UserError, did_you_mean, exit_with  # noqa: E402
+from cleanrl_plus.errors import RunFailure, exit_with  # noqa: E402
+from envs.errors import UserError, did_you_mean  # noqa: E402
 
 UPSTREAM = "bluecontra/C-CHAIN"
 UPSTREAM_DIR = "crl_gym_classic_control"

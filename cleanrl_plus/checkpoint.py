@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError, file_system_error
+from cleanrl_plus.errors import file_system_error
+from envs.errors import UserError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 # 2: one "plasticity" entry for every remedy and diagnostic, observation statistics inside the networks (issue #26)

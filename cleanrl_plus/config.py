@@ -15,13 +15,14 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.logger import flatten_args
 from cleanrl_plus.names import check_printable
-from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
+from cleanrl_plus.ranges import check_ranges
 from envs.continual import ContinualArgs, is_continual
 from envs.continual import parse as parse_continual_id
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Count, Seed
 
 ArgsT = TypeVar("ArgsT")
 

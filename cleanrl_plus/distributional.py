@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cleanrl_plus.ranges import AnyFinite, Range
+from envs.ranges import AnyFinite, Range
 
 
 @dataclasses.dataclass

@@ -1,5 +1,5 @@
-"""User-facing errors: one line that names the fix, never a stack trace. `UserError` and `did_you_mean` are defined
-in envs/errors.py, below every layer that raises them."""
+"""How a run's errors reach the user: one line that names the fix, never a stack trace. `UserError` and
+`did_you_mean` live in envs/errors.py, below every layer that raises them, and are imported from there only."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from envs.errors import UserError
-from envs.errors import did_you_mean as did_you_mean  # re-exported: every layer imports its errors from here
 
 
 class RunFailure(Exception):

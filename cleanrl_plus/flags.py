@@ -24,8 +24,8 @@ import sys
 import typing
 from typing import Any, Iterator, TypeVar
 
-from cleanrl_plus.errors import UserError, did_you_mean
 from cleanrl_plus.ranges import check_ranges
+from envs.errors import UserError, did_you_mean
 
 SettingsT = TypeVar("SettingsT")
 _RULE = re.compile(r"^[─━\-\s]+$")  # tyro draws its rules with ─, or with - when output is not UTF-8

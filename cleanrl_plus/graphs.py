@@ -46,7 +46,7 @@ import torch
 import torch.nn as nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 
 COMPILE_OPTIONS: dict[str, Any] = {}  # extra torch.compile arguments; tests set {"backend": "aot_eager"} (no inductor build)
 

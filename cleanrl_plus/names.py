@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import unicodedata
 
-from cleanrl_plus.errors import UserError, printable
+from cleanrl_plus.errors import printable
+from envs.errors import UserError
 
 NAME_MAX = 255  # bytes in one file name on Linux's and macOS's file systems
 

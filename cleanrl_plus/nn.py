@@ -10,8 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.normalization import RunningMeanStd
+from envs.errors import UserError
 
 
 class EnsembleLinear(nn.Module):

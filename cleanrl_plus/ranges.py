@@ -1,4 +1,4 @@
-"""Valid ranges of numeric flags, declared once next to each field (the names below, from envs/ranges.py) and checked
+"""Valid ranges of numeric flags, declared once next to each field (the names below, imported from envs/ranges.py) and checked
 by one function before anything is created (`check_ranges`, called by cleanrl_plus/config.py's `validate_args`).
 
     learning_rate: Positive = 3e-4                            # > 0
@@ -18,10 +18,8 @@ import types
 import typing
 from typing import Annotated, Any, Iterator
 
-from cleanrl_plus.errors import UserError
-
-# defined in envs/ranges.py, since the envs declare their settings' ranges too; re-exported for the layers above
-from envs.ranges import SEED_MAX, AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive, Range, Seed  # noqa: F401
+from envs.errors import UserError
+from envs.ranges import Range
 
 
 def declared_ranges(settings: type, prefix: str = "") -> Iterator[tuple[str, type, Range | None, bool]]:

@@ -3,7 +3,7 @@ them: the library never imports agents/)."""
 
 from __future__ import annotations
 
-from cleanrl_plus.errors import UserError, did_you_mean
+from envs.errors import UserError, did_you_mean
 
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")  # agents/<name>.py, each with Args, check, main and load_policy
 

@@ -15,11 +15,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.members import Members
 from cleanrl_plus.transition import Transition
 from envs.continual import is_continual
 from envs.continual import parse as parse_continual_id
+from envs.errors import UserError
 
 
 class Minibatch(NamedTuple):

@@ -15,9 +15,9 @@ from typing import Any, Sequence
 import torch
 
 from cleanrl_plus.checkpoint import capture_rng_state, load_error_detail, restore_rng_state
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.members import group_state, member_state, shared_keys
 from cleanrl_plus.records import MemberRecord
+from envs.errors import UserError
 
 
 class RunState:

@@ -10,7 +10,8 @@ import os
 import socket
 from pathlib import Path
 
-from cleanrl_plus.errors import UserError, file_system_error
+from cleanrl_plus.errors import file_system_error
+from envs.errors import UserError
 
 LOCK_NAME = "run.lock"
 

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.logger import flatten_args
+from envs.errors import UserError
 
 
 def require_wandb() -> None:

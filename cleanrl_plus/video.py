@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 import envs
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.members import Members
 from envs.continual import ContinualArgs, is_continual
 from envs.continual import parse as parse_continual_id
+from envs.errors import UserError
 
 GL_HINT = "install libosmesa6 and set MUJOCO_GL=osmesa (or libegl1 and MUJOCO_GL=egl on a GPU machine)"
 MAX_STEPS = 2_000  # a video of a whole Atari game (up to 27k agent steps) is not what anyone watches

@@ -24,11 +24,11 @@ import torch
 import tyro
 
 from cleanrl_plus.clocks import burn_in
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
-from cleanrl_plus.ranges import AtLeastOne, Count, Seed
 from cleanrl_plus.registry import AGENTS, check_agent_name
 from commands.agent_modules import agent_module
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Count, Seed
 
 
 @dataclasses.dataclass

@@ -6,7 +6,8 @@ import importlib
 import os
 import sys
 
-from cleanrl_plus.errors import UserError, exit_with
+from cleanrl_plus.errors import exit_with
+from envs.errors import UserError
 
 USAGE = """usage: cleanrl-plus <command> [flags]
 

@@ -19,11 +19,11 @@ import dataclasses
 import shlex
 from pathlib import Path
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
-from cleanrl_plus.ranges import AtLeastOne, Count
 from commands import sweep
 from commands.report import MIN_SEEDS_FOR_COMPARISONS
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Count
 
 # rl-zoo's PPO CartPole recipe (docs/agents/ppo.md) with a constant learning rate, as in the continual CartPole measurements
 PPO_CONTINUAL_CARTPOLE_RECIPE = (

@@ -16,10 +16,10 @@ from typing import Annotated, Literal
 
 import tyro
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
-from cleanrl_plus.ranges import SEED_MAX, AtLeastOne, Range
 from commands.agent_modules import agent_module
+from envs.errors import UserError
+from envs.ranges import SEED_MAX, AtLeastOne, Range
 
 
 @dataclasses.dataclass

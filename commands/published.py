@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 
 SCORES = ("average-performance",)  # the metrics whose per-cell mean ± s.e. the report computes
 CURVE_METRIC = "eval"  # published curves are of deterministic evaluations: eval/episodic_return

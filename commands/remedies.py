@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 from plasticity.catalogue import matrix
 
 

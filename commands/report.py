@@ -43,9 +43,7 @@ from typing import Any, Iterable, Literal
 import numpy as np
 import tyro
 
-from cleanrl_plus.errors import UserError, did_you_mean
 from cleanrl_plus.flags import parse_flags
-from cleanrl_plus.ranges import AtLeastOne
 from commands import stats
 from commands.published import (
     PublishedCurve,
@@ -55,6 +53,8 @@ from commands.published import (
     load_published,
     mean_and_standard_error,
 )
+from envs.errors import UserError, did_you_mean
+from envs.ranges import AtLeastOne
 
 METRIC_TAGS = {
     "eval": "eval/episodic_return",

@@ -52,13 +52,15 @@ from typing import Any, Callable, Literal
 
 import tyro
 
-from cleanrl_plus.errors import UserError, did_you_mean, printable
+from cleanrl_plus.errors import printable
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.names import check_name_length
-from cleanrl_plus.ranges import AtLeastOne, Count, Seed, check_ranges
+from cleanrl_plus.ranges import check_ranges
 from cleanrl_plus.registry import check_agent_name
 from cleanrl_plus.runlock import Claim, RunClaimed, claim_holder, claim_runs, run_dir_holder
 from commands.agent_modules import agent_module
+from envs.errors import UserError, did_you_mean
+from envs.ranges import AtLeastOne, Count, Seed
 
 BASELINE = "baseline"
 REPO = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
-"""The user-facing error every layer raises, defined on the ground floor so that the environments can raise it too
-(cleanrl_plus.errors re-exports it, with the rest of the run's errors)."""
+"""The user-facing error every layer raises, defined on the ground floor so that the environments can raise it too;
+every layer imports it from here (the run's other errors: cleanrl_plus/errors.py)."""
 
 from __future__ import annotations
 

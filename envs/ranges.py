@@ -1,5 +1,5 @@
 """The ranges numeric flags may take: `Range` and the named ranges every settings dataclass declares its numbers with
-(cleanrl_plus/ranges.py checks them; it re-exports these names for the layers above).
+(cleanrl_plus/ranges.py checks them); every layer imports these names from here.
 
     gamma: Fraction = 0.99                                    # in [0, 1]
     anchor_decay: Annotated[float, Range(gt=0, le=1)] = 0.5   # anything else: a Range of its own

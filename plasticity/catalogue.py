@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.registry import AGENTS
+from envs.errors import UserError
 
 ON_POLICY = ("ppo", "gtr")
 SPEED_FLAGS = ("compile", "cudagraphs")  # cleanrl_plus/graphs.py

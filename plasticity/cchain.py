@@ -72,7 +72,7 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
-from cleanrl_plus.ranges import AtLeastOne, Count, NonNegative, Range
+from envs.ranges import AtLeastOne, Count, NonNegative, Range
 
 
 @dataclasses.dataclass

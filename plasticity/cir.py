@@ -39,8 +39,8 @@ import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLayerNorm as _EnsembleLayerNorm
 from cleanrl_plus.nn import EnsembleLinear
-from cleanrl_plus.ranges import AtLeastOne, Fraction
 from cleanrl_plus.simba import EnsembleLayerNorm
+from envs.ranges import AtLeastOne, Fraction
 from plasticity.diagnostics import ActivationProbe
 from plasticity.network import Layout
 

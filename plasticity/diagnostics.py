@@ -41,7 +41,7 @@ from typing import Annotated, Callable, Iterable
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.ranges import AtLeastOne, Count, Range
+from envs.ranges import AtLeastOne, Count, Range
 
 DORMANT_TAUS = (0.0, 0.025, 0.1)
 

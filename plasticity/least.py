@@ -35,8 +35,8 @@ import dataclasses
 
 import torch
 
-from cleanrl_plus.errors import UserError
-from cleanrl_plus.ranges import AtLeastOne, Fraction, Positive
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Fraction, Positive
 
 
 @dataclasses.dataclass

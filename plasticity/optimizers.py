@@ -42,7 +42,7 @@ from typing import Any, Literal
 import torch
 from torch.optim.adam import adam as adam_step
 
-from cleanrl_plus.ranges import Positive
+from envs.ranges import Positive
 
 # a member's block of a multiple of this many entries is whole vectors for torch's CPU kernels (8
 # floats a vector with AVX2, 16 with AVX-512; elementwise loops take two vectors at a time)

@@ -51,7 +51,7 @@ import torch
 import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLayerNorm, EnsembleLinear, MemberConv2d
-from cleanrl_plus.ranges import NonNegative, Positive
+from envs.ranges import NonNegative, Positive
 
 PARSEVAL_WIDTH = 64  # the width the authors tuned λ at: λ·(64/n)² per layer of n units [code]
 

@@ -99,9 +99,9 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.nn import EnsembleLinear
-from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative
+from envs.errors import UserError
+from envs.ranges import AtLeastOne, Count, Fraction, NonNegative
 from plasticity.diagnostics import ActivationProbe, measuring, unit_scores
 from plasticity.network import Network
 from plasticity.optimizers import ElementStepAdam

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 
 import torch
 
-from cleanrl_plus.ranges import Count, Range
+from envs.ranges import Count, Range
 
 
 @dataclasses.dataclass

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from conftest import cli_in_process
 
-from cleanrl_plus.errors import UserError
 from commands import report, sweep
+from envs.errors import UserError
 
 TINY_PPO = [
     "--total-timesteps",

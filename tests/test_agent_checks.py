@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.registry import AGENTS
 from commands.agent_modules import agent_module
+from envs.errors import UserError
 from plasticity.architecture import NetArgs
 from plasticity.least import LEASTArgs
 from plasticity.resets import ResetArgs

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import envs
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.members import Members
 from cleanrl_plus.transition import Transition
+from envs.errors import UserError
 from plasticity.swd import SWDArgs, SWDSampler
 
 BACKENDS = [

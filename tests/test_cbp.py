@@ -292,7 +292,7 @@ def test_agents_run_cbp_and_the_ntk_and_churn_diagnostics(agent, tmp_path):
 
 def test_cbp_needs_relu_units():
     from agents import ppo
-    from cleanrl_plus.errors import UserError
+    from envs.errors import UserError
 
     with pytest.raises(UserError, match="CBP replaces ReLU units"):
         ppo.main(ppo.Args(env_id="Pendulum-v1", total_timesteps=10, progress=False, reset=ResetArgs(method="cbp")))

@@ -10,7 +10,7 @@ import torch
 from agents import sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.critics import convex_min_max
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 from plasticity.cir import CIRArgs, CIREncoder, avg_l1_norm
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.resets import ResetArgs

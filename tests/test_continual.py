@@ -14,12 +14,12 @@ import envs
 from agents import ddqn, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.members import Members
 from cleanrl_plus.normalization import ObservationNormalizer
 from cleanrl_plus.replay import ReplayBuffer
 from cleanrl_plus.transition import Transition
 from envs.continual import PRESETS, ContinualArgs
+from envs.errors import UserError
 from plasticity.network import Network
 from plasticity.wiring import Plasticity
 

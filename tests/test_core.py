@@ -9,10 +9,10 @@ import torch
 from agents.td3 import Args
 from cleanrl_plus.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
 from cleanrl_plus.config import parse_args
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.logger import hyperparameter_table
 from cleanrl_plus.progress import Progress
 from cleanrl_plus.run import resolve_threads, run_name_for
+from envs.errors import UserError
 
 
 def test_resume_reuses_saved_flags_and_lets_new_ones_override(tmp_path):

@@ -8,9 +8,9 @@ import torch
 from agents.ddqn import Args, QNetwork, double_dqn_target, epsilon_greedy, linear_schedule, main, network_for
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.exploration import exploration_draws
 from cleanrl_plus.members import Members
+from envs.errors import UserError
 
 TINY = dict(batch_size=16, hidden_sizes=(32, 32), eval_episodes=2, progress=False, buffer_size=1_000, eval_every=0)
 

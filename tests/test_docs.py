@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from cleanrl_plus.config import parse_args
-from cleanrl_plus.errors import UserError
 from commands import cli, sweep
+from envs.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import envs
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 
 
 def test_make_speaks_torch_with_batch_dimension():
@@ -169,7 +169,7 @@ def test_the_largest_seed_and_the_seeds_derived_from_it_start_every_backend(env_
     """--seed takes [0, 2**32 - 1]; sub-env i and the evaluation envs (+100,000) derive larger seeds, which dm-control's
     and MinAtar's RandomState (below 2**32) and envpool (below 2**31) refuse unless they are folded into their range."""
     from cleanrl_plus.evaluator import EVAL_SEED_OFFSET
-    from cleanrl_plus.ranges import SEED_MAX
+    from envs.ranges import SEED_MAX
 
     for seed in (SEED_MAX, SEED_MAX + EVAL_SEED_OFFSET):
         env = envs.make(env_id, num_envs=2, seed=seed, backend=backend)

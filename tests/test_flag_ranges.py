@@ -15,7 +15,8 @@ import typing
 import pytest
 from conftest import cli_in_process, run_script
 
-from cleanrl_plus.ranges import SEED_MAX, Range, declared_ranges
+from cleanrl_plus.ranges import declared_ranges
+from envs.ranges import SEED_MAX, Range
 
 AGENTS = ("td3", "sac_simba", "ddqn", "ppo", "gtr")
 ENV_OF = {"td3": "Pendulum-v1", "sac_simba": "Pendulum-v1", "ddqn": "CartPole-v1", "ppo": "CartPole-v1", "gtr": "CartPole-v1"}

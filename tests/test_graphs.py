@@ -24,9 +24,9 @@ import cleanrl_plus.nn as nn_activations
 from agents import ddqn, gtr, ppo, sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.distributional import CriticArgs
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.graphs import GraphStep, tensor_identity
 from envs.continual import ContinualArgs
+from envs.errors import UserError
 from plasticity.architecture import NaPArgs, NetArgs
 from plasticity.cchain import CChainArgs
 from plasticity.cir import CIRArgs

@@ -78,3 +78,24 @@ def test_the_commands_load_each_agent_by_its_name_and_nothing_else():
     assert [agent_module(name).__name__ for name in AGENTS] == [f"agents.{name}" for name in AGENTS]
     with pytest.raises(KeyError):
         agent_module("__init__")
+
+
+def test_every_name_has_one_import_path():
+    """One module per name (issue 49): UserError, did_you_mean and the named ranges are imported from the envs/ module
+    that defines them, in every file of the repository; no module re-exports them."""
+    ranges = ("SEED_MAX", "AnyFinite", "AtLeastOne", "Count", "Fraction", "NonNegative", "Positive", "Range", "Seed")
+    homes = {"UserError": "envs.errors", "did_you_mean": "envs.errors"} | {name: "envs.ranges" for name in ranges}
+    elsewhere = []
+    for path in sorted(REPO.rglob("*.py")):
+        if ".venv" in path.parts or "runs" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                elsewhere += [
+                    f"{path.relative_to(REPO)}:{node.lineno} imports {alias.name} from {node.module}"
+                    for alias in node.names
+                    if alias.name in homes
+                    and node.module != homes[alias.name]
+                    and node.module.split(".")[0] in ("cleanrl_plus", "plasticity", "agents", "commands", "envs")
+                ]
+    assert not elsewhere, f"{elsewhere[:5]} — import each from {sorted(set(homes.values()))}"

@@ -10,7 +10,7 @@ import torch
 import envs
 from agents import ppo, td3
 from cleanrl_plus.checkpoint import load_checkpoint
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 from plasticity.least import EpisodeStopper, LEASTArgs
 
 

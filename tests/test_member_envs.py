@@ -13,11 +13,11 @@ import torch
 from conftest import assert_states_equal
 
 import envs
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.evaluator import EVAL_SEED_OFFSET, Evaluator, make_envs
 from cleanrl_plus.members import Members
 from envs.base import EpisodeStats, member_seeds
 from envs.continual import ContinualArgs
+from envs.errors import UserError
 
 SEEDS = (5, 12, 3)  # not evenly spaced: a group seeded from its first seed on would not pass for its members
 N = 2  # sub-envs per member

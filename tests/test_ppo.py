@@ -346,7 +346,7 @@ def test_the_actor_critic_is_one_network_in_two_parts_whose_units_two_heads_read
 
 
 def test_ppo_redo_needs_relu_units(runs_dir):
-    from cleanrl_plus.errors import UserError
+    from envs.errors import UserError
     from plasticity.resets import ResetArgs
 
     with pytest.raises(UserError, match="--net.activation relu"):

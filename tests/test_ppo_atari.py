@@ -15,7 +15,7 @@ from agents import gtr, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
 from cleanrl_plus.encoders import NatureCNN
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 from plasticity.resets import ResetArgs
 
 # a few tiny updates: 2 envs × 32 steps per rollout, one evaluation game at the end (ε-greedy, so it ends)

@@ -18,7 +18,8 @@ import torch
 from conftest import REPO, cli_in_process, run_script
 
 from cleanrl_plus.checkpoint import load_checkpoint
-from cleanrl_plus.errors import RunFailure, UserError
+from cleanrl_plus.errors import RunFailure
+from envs.errors import UserError
 
 TINY = [
     "--batch-size",

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cleanrl_plus.checkpoint import load_checkpoint
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 from plasticity import catalogue
 from plasticity.architecture import NaPArgs, NetArgs
 from plasticity.cchain import CChainArgs

@@ -10,8 +10,8 @@ from conftest import run_script
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from torch.utils.tensorboard import SummaryWriter
 
-from cleanrl_plus.errors import UserError
 from commands import report
+from envs.errors import UserError
 
 REPS = 500  # enough for stable intervals, fast enough for CI
 EVAL_STEPS = [1000, 2000, 3000]

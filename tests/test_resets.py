@@ -65,7 +65,7 @@ def test_redo_restarts_the_adam_steps_of_exactly_the_recycled_rows_and_columns()
 
 
 def test_redo_without_per_element_steps_zeroes_moments_only_and_needs_no_element_step_adam():
-    from cleanrl_plus.errors import UserError
+    from envs.errors import UserError
     from plasticity.resets import ResetArgs, Resetter
 
     net, _, resettable, x = _trained_mlp_with_dead_units()
@@ -254,7 +254,7 @@ def test_td3_with_injection_resumes_bit_identically(runs_dir):
 
 def test_injection_where_it_cannot_apply_is_a_clear_error(runs_dir):
     from agents import gtr, sac_simba
-    from cleanrl_plus.errors import UserError
+    from envs.errors import UserError
     from plasticity.resets import ResetArgs
 
     with pytest.raises(UserError, match="several heads"):  # SAC's actor has a mean and a log-σ head

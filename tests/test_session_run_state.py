@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from cleanrl_plus.errors import UserError
 from cleanrl_plus.records import MemberRecord
 from cleanrl_plus.run_state import RunState, finished_already, load_members, member_part
+from envs.errors import UserError
 
 
 class Net(nn.Module):

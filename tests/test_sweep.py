@@ -16,8 +16,8 @@ import pytest
 from conftest import REPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from cleanrl_plus.errors import UserError
 from commands import sweep
+from envs.errors import UserError
 
 TINY_PPO = (
     "--total-timesteps 512 --num-envs 2 --num-steps 64 --num-minibatches 2 --update-epochs 1 --hidden-sizes 16 16 "

@@ -140,7 +140,7 @@ def test_logs_cleanrl_tags_and_evaluation(runs_dir):
 
 
 def test_rejects_discrete_action_envs(runs_dir):
-    from cleanrl_plus.errors import UserError
+    from envs.errors import UserError
 
     with pytest.raises(UserError, match="TD3 needs continuous"):
         main(Args(env_id="CartPole-v1", total_timesteps=10, runs_dir=runs_dir, **TINY))
@@ -355,7 +355,7 @@ SHARED_SCALE_ERRORS = [  # config.validate_args checks these for TD3 and SAC ali
 def test_many_env_flags_that_cannot_work_are_one_line_errors(agent, flags, message, runs_dir):
     from agents import sac_simba, td3
     from cleanrl_plus.distributional import CriticArgs
-    from cleanrl_plus.errors import UserError
+    from envs.errors import UserError
 
     module, tiny = (td3, TINY) if agent == "td3" else (sac_simba, SAC_TINY)
     if "critic" in flags:

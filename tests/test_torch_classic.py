@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import envs
-from cleanrl_plus.errors import UserError
+from envs.errors import UserError
 from envs.torch_classic import TASKS, DeviceEpisodeLog, ring_slots
 
 NUM_ENVS = 16

@@ -24,8 +24,8 @@ import pytest
 import torch
 
 import envs
-from cleanrl_plus.errors import UserError
 from envs.continual import ContinualArgs
+from envs.errors import UserError
 from envs.warp_backend import PHYSICS_FIELDS, TASKS, require_per_world
 
 NUM_WORLDS = 8
