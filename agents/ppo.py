@@ -6,11 +6,10 @@ Defaults are CleanRL's `ppo_continuous_action.py` (also GTR's base, agents/gtr.p
 advantage normalisation, 64-64 tanh networks with orthogonal init, observation and reward
 normalisation (clip ±10). For CartPole the rl-zoo recipe is in the README (8 envs, 32 steps,
 20 epochs, λ 0.8, γ 0.98, lr 1e-3 and clip 0.2 both annealed). Atari `ALE/<Game>-v5` ids take
-CleanRL's `ppo_atari.py` recipe instead (`Args.defaults_for`; flags given override it): 8 envs ×
-128 steps, 4 epochs × 4 minibatches, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps, no
-observation or reward normalisation (the training env clips rewards to their sign), and its
-network: the Nature CNN (orthogonal init, gain √2) shared by a linear policy head (gain 0.01) and
-a linear value head (gain 1), frames /255.
+CleanRL's `ppo_atari.py` recipe instead, and `continual:cchain-*` ids C-CHAIN's classic-control one
+(cleanrl_plus/recipes/ppo-*.toml, each with its sources; flags given override them); on Atari the
+network is the Nature CNN (orthogonal init, gain √2) shared by a linear policy head (gain 0.01) and
+a linear value head (gain 1), frames /255, and the training env clips rewards to their sign.
 
     for each iteration:
         lr ← lr₀·(1 − (i − 1)/I)                                              (--anneal-lr)
@@ -60,7 +59,7 @@ from cleanrl_plus.session import TrainingSession
 from envs.continual import base_env_id
 from plasticity import Plasticity, catalogue
 from plasticity.actor_critic import actor_critic_network
-from plasticity.architecture import NetArgs, torso_settings
+from plasticity.architecture import torso_settings
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
@@ -164,59 +163,9 @@ class Args(RemedyArgs, RunArgs):
     updates (plasticity/resets.py);
     on Atari both together (one torso: 'agent'), ReDo on its fully connected layers"""
 
-    @classmethod
-    def defaults_for(cls, env_id: str, **overrides: Any) -> "Args":
-        return cls(env_id=env_id, **(recipe_for(env_id) | overrides))
-
-
-# CleanRL's ppo_atari.py (= ppo_atari_envpool.py: the same numbers); γ, λ, c_V = 0.5, value
-# clipping, grad-norm 0.5, Adam ε 1e-5, lr annealing and advantage normalisation are the field
-# defaults above. Evaluation and checkpoint cadences are DDQN's Atari ones; eval ε 0.05 as DDQN's
-# (CleanRL evaluates by sampling).
-ATARI_DEFAULTS: dict[str, Any] = (
-    dict(total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4)
-    | dict(num_minibatches=4, update_epochs=4, clip_coef=0.1, ent_coef=0.01)
-    | dict(normalize_obs=False, normalize_reward=False, hidden_sizes=())
-    | dict(eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000)
-)
-
-
-# C-CHAIN's continual Gym Control PPO (`continual:cchain-*` ids): Tang et al. 2025,
-# bluecontra/C-CHAIN crl_gym_classic_control/control_train_aligned_vanilla.py (args, loop) +
-# basic_utils.py (losses, targets) + networks.py, which reorganise TRAC's main.ipynb. One env; 800
-# steps per iteration, every iteration starting fresh episodes; 5 epochs of minibatch 32 (25 per
-# epoch); one Adam (torch defaults: ε 1e-8) over both networks, lr 1e-3 (the scripts' default since
-# commit f5ff6d2; 1e-2 in 6412a34 and in TRAC's notebook: --learning-rate 0.01), constant; no
-# gradient clipping; clip 0.2, entropy 0.01, value loss 0.5·MSE (c_V = 1 on our ½E[(V − R)²])
-# unclipped; GAE(0.99, 0.95) advantages normalised over the iteration, value targets the discounted
-# return-to-go (λ_V = 1); rewards /20; raw observations; separate 3 × 256 LeakyReLU(0.1) MLPs with
-# torch's default init; the policy Categorical(softmax(logits)) (networks.py: PolicyNetwork.forward
-# ends in F.softmax). No evaluation in their scripts: ours runs only at each level's end. The run
-# length is the preset's schedule (10 levels × 160k steps; MountainCar 5 × 320k).
-CCHAIN_CONTROL_DEFAULTS: dict[str, Any] = (
-    dict(total_timesteps=1_600_000, num_envs=1, num_steps=800, num_minibatches=25, update_epochs=5)
-    | dict(learning_rate=1e-3, anneal_lr=False, adam_eps=1e-8, max_grad_norm=0.0)
-    | dict(clip_coef=0.2, clip_vloss=False, ent_coef=0.01, vf_coef=1.0)
-    | dict(gamma=0.99, gae_lambda=0.95, value_lambda=1.0, norm_adv_over="rollout")
-    | dict(normalize_obs=False, normalize_reward=False, reward_scale=1 / 20, restart_episodes=True)
-    | dict(hidden_sizes=(256, 256, 256), init="default", net=NetArgs(activation="leaky-relu"))
-    | dict(categorical_from="probs", eval_every=0)
-)
-
-
-def recipe_for(env_id: str) -> dict[str, Any]:
-    """The defaults of an env id: CleanRL's Atari recipe, C-CHAIN's classic control one, or none."""
-    if is_atari(env_id):
-        return ATARI_DEFAULTS
-    return CCHAIN_CONTROL_DEFAULTS if is_cchain_control(env_id) else {}
-
-
-def is_cchain_control(env_id: str) -> bool:
-    return env_id.startswith("continual:cchain-")
-
 
 def is_atari(env_id: str) -> bool:
-    # a continual id takes the recipe of the env it is built on
+    # a continual id has the observations of the env it is built on
     return base_env_id(env_id).startswith("ALE/")
 
 

@@ -15,6 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from cleanrl_plus import recipes
 from cleanrl_plus.errors import UserError
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.logger import flatten_args
@@ -82,8 +83,10 @@ class RunArgs:
 
     @classmethod
     def defaults_for(cls, env_id: str, **overrides: Any):
-        """The agent's defaults for `env_id` (an agent whose recipe depends on the env family overrides this)."""
-        return cls(env_id=env_id, **overrides)
+        """The agent's defaults for `env_id`: the field defaults, the values of its recipe for that id where it has one
+        (cleanrl_plus/recipes/), then `overrides`."""
+        recipe = recipes.find(agent_of(cls), env_id, cls)
+        return cls(env_id=env_id, **((recipe.values if recipe else {}) | overrides))
 
 
 # Flags that may differ between a run and its --resume: budgets, cadences and where/how it runs (--compile and
