@@ -180,7 +180,7 @@ def test_every_recipe_names_its_sources_and_is_package_data():
 
 def help_of(agent: str, env_id: str) -> str:
     command = [sys.executable, f"agents/{agent}.py", "--env-id", env_id, "--help"]
-    environment = os.environ | {"COLUMNS": "200", "PYTHONPATH": "."}
+    environment = os.environ | {"COLUMNS": "100", "PYTHONPATH": "."}
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=environment)
     assert result.returncode == 0, result.stderr
     return " ".join(result.stdout.split())  # the box wraps lines; its borders are │
@@ -192,3 +192,12 @@ def test_help_shows_a_recipe_value_and_the_file_it_comes_from():
     assert "(default: 0.5)" in text  # vf_coef: no recipe sets it
     text = help_of("ppo", "continual:cchain-cartpole").replace("│ ", "").replace(" │", "")
     assert "(default: leaky-relu, from cleanrl_plus/recipes/ppo-cchain-control.toml)" in text
+
+
+def test_a_run_names_its_recipe_at_the_start_and_in_its_summary(tmp_path, capsys):
+    tiny = dict(total_timesteps=40, learning_starts=20, batch_size=8, buffer_size=100, eval_every=0, eval_episodes=1)
+    summary = ddqn.main(ddqn.Args.defaults_for("CartPole-v1", **tiny, progress=False, runs_dir=str(tmp_path)))
+    assert "recipe: ddqn-classic (cleanrl_plus/recipes/ddqn-classic.toml)" in capsys.readouterr().out
+    assert summary["recipe"] == "ddqn-classic"
+    summary = ddqn.main(ddqn.Args.defaults_for("ALE/Breakout-v5", **tiny, progress=False, runs_dir=str(tmp_path)))
+    assert "recipe:" not in capsys.readouterr().out and summary["recipe"] is None

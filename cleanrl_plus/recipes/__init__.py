@@ -36,6 +36,8 @@ class Recipe:
     path: Path
     values: dict[str, Any]
     """flag → value, of the Args field's type (tuples, nested settings dataclasses)"""
+    flags: tuple[str, ...]
+    """the fields the file sets, a nested one dotted (net.activation): what --help marks as the recipe's"""
 
     @property
     def shown(self) -> str:
@@ -66,7 +68,15 @@ def find(agent: str, env_id: str, args_type: type, folder: Path = FOLDER) -> Rec
     if not matching:
         return None
     path, data = matching[0]
-    return Recipe(path.stem, path, as_fields(args_type, data["values"], path))
+    return Recipe(path.stem, path, as_fields(args_type, data["values"], path), tuple(dotted(data["values"])))
+
+
+def dotted(values: dict[str, Any], prefix: str = "") -> list[str]:
+    """The names a table of values sets, a sub-table's dotted (net.activation)."""
+    names = []
+    for name, value in values.items():
+        names += dotted(value, f"{prefix}{name}.") if isinstance(value, dict) else [prefix + name]
+    return names
 
 
 def as_fields(settings_type: type, values: dict[str, Any], path: Path) -> dict[str, Any]:
