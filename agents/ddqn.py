@@ -52,9 +52,9 @@ from cleanrl_plus.errors import UserError
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.members import Members
+from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
-from cleanrl_plus.offpolicy import GroupNetwork, OffPolicyAgent, on_obs, start, update_batches
+from cleanrl_plus.offpolicy import OffPolicyAgent, on_obs, start, update_batches
 from cleanrl_plus.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
