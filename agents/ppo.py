@@ -44,12 +44,11 @@ from torch import Tensor
 
 import envs
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.encoders import orthogonal_nature_cnn
+from cleanrl_plus.encoders import orthogonal_nature_cnn, ppo_mlp
 from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import GroupNetwork, Members
-from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, hidden_linear, layer_init, units_for
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags, check_rollout_spaces
@@ -177,28 +176,6 @@ def network_settings(args: Args) -> tuple[str, str]:
 
 
 # ---- networks ------------------------------------------------------------------------------------
-def ppo_mlp(
-    members: int,
-    in_features: int,
-    out_features: int,
-    hidden: tuple[int, ...],
-    activation: str,
-    out_std: float,
-    norm: str = "none",
-    init: str = "orthogonal",
-) -> nn.Sequential:
-    """MLP of each member, orthogonally initialised (`out_std` the head's gain) or with nn.Linear's
-    init (`init` "default"); `activation` and `norm` as --net.* (cleanrl_plus.nn)."""
-    initialise = layer_init if init == "orthogonal" else lambda layer, std=None: layer
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layer = hidden_linear(members, in_features, units_for(width, activation), norm)
-        layers += [initialise(layer), ACTIVATIONS[activation]()]
-        in_features = width
-    layers.append(initialise(EnsembleLinear(members, in_features, out_features), std=out_std))
-    return nn.Sequential(*layers)
-
-
 class Policy(nn.Module):
     """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with
     state-independent log σ for Box. `net` maps observations to those outputs: an MLP on
@@ -592,8 +569,7 @@ def train(parts: PPOParts) -> dict:
     obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=run.seeds), update=True))
     session.learning_started(global_step, num_updates)
     batch_size = args.num_steps * env.envs_per_member  # env steps of each member per iteration
-    # ceil: the run spends at least its whole budget
-    num_iterations = -(-args.total_timesteps // batch_size)
+    num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
 
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         if run.stop_requested:
