@@ -43,7 +43,7 @@ def test_an_agent_is_check_build_train_and_main_the_two_calls(agent):
 
 MAX_FILE_LINES = 520
 # issue 49 asks for every agent at most MAX_FILE_LINES long; these are not yet, and may only shrink
-NOT_YET = {"ppo": 643, "sac_simba": 582}
+NOT_YET = {"ppo": 642, "sac_simba": 582}
 
 
 @pytest.mark.parametrize("agent", AGENTS)
