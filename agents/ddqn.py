@@ -11,11 +11,11 @@
             minimise Huber (or MSE) of Q(s, a) − y
         every `target_network_frequency` env steps: θ̄ ← (1 − τ)θ̄ + τθ   (τ = 1: hard copy)
 
-Defaults depend on the env family (`Args.defaults_for`, applied from `--env-id`; flags given
-override them):
-- Atari `ALE/<Game>-v5`: CleanRL's `dqn_atari.py` (lr 1e-4, buffer 1M, batch 32, 80k random-ish
-  steps, train every 4 steps, hard target copy every 1000 steps, ε 1 → 0.01 over 10% of 10M
-  steps, ε = 0.05 in evaluation) with the Double-DQN target and the Huber loss of Mnih et al./
+Defaults depend on the env family (the recipes cleanrl_plus/recipes/ddqn-*.toml, each with its
+sources, picked by `--env-id`; flags given override them):
+- Atari `ALE/<Game>-v5`: the field defaults below, CleanRL's `dqn_atari.py` (lr 1e-4, buffer 1M,
+  batch 32, 80k random-ish steps, train every 4 steps, hard target copy every 1000 steps, ε 1 →
+  0.01 over 10% of 10M steps, ε = 0.05 in evaluation) with the Double-DQN target and the Huber loss of Mnih et al./
   van Hasselt et al. (CleanRL uses MSE: `--loss mse`); Nature CNN.
 - MinAtar `MinAtar/<Game>-v0|v1`: the DQN settings of a Stable-Baselines3 reference run we
   measured on MinAtar Breakout (docs/agents/ddqn.md; lr 2.5e-4, buffer 100k, batch 32, train
@@ -51,13 +51,12 @@ from cleanrl_plus.encoders import MinAtarCNN, MLPTorso, NatureCNN
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.members import Members
+from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
-from cleanrl_plus.offpolicy import GroupNetwork, OffPolicyAgent, on_obs, start, update_batches
+from cleanrl_plus.offpolicy import OffPolicyAgent, on_obs, start, update_batches
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession, crossed
-from envs.continual import base_env_id
 from envs.errors import UserError
 from envs.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from plasticity import Network, Plasticity, catalogue
@@ -140,51 +139,6 @@ class Args(RemedyArgs, RunArgs):
     reset: ResetArgs = dataclasses.field(default_factory=ResetArgs)
     """resets / shrink-and-perturb / ReDo of the Q-network (`--reset.networks critic|both`; ReDo
     on its FC layers)"""
-
-    @classmethod
-    def defaults_for(cls, env_id: str, **overrides: Any) -> "Args":
-        return cls(env_id=env_id, **(FAMILY_DEFAULTS[env_family(env_id)] | overrides))
-
-
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "atari": {},  # the field defaults above
-    "minatar": dict(
-        total_timesteps=5_000_000,
-        learning_rate=2.5e-4,
-        buffer_size=100_000,
-        target_network_frequency=1_000,
-        end_e=0.1,
-        exploration_fraction=0.02,
-        learning_starts=5_000,
-        max_grad_norm=10.0,
-        eval_epsilon=0.0,
-        eval_every=50_000,
-        checkpoint_every=250_000,
-    ),
-    "classic": dict(
-        total_timesteps=50_000,
-        learning_rate=2.3e-3,
-        buffer_size=100_000,
-        batch_size=64,
-        target_network_frequency=10,
-        end_e=0.04,
-        exploration_fraction=0.16,
-        learning_starts=1_000,
-        train_frequency=256,
-        gradient_steps=128,
-        max_grad_norm=10.0,
-        eval_epsilon=0.0,
-        eval_every=5_000,
-        checkpoint_every=50_000,
-    ),
-}
-
-
-def env_family(env_id: str) -> str:
-    env_id = base_env_id(env_id)  # a continual id takes the recipe of the env it is built on
-    if env_id.startswith("ALE/"):
-        return "atari"
-    return "minatar" if env_id.startswith("MinAtar/") else "classic"
 
 
 # ---- networks -----------------------------------------------------------------------------------

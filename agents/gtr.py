@@ -27,7 +27,7 @@ with |Δ| > σ under the updated policy ("released", gtr/released_fraction) and 
 the cosine between successive iterations' policy-parameter updates (the paper's "directionally
 inefficient" claim: PPO's successive updates point in inconsistent directions).
 
-GTR is PPO (agents/ppo.py) with `GaussianTrustRegion` as its policy-loss term in place of L_clip:
+GTR is PPO (agents/ppo.py) with `GaussianTrustRegion` (a `ppo.TrustRegion`) in place of L_clip:
 before the epochs it computes the anchor log-probs of the rollout, inside every minibatch it is the
 policy loss (a pure function of tensors, so PPO's --compile/--cudagraphs cover it), and after the
 epochs it reports the diagnostics. Everything else — rollout, GAE with truncation bootstrap, value
@@ -130,9 +130,9 @@ class MixtureAnchor:
             snapshot.load_state_dict(state)
 
 
-class GaussianTrustRegion(ppo.ClippedSurrogate):
-    """GTR's policy-loss term in PPO's loop (see `ppo.ClippedSurrogate`): the anchor's log-probs
-    before the epochs, the penalised loss in every minibatch, the gtr/* diagnostics after."""
+class GaussianTrustRegion:
+    """GTR's policy-loss term in PPO's loop (a `ppo.TrustRegion`): the anchor's log-probs before
+    the epochs, the penalised loss in every minibatch, the gtr/* diagnostics after."""
 
     extra_features = 1  # log π_A(a|s) of every rollout sample, in storage.extra
 
@@ -154,7 +154,7 @@ class GaussianTrustRegion(ppo.ClippedSurrogate):
     ) -> Tensor:
         # (members, B) quantities: one loss per member
         if self.args.mode == "add":
-            surrogate = super().__call__(ratio, advantages, new_logprobs, minibatch, clip_coef)
+            surrogate = ppo.clipped_surrogate_loss(ratio, advantages, clip_coef)
         else:
             surrogate = -(ratio * advantages).mean(-1)
         delta = new_logprobs - minibatch.extra[..., 0]
@@ -177,9 +177,6 @@ class GaussianTrustRegion(ppo.ClippedSurrogate):
             report["gtr/update_cosine"] = torch.cosine_similarity(direction, self.previous_direction, dim=1)
         self.previous_direction = direction
         return report
-
-    def checkpointed(self) -> dict[str, "GaussianTrustRegion"]:
-        return {"trust_region": self}
 
     def state_dict(self) -> dict:
         return {

@@ -6,11 +6,10 @@ Defaults are CleanRL's `ppo_continuous_action.py` (also GTR's base, agents/gtr.p
 advantage normalisation, 64-64 tanh networks with orthogonal init, observation and reward
 normalisation (clip ±10). For CartPole the rl-zoo recipe is in the README (8 envs, 32 steps,
 20 epochs, λ 0.8, γ 0.98, lr 1e-3 and clip 0.2 both annealed). Atari `ALE/<Game>-v5` ids take
-CleanRL's `ppo_atari.py` recipe instead (`Args.defaults_for`; flags given override it): 8 envs ×
-128 steps, 4 epochs × 4 minibatches, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps, no
-observation or reward normalisation (the training env clips rewards to their sign), and its
-network: the Nature CNN (orthogonal init, gain √2) shared by a linear policy head (gain 0.01) and
-a linear value head (gain 1), frames /255.
+CleanRL's `ppo_atari.py` recipe instead, and `continual:cchain-*` ids C-CHAIN's classic-control one
+(cleanrl_plus/recipes/ppo-*.toml, each with its sources; flags given override them); on Atari the
+network is the Nature CNN (orthogonal init, gain √2) shared by a linear policy head (gain 0.01) and
+a linear value head (gain 1), frames /255, and the training env clips rewards to their sign.
 
     for each iteration:
         lr ← lr₀·(1 − (i − 1)/I)                                              (--anneal-lr)
@@ -22,9 +21,9 @@ a linear value head (gain 1), frames /255.
             L_V = ½E[max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²)]      (--clip-vloss)
             minimise L_clip + c_V·L_V − c_H·H[π_θ];  clip ‖∇‖ ≤ 0.5
 
-GTR (agents/gtr.py) is this agent with another policy-loss term in place of L_clip, which
-`build(args, trust_region=...)` takes: it may keep anchor data with the rollout and act before and
-after the epochs; everything else is PPO's.
+GTR (agents/gtr.py) is this agent with another policy-loss term in place of L_clip, a
+`TrustRegion` that `build(args, trust_region=...)` takes: it may keep anchor data with the rollout
+and act before and after the epochs; everything else is PPO's.
 
 Run: python agents/ppo.py --env-id CartPole-v1      (python agents/ppo.py --help lists every flag)
      python agents/ppo.py --env-id ALE/Breakout-v5 --env-backend envpool
@@ -36,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, Protocol
 
 import gymnasium as gym
 import torch
@@ -45,24 +44,23 @@ from torch import Tensor
 
 import envs
 from cleanrl_plus.config import RunArgs
-from cleanrl_plus.encoders import orthogonal_nature_cnn
+from cleanrl_plus.encoders import orthogonal_nature_cnn, ppo_mlp
 from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.gae import generalized_advantages
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.members import Members
-from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, hidden_linear, layer_init, units_for
+from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
-from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags
+from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags, check_rollout_spaces
 from cleanrl_plus.run import Run, check_run_args, cli_main, start_run
+from cleanrl_plus.sampling import action_noise, sample_actions
 from cleanrl_plus.session import TrainingSession
 from cleanrl_plus.transition import Transition
 from envs.continual import base_env_id
-from envs.errors import UserError
 from envs.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
 from plasticity import Plasticity, catalogue
 from plasticity.actor_critic import actor_critic_network
-from plasticity.architecture import NetArgs, torso_settings
+from plasticity.architecture import torso_settings
 from plasticity.diagnostics import DiagnosticsArgs
 from plasticity.hooks import RemedyArgs
 from plasticity.least import LEASTArgs
@@ -166,59 +164,9 @@ class Args(RemedyArgs, RunArgs):
     updates (plasticity/resets.py);
     on Atari both together (one torso: 'agent'), ReDo on its fully connected layers"""
 
-    @classmethod
-    def defaults_for(cls, env_id: str, **overrides: Any) -> "Args":
-        return cls(env_id=env_id, **(recipe_for(env_id) | overrides))
-
-
-# CleanRL's ppo_atari.py (= ppo_atari_envpool.py: the same numbers); γ, λ, c_V = 0.5, value
-# clipping, grad-norm 0.5, Adam ε 1e-5, lr annealing and advantage normalisation are the field
-# defaults above. Evaluation and checkpoint cadences are DDQN's Atari ones; eval ε 0.05 as DDQN's
-# (CleanRL evaluates by sampling).
-ATARI_DEFAULTS: dict[str, Any] = (
-    dict(total_timesteps=10_000_000, num_envs=8, num_steps=128, learning_rate=2.5e-4)
-    | dict(num_minibatches=4, update_epochs=4, clip_coef=0.1, ent_coef=0.01)
-    | dict(normalize_obs=False, normalize_reward=False, hidden_sizes=())
-    | dict(eval_epsilon=0.05, eval_every=250_000, checkpoint_every=1_000_000)
-)
-
-
-# C-CHAIN's continual Gym Control PPO (`continual:cchain-*` ids): Tang et al. 2025,
-# bluecontra/C-CHAIN crl_gym_classic_control/control_train_aligned_vanilla.py (args, loop) +
-# basic_utils.py (losses, targets) + networks.py, which reorganise TRAC's main.ipynb. One env; 800
-# steps per iteration, every iteration starting fresh episodes; 5 epochs of minibatch 32 (25 per
-# epoch); one Adam (torch defaults: ε 1e-8) over both networks, lr 1e-3 (the scripts' default since
-# commit f5ff6d2; 1e-2 in 6412a34 and in TRAC's notebook: --learning-rate 0.01), constant; no
-# gradient clipping; clip 0.2, entropy 0.01, value loss 0.5·MSE (c_V = 1 on our ½E[(V − R)²])
-# unclipped; GAE(0.99, 0.95) advantages normalised over the iteration, value targets the discounted
-# return-to-go (λ_V = 1); rewards /20; raw observations; separate 3 × 256 LeakyReLU(0.1) MLPs with
-# torch's default init; the policy Categorical(softmax(logits)) (networks.py: PolicyNetwork.forward
-# ends in F.softmax). No evaluation in their scripts: ours runs only at each level's end. The run
-# length is the preset's schedule (10 levels × 160k steps; MountainCar 5 × 320k).
-CCHAIN_CONTROL_DEFAULTS: dict[str, Any] = (
-    dict(total_timesteps=1_600_000, num_envs=1, num_steps=800, num_minibatches=25, update_epochs=5)
-    | dict(learning_rate=1e-3, anneal_lr=False, adam_eps=1e-8, max_grad_norm=0.0)
-    | dict(clip_coef=0.2, clip_vloss=False, ent_coef=0.01, vf_coef=1.0)
-    | dict(gamma=0.99, gae_lambda=0.95, value_lambda=1.0, norm_adv_over="rollout")
-    | dict(normalize_obs=False, normalize_reward=False, reward_scale=1 / 20, restart_episodes=True)
-    | dict(hidden_sizes=(256, 256, 256), init="default", net=NetArgs(activation="leaky-relu"))
-    | dict(categorical_from="probs", eval_every=0)
-)
-
-
-def recipe_for(env_id: str) -> dict[str, Any]:
-    """The defaults of an env id: CleanRL's Atari recipe, C-CHAIN's classic control one, or none."""
-    if is_atari(env_id):
-        return ATARI_DEFAULTS
-    return CCHAIN_CONTROL_DEFAULTS if is_cchain_control(env_id) else {}
-
-
-def is_cchain_control(env_id: str) -> bool:
-    return env_id.startswith("continual:cchain-")
-
 
 def is_atari(env_id: str) -> bool:
-    # a continual id takes the recipe of the env it is built on
+    # a continual id has the observations of the env it is built on
     return base_env_id(env_id).startswith("ALE/")
 
 
@@ -230,28 +178,6 @@ def network_settings(args: Args) -> tuple[str, str]:
 
 
 # ---- networks ------------------------------------------------------------------------------------
-def ppo_mlp(
-    members: int,
-    in_features: int,
-    out_features: int,
-    hidden: tuple[int, ...],
-    activation: str,
-    out_std: float,
-    norm: str = "none",
-    init: str = "orthogonal",
-) -> nn.Sequential:
-    """MLP of each member, orthogonally initialised (`out_std` the head's gain) or with nn.Linear's
-    init (`init` "default"); `activation` and `norm` as --net.* (cleanrl_plus.nn)."""
-    initialise = layer_init if init == "orthogonal" else lambda layer, std=None: layer
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layer = hidden_linear(members, in_features, units_for(width, activation), norm)
-        layers += [initialise(layer), ACTIVATIONS[activation]()]
-        in_features = width
-    layers.append(initialise(EnsembleLinear(members, in_features, out_features), std=out_std))
-    return nn.Sequential(*layers)
-
-
 class Policy(nn.Module):
     """π_θ(a|s): categorical logits for Discrete spaces; a diagonal Gaussian with
     state-independent log σ for Box. `net` maps observations to those outputs: an MLP on
@@ -310,26 +236,12 @@ class Policy(nn.Module):
         return dist.log_prob(actions), dist.entropy()
 
     def noise(self, members: Members, steps: int, batch: int) -> Tensor:
-        """The random numbers `sample` turns into actions for `steps` successive batches of `batch`
-        observations of each member, (members, steps, batch, outputs), from the member's own
-        generator, drawn as torch's own samplers draw them: ε ~ N(0, 1) per action dimension (Box),
-        E ~ Exp(1) per action (Discrete). Exponential draws take a generator's numbers in the same
-        order whatever their size, so the Discrete block is one draw per member; normal draws do not
-        (16 or more take another path), so Box noise is drawn step by step."""
-        if self.continuous:
-            return torch.stack([members.randn(batch, self.outputs) for _ in range(steps)], dim=1)
-        return members.exponential(steps, batch, self.outputs)
+        """The random numbers of `steps` batches of actions, drawn before the rollout (cleanrl_plus/sampling.py)."""
+        return action_noise(members, steps, batch, self.outputs, self.continuous)
 
     def sample(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
-        """(a ~ π(·|s), log π(a|s)) from `noise`: a = μ + σ·ε (Box), or a = argmax p/E, the
-        exponential race that torch.multinomial runs for one draw (Discrete). The actions
-        `dist.sample()` would give, without its host sync on a GPU."""
-        dist = self.distribution(obs)
-        if self.continuous:
-            actions = dist.loc + dist.scale * noise
-            return actions, dist.log_prob(actions).sum(-1)
-        actions = (dist.probs / noise).argmax(dim=-1)
-        return actions, dist.log_prob(actions)
+        """(a ~ π(·|s), log π(a|s)) from `noise`: the actions `dist.sample()` would give, without its host sync."""
+        return sample_actions(self.distribution(obs), noise)
 
     def greedy(self, obs: Tensor) -> Tensor:
         return self.net(obs) if self.continuous else self.net(obs).argmax(dim=-1)
@@ -401,22 +313,8 @@ def make_agent(members: int, obs_shape: tuple[int, ...], action_space: gym.Space
 def make_policy(members: int, obs_shape: tuple[int, ...], action_space: gym.Space, args: Args) -> Policy:
     """A policy alone, as a reset of the policy ('actor') draws it afresh."""
     norm, activation = network_settings(args)
-    return Policy(
-        members,
-        obs_shape[0],
-        action_space,
-        args.hidden_sizes,
-        activation,
-        norm,
-        init=args.init,
-        categorical_from=args.categorical_from,
-    )
-
-
-def fresh(members: Members, factory: Callable[[int], nn.Module]) -> nn.Module:
-    """The network `factory(K)` of every member, each drawn from its own generator, on the members'
-    device."""
-    return members.build(factory).to(members.device)
+    hidden, init, categorical_from = args.hidden_sizes, args.init, args.categorical_from
+    return Policy(members, obs_shape[0], action_space, hidden, activation, norm, None, init, categorical_from)
 
 
 def evaluation_policy(
@@ -452,38 +350,25 @@ def value_loss(new_values: Tensor, minibatch: Minibatch, clip_coef: float | Tens
     return 0.5 * torch.max(unclipped, (clipped - minibatch.returns).square()).mean(-1)
 
 
-class ClippedSurrogate:
-    """PPO's policy-loss term, L_clip. A trust region takes its place (GTR: agents/gtr.py), and may
-    keep per-sample quantities with the rollout (`extra_features`, storage.extra), act before and
-    after each iteration's epochs, and checkpoint what it keeps; PPO's term does none of these."""
+class TrustRegion(Protocol):
+    """A policy-loss term in place of L_clip (GTR's, agents/gtr.py; PPO has none): it keeps `extra_features` values
+    of every rollout sample (storage.extra), acts before each iteration's epochs and after them (returning what it
+    logs), and a checkpoint holds it (state_dict, load_state_dict)."""
 
-    extra_features = 0
+    extra_features: int
 
     def __call__(
         self, ratio: Tensor, advantages: Tensor, new_logprobs: Tensor, minibatch: Minibatch, clip_coef: Tensor
-    ) -> Tensor:
-        """The policy loss of a minibatch: (members, B) quantities → one loss per member."""
-        return clipped_surrogate_loss(ratio, advantages, clip_coef)
-
-    def before_update(self, storage: RolloutStorage, policy: Policy) -> None:
-        """After the advantages are estimated, before the epochs."""
-
-    def after_update(self, storage: RolloutStorage, policy: Policy) -> dict[str, Tensor | float]:
-        """After the epochs: the values to log."""
-        return {}
-
-    def checkpointed(self) -> dict[str, Any]:
-        """What a checkpoint holds of it, name → object with state_dict()/load_state_dict()."""
-        return {}
-
-
-# a policy-loss term in place of PPO's, built on the policy of K members (GTR's trust region)
-TrustRegion = Callable[[Policy, int], ClippedSurrogate]
+    ) -> Tensor: ...
+    def before_update(self, storage: RolloutStorage, policy: Policy) -> None: ...
+    def after_update(self, storage: RolloutStorage, policy: Policy) -> dict[str, Tensor | float]: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 def ppo_objective(
     agent: ActorCritic,
-    policy_loss: ClippedSurrogate,
+    trust_region: TrustRegion | None,
     plasticity: Plasticity,
     args: Args,
     minibatch: Minibatch,
@@ -498,7 +383,11 @@ def ppo_objective(
     advantages = minibatch.advantages
     if args.norm_adv and args.norm_adv_over == "minibatch":
         advantages = (advantages - advantages.mean(-1, keepdim=True)) / (advantages.std(-1, keepdim=True) + 1e-8)
-    pg_loss = policy_loss(ratio, advantages, new_logprobs, minibatch, clip_coef)
+    # L_clip, or the trust region's term in its place (GTR)
+    if trust_region is None:
+        pg_loss = clipped_surrogate_loss(ratio, advantages, clip_coef)
+    else:
+        pg_loss = trust_region(ratio, advantages, new_logprobs, minibatch, clip_coef)
     v_loss = value_loss(new_values, minibatch, clip_coef, args.clip_vloss)
     entropy_loss = entropy.mean(-1)
     loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
@@ -589,15 +478,6 @@ def check(args: Args, agent_name: str = "ppo") -> None:
     check_run_args(args)
 
 
-def check_spaces(env, env_id: str, agent_name: str, frames: bool) -> None:
-    space, obs_shape = env.single_action_space, env.single_observation_space.shape
-    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or not (frames or len(obs_shape) == 1):
-        raise UserError(
-            f"{agent_name} supports vector observations or Atari frames with Discrete or Box actions; "
-            f"{env_id} has {env.single_observation_space} → {space}"
-        )
-
-
 @dataclasses.dataclass
 class PPOParts:
     """Everything a PPO run holds (`build` makes it, `train` runs it)."""
@@ -615,7 +495,7 @@ class PPOParts:
     obs_normalizer: ObservationNormalizer
     reward_scaler: RewardScaler
     storage: RolloutStorage
-    policy_loss: ClippedSurrogate
+    trust_region: TrustRegion | None
     plasticity: Plasticity
     session: TrainingSession
     eval_policy: Callable[[Tensor, Members], Tensor]
@@ -642,7 +522,7 @@ class PPOParts:
             self.clip_coef.fill_(args.clip_coef * progress_left)
 
 
-def build(args: Args, trust_region: TrustRegion | None = None, agent_name: str = "ppo") -> PPOParts:
+def build(args: Args, trust_region: Callable[[Policy, int], TrustRegion] | None = None, agent_name: str = "ppo") -> PPOParts:
     """Check the flags, then build a run, in this order (each member's weights are drawn from its
     own generator, so the order is part of the numbers): envs, networks, optimiser, normalisers, the
     policy-loss term (PPO's, or `trust_region(policy, members)`), storage, remedies and the steps,
@@ -654,10 +534,10 @@ def build(args: Args, trust_region: TrustRegion | None = None, agent_name: str =
     members = Members(run.seeds, device)  # each member's random streams, from its own seed
     K = len(members)
     env, evaluator = make_envs(args, device)
-    check_spaces(env, args.env_id, agent_name, is_atari(args.env_id))
+    check_rollout_spaces(env, args.env_id, agent_name, is_atari(args.env_id))
     space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
     built_for = dict(obs_shape=obs_shape, action_space=space, args=args)
-    new_agent = partial(fresh, members, partial(make_agent, **built_for))
+    new_agent = GroupNetwork(members, partial(make_agent, **built_for), device)
     agent = new_agent()
     adam_settings = dict(eps=args.adam_eps, betas=args.adam_betas) if args.optim.name == "adam" else {}
     optimizer = make_optimizer(args, agent.parameters(), device, members=K, **adam_settings)
@@ -668,39 +548,26 @@ def build(args: Args, trust_region: TrustRegion | None = None, agent_name: str =
     clip_coef = torch.tensor(args.clip_coef, dtype=schedule_dtype, device=device)
     obs_normalizer = ObservationNormalizer(obs_shape, args.normalize_obs, members=K).to(device)
     reward_scaler = RewardScaler(env.envs_per_member, args.gamma, args.normalize_reward, members=K).to(device)
-    policy_loss = trust_region(agent.policy, K) if trust_region else ClippedSurrogate()
-    storage = RolloutStorage.for_env(args.num_steps, env, device, members, policy_loss.extra_features)
+    trust_region = trust_region(agent.policy, K) if trust_region else None
+    extra_features = trust_region.extra_features if trust_region else 0
+    storage = RolloutStorage.for_env(args.num_steps, env, device, members, extra_features)
     to_env = envs.action_clipper(space, device)
     eval_policy = evaluation_policy(agent, obs_normalizer, space, args.eval_epsilon, device)
-    new_policy = partial(fresh, members, partial(make_policy, **built_for))
+    new_policy = GroupNetwork(members, partial(make_policy, **built_for), device)
     updates_per_iteration = args.update_epochs * args.num_minibatches
     network = actor_critic_network(agent, optimizer, new_agent, new_policy, activation, updates_per_iteration)
     plasticity = Plasticity(args, network, logger=run.logger, members=K)
 
-    objective = compiled(partial(ppo_objective, agent, policy_loss, plasticity, args), args.compile)
+    objective = compiled(partial(ppo_objective, agent, trust_region, plasticity, args), args.compile)
     update = partial(minibatch_update, objective, optimizer, plasticity, storage, args.max_grad_norm, K)
     acting = compiled(partial(act, agent), args.compile)
     advantages = partial(estimate_advantages, agent.value, storage, args)
     normalizers = dict(obs_normalizer=obs_normalizer, reward_scaler=reward_scaler)
-    checkpointed = plasticity.checkpointed() | normalizers | policy_loss.checkpointed()
+    checkpointed = plasticity.checkpointed() | normalizers | ({"trust_region": trust_region} if trust_region else {})
     session = TrainingSession(run, agent_name, env, evaluator, members=members, **checkpointed)
     return PPOParts(
-        args=args,
-        run=run,
-        members=members,
-        env=env,
-        agent=agent,
-        optimizer=optimizer,
-        learning_rate=learning_rate,
-        clip_coef=clip_coef,
-        obs_normalizer=obs_normalizer,
-        reward_scaler=reward_scaler,
-        storage=storage,
-        policy_loss=policy_loss,
-        plasticity=plasticity,
-        session=session,
-        eval_policy=eval_policy,
-        to_env=to_env,
+        *(args, run, members, env, agent, optimizer, learning_rate, clip_coef, obs_normalizer, reward_scaler, storage),
+        *(trust_region, plasticity, session, eval_policy, to_env),
         # a captured step is captured again when a tensor it watches is replaced (injection, dropped
         # optimiser state)
         act=GraphStep(acting, args.cudagraphs, watch=(agent.policy,)),
@@ -712,13 +579,12 @@ def build(args: Args, trust_region: TrustRegion | None = None, agent_name: str =
 def train(parts: PPOParts) -> dict:
     """PPO's loop (the box above), for every member at once; returns the run's summary."""
     args, run, env, agent, storage = parts.args, parts.run, parts.env, parts.agent, parts.storage
-    session, plasticity, policy_loss = parts.session, parts.plasticity, parts.policy_loss
+    session, plasticity, trust_region = parts.session, parts.plasticity, parts.trust_region
     members, obs_normalizer, reward_scaler = parts.members, parts.obs_normalizer, parts.reward_scaler
     obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=run.seeds), update=True))
     session.learning_started(global_step, num_updates)
     batch_size = args.num_steps * env.envs_per_member  # env steps of each member per iteration
-    # ceil: the run spends at least its whole budget
-    num_iterations = -(-args.total_timesteps // batch_size)
+    num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
 
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         if run.stop_requested:
@@ -743,7 +609,8 @@ def train(parts: PPOParts) -> dict:
         previous_step, global_step = global_step, global_step + batch_size
         # Â = GAE(γ, λ), bootstrapping from V(s') on truncation, not on termination
         parts.estimate_advantages()
-        policy_loss.before_update(storage, agent.policy)
+        if trust_region:  # GTR: the anchor's log-probabilities of the rollout
+            trust_region.before_update(storage, agent.policy)
 
         # ---- epochs of minibatch updates, one clipped fraction per member ------------------------
         clipped, updates_done = torch.zeros(len(members), device=run.device), 0
@@ -763,7 +630,7 @@ def train(parts: PPOParts) -> dict:
         losses = stats | {"losses/clipfrac": clipped / updates_done}
         losses |= {"charts/learning_rate": parts.learning_rate}
         losses |= plasticity.report() | {"losses/explained_variance": storage.explained_variance()}
-        losses |= policy_loss.after_update(storage, agent.policy)
+        losses |= trust_region.after_update(storage, agent.policy) if trust_region else {}
         session.after_step(previous_step, global_step, num_updates, losses, parts.eval_policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
         if session.task_switched:

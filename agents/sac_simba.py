@@ -58,10 +58,10 @@ from cleanrl_plus.critics import convex_min_max, critic_losses, critic_report
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categorical_target
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.graphs import GraphStep, compiled
-from cleanrl_plus.members import Members
+from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
-from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
+from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, q_on_batch, start, update_batches
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession

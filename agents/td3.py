@@ -46,6 +46,7 @@ from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categoric
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.exploration import ExplorationScales
 from cleanrl_plus.graphs import GraphStep, compiled
+from cleanrl_plus.members import GroupNetwork
 from cleanrl_plus.nn import (
     ACTIVATIONS,
     EnsembleLinear,
@@ -56,7 +57,7 @@ from cleanrl_plus.nn import (
     target_copy,
 )
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
-from cleanrl_plus.offpolicy import ActorCriticAgent, GroupNetwork, act_in_box, on_obs, q_on_batch, start, update_batches
+from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, q_on_batch, start, update_batches
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession

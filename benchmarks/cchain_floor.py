@@ -1,7 +1,7 @@
 """The least CPU time a group's updates can take in the C-CHAIN setting, from this machine's matrix-product and Adam
 speeds: the floor under issue 37's 20-CPU-minute target.
 
-A C-CHAIN group's update (agents/ppo.py CCHAIN_CONTROL_DEFAULTS: one env per member, 800 steps per iteration, 25
+A C-CHAIN group's update (cleanrl_plus/recipes/ppo-cchain-control.toml: one env per member, 800 steps per iteration, 25
 minibatches of 32 × 5 epochs, separate 3 × 256 policy and value MLPs) is a batched product per layer forward, and two
 backward (∂W, and ∂X for every layer but the first), then one fused Adam step over every member's parameters. This
 times each of those products at the group's shapes and the fused Adam step on its parameter count, one thread, and
@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 import envs  # noqa: E402
 from agents import ppo  # noqa: E402
+from cleanrl_plus import recipes  # noqa: E402
 from cleanrl_plus.nn import EnsembleLinear  # noqa: E402
 
 
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--members", type=int, default=6, help="seeds in the group")
     parser.add_argument("--calls", type=int, default=400, help="timed calls of each product")
     options = parser.parse_args(argv)
-    if not ppo.is_cchain_control(options.env_id):
+    recipe = recipes.find("ppo", options.env_id, ppo.Args)
+    if recipe is None or recipe.name != "ppo-cchain-control":
         parser.exit(2, f"error: {options.env_id} is not a C-CHAIN setting: pass a continual:cchain-* id\n")
     torch.set_num_threads(1)
     result = floor(options.env_id, options.members, options.calls)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -15,6 +16,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from cleanrl_plus import recipes
 from cleanrl_plus.flags import parse_flags
 from cleanrl_plus.logger import flatten_args
 from cleanrl_plus.names import check_printable
@@ -83,8 +85,10 @@ class RunArgs:
 
     @classmethod
     def defaults_for(cls, env_id: str, **overrides: Any):
-        """The agent's defaults for `env_id` (an agent whose recipe depends on the env family overrides this)."""
-        return cls(env_id=env_id, **overrides)
+        """The agent's defaults for `env_id`: the field defaults, the values of its recipe for that id where it has one
+        (cleanrl_plus/recipes/), then `overrides`."""
+        recipe = recipes.find(agent_of(cls), env_id, cls)
+        return cls(env_id=env_id, **((recipe.values if recipe else {}) | overrides))
 
 
 # Flags that may differ between a run and its --resume: budgets, cadences and where/how it runs (--compile and
@@ -211,17 +215,25 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     )
     pre.add_argument("--continual.num-tasks", "--continual.num_tasks", type=_int_or_0, default=0, dest="num_tasks")
     known, _ = pre.parse_known_args(argv)
+    sources: dict[str, str] = {}
     if known.resume:
         default = load_saved_args(args_type, Path(known.resume))
     else:
         env_id = known.env_id or _field_default(args_type, "env_id")
-        default = args_type.defaults_for(env_id)
+        default = from_recipe = args_type.defaults_for(env_id)
         if is_continual(env_id):  # a continual run spends its whole schedule unless --total-timesteps says otherwise
             schedule = parse_continual_id(
                 env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks)
             )
             default = dataclasses.replace(default, total_timesteps=schedule.total_steps)
-    args = parse_flags(args_type, argv, default=default, check_numbers=False, unknown_group_hint=REMEDIES_HINT)
+        recipe = recipes.find(agent_of(args_type), env_id, args_type)
+        # --help names the file a default comes from, where the recipe's value is the one in force
+        for flag in recipe.flags if recipe else ():
+            if _value_at(default, flag) == _value_at(from_recipe, flag):
+                sources[flag] = recipe.shown
+    args = parse_flags(
+        args_type, argv, default=default, check_numbers=False, unknown_group_hint=REMEDIES_HINT, sources=sources
+    )
     validate_args(args)
     return args
 
@@ -235,6 +247,10 @@ def _int_or_0(text: str) -> int:
         return int(text)
     except ValueError:
         return 0
+
+
+def _value_at(settings: Any, dotted: str) -> Any:
+    return functools.reduce(getattr, dotted.split("."), settings)
 
 
 def _field_default(args_type: type, name: str) -> Any:

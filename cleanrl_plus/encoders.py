@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from cleanrl_plus.nn import (
     ACTIVATIONS,
+    EnsembleLinear,
     MemberConv2d,
     hidden_conv,
     hidden_linear,
@@ -84,3 +85,26 @@ def orthogonal_nature_cnn(members: int, obs_shape: tuple[int, ...], norm: str = 
     for layer in [*(m for m in torso.convs if isinstance(m, MemberConv2d)), torso.fc]:
         layer_init(layer)
     return torso
+
+
+def ppo_mlp(
+    members: int,
+    in_features: int,
+    out_features: int,
+    hidden: tuple[int, ...],
+    activation: str,
+    out_std: float,
+    norm: str = "none",
+    init: str = "orthogonal",
+) -> nn.Sequential:
+    """CleanRL's PPO MLP (agents/ppo.py's policy and value networks, and their heads on the Nature CNN) of each member,
+    orthogonally initialised (`out_std` the head's gain) or with nn.Linear's init (`init` "default"); `activation` and
+    `norm` as --net.* (cleanrl_plus.nn)."""
+    initialise = layer_init if init == "orthogonal" else lambda layer, std=None: layer
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layer = hidden_linear(members, in_features, units_for(width, activation), norm)
+        layers += [initialise(layer), ACTIVATIONS[activation]()]
+        in_features = width
+    layers.append(initialise(EnsembleLinear(members, in_features, out_features), std=out_std))
+    return nn.Sequential(*layers)

@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import typing
+from functools import partial
 from typing import Any, Iterator, TypeVar
 
 from cleanrl_plus.ranges import check_ranges
@@ -40,16 +41,20 @@ def parse_flags(
     description: str | None = None,
     check_numbers: bool = True,
     unknown_group_hint: str = "",
+    sources: dict[str, str] | None = None,
 ) -> SettingsT:
-    """tyro.cli with its errors as one-line UserErrors; `--help` prints tyro's help as usual. With `check_numbers`, a
-    number outside its declared range, or not finite, is refused too. `unknown_group_hint` follows the message for a
-    flag of a settings group the type does not have (`--swd.enabled` for an agent without SWD)."""
+    """tyro.cli with its errors as one-line UserErrors; `--help` prints tyro's help as usual, with `(default: 2.5e-4,
+    from FILE)` for each flag `sources` names (flag as dotted field name → FILE). With `check_numbers`, a number
+    outside its declared range, or not finite, is refused too. `unknown_group_hint` follows the message for a flag of a
+    settings group the type does not have (`--swd.enabled` for an agent without SWD)."""
     import tyro
 
     argv = list(argv)
     prog = prog or sys.argv[0] or "cleanrl-plus"
     options = dict(args=argv, prog=prog, default=default, description=description)
     if "-h" in argv or "--help" in argv:
+        if sources and default is not None:
+            settings_type, options["default"] = with_sources(settings_type, default, sources)
         return tyro.cli(settings_type, **options)
     printed = io.StringIO()
     try:
@@ -64,6 +69,38 @@ def parse_flags(
         check_finite(settings)
         check_ranges(settings)
     return settings
+
+
+def with_sources(settings_type: type, default: Any, sources: dict[str, str]) -> tuple[type, Any]:
+    """For --help only: a subclass of `settings_type` whose fields named in `sources` (nested ones dotted) print where
+    their default comes from after it, and `default` as an instance of it. The field docstrings stay the base class's
+    (tyro reads them along the class's bases)."""
+    import tyro
+
+    hints = typing.get_type_hints(settings_type, include_extras=True)
+    redefined, values = [], {}
+    for field in dataclasses.fields(settings_type):
+        value = getattr(default, field.name)
+        inner = {name.split(".", 1)[1]: where for name, where in sources.items() if name.startswith(field.name + ".")}
+        if inner and dataclasses.is_dataclass(value):
+            hint, value = with_sources(type(value), value, inner)
+        elif field.name in sources:
+            hint = typing.Annotated[hints[field.name], tyro.conf.arg(help_behavior_hint=partial(_from, sources[field.name]))]
+        else:
+            values[field.name] = value
+            continue
+        redefined.append((field.name, hint, dataclasses.field(default_factory=partial(_same, value))))
+        values[field.name] = value
+    help_type = dataclasses.make_dataclass(settings_type.__name__, redefined, bases=(settings_type,))
+    return help_type, help_type(**values)
+
+
+def _from(source: str, default_label: str) -> str:
+    return f"(default: {default_label}, from {source})"
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @contextlib.contextmanager

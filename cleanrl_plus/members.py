@@ -16,12 +16,14 @@ state into one member's — what a one-seed run of that seed saves — and stack
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn as nn
 
 from cleanrl_plus.nn import EnsembleLinear
+from cleanrl_plus.normalization import with_normalizer
 
 
 @contextlib.contextmanager
@@ -200,3 +202,19 @@ def group_state(states: list[Any], shared: set[str] = frozenset(), prefix: str =
             group_state([s[i] for s in states], shared, f"{prefix}.{i}" if prefix else str(i)) for i in range(len(first))
         )
     return first
+
+
+@dataclasses.dataclass(eq=False)
+class GroupNetwork:
+    """Called, a fresh network of every member: `make(members)` built member by member from each member's generator
+    (`Members.build`) on `device`, reading its inputs through `normalizer` where given. The agent builds its networks
+    with it, and the resets rebuild them with it."""
+
+    members: Members
+    make: Callable[[int], nn.Module]
+    device: torch.device
+    normalizer: nn.Module | None = None
+
+    def __call__(self) -> nn.Module:
+        module = self.members.build(self.make).to(self.device)
+        return module if self.normalizer is None else with_normalizer(module, self.normalizer)

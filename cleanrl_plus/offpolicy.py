@@ -20,7 +20,6 @@ import envs
 from cleanrl_plus.evaluator import Evaluator, make_envs
 from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.members import Members
-from cleanrl_plus.normalization import with_normalizer
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import Run, start_run
 from cleanrl_plus.session import TrainingSession
@@ -79,22 +78,6 @@ def act_in_box(agent: ActorCriticAgent, obs: torch.Tensor, global_step: int, num
     act_randomly, learn = agent.session.off_policy_phase(global_step, num_updates, agent.args.learning_starts, random_steps)
     agent.normalizer.update(obs)
     return learn, uniform_or_explore(act_randomly, agent.explore, obs, *agent.actor.bounds, agent.members)
-
-
-@dataclasses.dataclass(eq=False)
-class GroupNetwork:
-    """Called, a fresh network of every member: `make(members)` built member by member from each member's generator
-    (`Members.build`) on `device`, reading its inputs through `normalizer` where given. The agent builds its networks
-    with it, and the resets rebuild them with it."""
-
-    members: Members
-    make: Callable[[int], nn.Module]
-    device: torch.device
-    normalizer: nn.Module | None = None
-
-    def __call__(self) -> nn.Module:
-        module = self.members.build(self.make).to(self.device)
-        return module if self.normalizer is None else with_normalizer(module, self.normalizer)
 
 
 def on_obs(network: Callable[[torch.Tensor], Any], batch: Batch) -> Any:

@@ -147,3 +147,14 @@ def check_rollout_flags(args: Any, agent: str, frames: bool) -> None:
             f"rollout ({args.num_steps} steps × {args.num_envs} envs), so tasks would be skipped — raise it or lower "
             "--num-steps"
         )
+
+
+def check_rollout_spaces(env: Any, env_id: str, agent: str, frames: bool) -> None:
+    """One-line UserError for spaces an on-policy agent cannot take: it wants vector observations or Atari frames, and
+    Discrete or Box actions."""
+    space, obs_shape = env.single_action_space, env.single_observation_space.shape
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)) or not (frames or len(obs_shape) == 1):
+        raise UserError(
+            f"{agent} supports vector observations or Atari frames with Discrete or Box actions; "
+            f"{env_id} has {env.single_observation_space} → {space}"
+        )

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 import envs
+from cleanrl_plus import recipes
 from cleanrl_plus.checkpoint import (
     CHECKPOINT_NAME,
     finish_group_checkpoint,
@@ -236,6 +237,7 @@ class Run:
     stop_requested: bool = False  # set by SIGTERM/SIGINT: the loop checkpoints and exits at the next step
     logger: GroupLogger | None = None  # each member's values to its own run
     opened: bool = False
+    recipe: recipes.Recipe | None = None  # the defaults the env id picked (cleanrl_plus/recipes/), named at the start
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -271,6 +273,8 @@ class Run:
         action = f"resuming from step {self.start_step} in" if self.resumed else "logging to"
         where = self.members[0].dir if len(self.members) == 1 else f"{len(self.members)} runs in {self.members[0].dir.parent}"
         print(f"{action} {where} (device {self.device}, {torch.get_num_threads()} threads)", flush=True)
+        if self.recipe:
+            print(f"recipe: {self.recipe.name} ({self.recipe.shown})", flush=True)
 
     def close(self) -> None:
         for member in self.members:
@@ -435,7 +439,8 @@ def start_run(args: RunArgs) -> Run:
         )
         runs.append(member)
     seed_everything(runs[0].args.seed, args.torch_deterministic)
-    run = Run(args=args, device=device, members=runs)
+    recipe = recipes.find(agent_of(type(args)), args.env_id, type(args))
+    run = Run(args=args, device=device, members=runs, recipe=recipe)
     for member in runs:
         member.logger = Logger(
             str(member.dir), member.args, purge_step=_purge_step(member.resumed), before_first_event=run.open

@@ -213,6 +213,7 @@ class TrainingSession:
         result = {
             "agent": self.agent,
             "env_id": self.args.env_id,
+            "recipe": self.run.recipe.name if self.run.recipe else None,  # cleanrl_plus/recipes/<name>.toml
             "seed": member.args.seed,
             "run_dir": str(member.dir),
             "global_step": global_step,

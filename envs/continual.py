@@ -113,7 +113,7 @@ PRESETS: dict[str, Preset] = {
     # control_train_aligned_*.py, after TRAC's main.ipynb): a N(0, σ²) offset on every observation dimension per level
     # (level 0 clean), 200 PPO iterations × 800 steps per level, episodes cut at 400 steps (`max_timesteps`; the scripts
     # ignore gym's own truncation flag, so MountainCar's 200-step limit does not apply either). Agent side: the PPO
-    # recipe these ids pick (agents/ppo.py CCHAIN_CONTROL_DEFAULTS).
+    # recipe these ids pick (cleanrl_plus/recipes/ppo-cchain-control.toml).
     "cchain-cartpole": Preset(
         "torch:CartPole-v1",
         ObservationOffset,

@@ -3,6 +3,8 @@ at module level, `main` the two calls, no lambda defined while building or train
 as the paper's algorithm box, and storage given one named Transition per step."""
 
 import ast
+import dataclasses
+import importlib
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,38 @@ def test_storage_is_given_one_named_transition_not_positional_tensors():
         if len(node.args) > 2 or any(isinstance(arg, ast.Starred) for arg in node.args)
     ]
     assert not positional, f"an add( call passes the step's fields positionally: {positional}"
+
+
+MAX_FILE_LINES = 520
+# issue 49 asks for every agent at most MAX_FILE_LINES long; these are not yet, and may only shrink
+NOT_YET = {"ppo": 642, "sac_simba": 582}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_an_agent_file_is_short_enough_to_read_in_one_sitting(agent):
+    lines = len((ROOT / "agents" / f"{agent}.py").read_text().splitlines())
+    limit = NOT_YET.get(agent, MAX_FILE_LINES)
+    assert lines <= limit, f"agents/{agent}.py is {lines} lines (at most {limit})"
+
+
+def dict_keys(node: ast.AST) -> set[str]:
+    """The keys a module-level value spells out: a {...} literal's string keys, dict(...)'s keywords, through `|`."""
+    keys = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Dict):
+            keys |= {key.value for key in inner.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)}
+        elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "dict":
+            keys |= {keyword.arg for keyword in inner.keywords if keyword.arg}
+    return keys
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_no_agent_file_holds_a_recipe_dict(agent):
+    """Per-environment defaults are data in cleanrl_plus/recipes/*.toml, not module-level dicts of flags."""
+    module = importlib.import_module(f"agents.{agent}")
+    fields = {field.name for field in dataclasses.fields(module.Args)}
+    tree = ast.parse((ROOT / "agents" / f"{agent}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            flags = dict_keys(node.value) & fields
+            assert len(flags) < 2, f"agents/{agent}.py line {node.lineno} holds a dict of flags {sorted(flags)}"

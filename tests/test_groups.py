@@ -122,7 +122,7 @@ def assert_member_is_its_one_seed_run(runs_dir: Path, group: str, single: str, s
     assert returns == json.loads((alone / "summary.json").read_text())["eval"]["returns"], f"{where}: evaluation"
 
 
-# C-CHAIN's classic-control recipe at its own sizes (agents/ppo.py CCHAIN_CONTROL_DEFAULTS: 3 × 256 LeakyReLU networks,
+# C-CHAIN's classic-control recipe at its own sizes (cleanrl_plus/recipes/ppo-cchain-control.toml: 3 × 256 LeakyReLU networks,
 # 800-step rollouts, minibatches of 32), three iterations
 RECIPE = ["--threads", "1", "--env-id", "continual:cchain-cartpole", "--cchain.enabled", "--total-timesteps", "2400"]
 

@@ -13,9 +13,9 @@ import torch.nn as nn
 from agents import ddqn, sac_simba, td3
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.evaluator import DeterministicPolicy
-from cleanrl_plus.members import Members
+from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.normalization import with_normalizer
-from cleanrl_plus.offpolicy import GroupNetwork, act_in_box, on_obs, q_on_batch, update_batches
+from cleanrl_plus.offpolicy import act_in_box, on_obs, q_on_batch, update_batches
 from cleanrl_plus.replay import Batch
 from envs.errors import UserError
 from plasticity.architecture import NetArgs
