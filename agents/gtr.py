@@ -48,6 +48,7 @@ import torch
 from torch import Tensor
 
 from agents import ppo
+from cleanrl_plus.policy import Policy
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.run import cli_main
 from envs.ranges import AtLeastOne, NonNegative, Positive, Range
@@ -101,14 +102,14 @@ class MixtureAnchor:
     log-prob. Once J are kept, a push shifts their weights along the copies in place. Each copy
     holds every member's policy."""
 
-    def __init__(self, policy: ppo.Policy, size: int, decay: float) -> None:
+    def __init__(self, policy: Policy, size: int, decay: float) -> None:
         self.size, self.decay = size, decay
         # made before any remedy hooks into the policy's layers
         self.template = copy.deepcopy(policy).requires_grad_(False)
-        self.snapshots: list[ppo.Policy] = []
+        self.snapshots: list[Policy] = []
 
     @torch.no_grad()
-    def push(self, policy: ppo.Policy) -> None:
+    def push(self, policy: Policy) -> None:
         if len(self.snapshots) < self.size:
             self.snapshots.append(copy.deepcopy(self.template))
         # oldest first: each copy takes the weights of the next newer one
@@ -136,13 +137,13 @@ class GaussianTrustRegion:
 
     extra_features = 1  # log π_A(a|s) of every rollout sample, in storage.extra
 
-    def __init__(self, args: GTRArgs, policy: ppo.Policy, members: int = 1) -> None:
+    def __init__(self, args: GTRArgs, policy: Policy, members: int = 1) -> None:
         self.args, self.members = args, members
         self.anchor = MixtureAnchor(policy, args.anchor_size, args.anchor_decay)
         self.previous_direction: torch.Tensor | None = None
         self.parameters_before: torch.Tensor | None = None
 
-    def before_update(self, storage: RolloutStorage, policy: ppo.Policy) -> None:
+    def before_update(self, storage: RolloutStorage, policy: Policy) -> None:
         self.anchor.push(policy)  # π_old joins the mixture as its most recent member
         rollout = storage.flat()
         anchor_logprobs = self.anchor.log_prob(rollout.obs, rollout.actions)
@@ -161,7 +162,7 @@ class GaussianTrustRegion:
         return surrogate + self.args.beta * gaussian_penalty(delta, self.args.sigma).mean(-1)
 
     @torch.no_grad()
-    def after_update(self, storage: RolloutStorage, policy: ppo.Policy) -> dict[str, Tensor | float]:
+    def after_update(self, storage: RolloutStorage, policy: Policy) -> dict[str, Tensor | float]:
         rollout = storage.flat()
         # Δ of the updated policy
         delta = policy.log_prob(rollout.obs, rollout.actions)[0] - rollout.extra[..., 0]

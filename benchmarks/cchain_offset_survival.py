@@ -28,6 +28,7 @@ from agents import ppo  # noqa: E402
 from cleanrl_plus.checkpoint import CHECKPOINT_NAME, load_checkpoint  # noqa: E402
 from cleanrl_plus.config import load_saved_args  # noqa: E402
 from cleanrl_plus.normalization import ObservationNormalizer  # noqa: E402
+from cleanrl_plus.policy import make_actor_critic  # noqa: E402
 
 SURVIVES = 100  # steps: the pole kept up, against the 9–10 steps of a policy that pushes one way
 SATURATED = 1e-6  # entropy (nats) below which the softmax is 0/1 for PPO's gradients
@@ -38,7 +39,7 @@ def survival(run_dir: Path, offsets: np.ndarray, env_seed: int, cap: int = 400) 
     args = load_saved_args(ppo.Args, run_dir)
     state = load_checkpoint(run_dir / CHECKPOINT_NAME, map_location=torch.device("cpu"))
     shape, space = (offsets.shape[1],), gym.spaces.Discrete(2)
-    agent = ppo.make_actor_critic(1, shape, space, args.hidden_sizes, *reversed(ppo.network_settings(args)), args.init)
+    agent = make_actor_critic(1, shape, space, args.hidden_sizes, *reversed(ppo.network_settings(args)), args.init)
     ppo.rebuild_injected_heads(agent, state["agent"]).load_state_dict(state["agent"])
     normalizer = ObservationNormalizer(shape, args.normalize_obs)
     normalizer.load_state_dict(state["obs_normalizer"])

@@ -14,6 +14,7 @@ import envs
 from agents import ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.members import Members
+from cleanrl_plus.policy import Policy
 from envs.torch_classic import TASKS
 
 SEEDS = (3, 7, 11)
@@ -103,7 +104,7 @@ def test_host_envs_take_draw_ahead_and_compile_steps_as_no_ops():
 def test_a_rollouts_action_noise_drawn_at_once_is_the_step_by_step_noise(space):
     """PPO draws a rollout's action noise before its first step: the same numbers, in the same order, as one draw per
     step, and every member's generator ends where it would."""
-    policy = ppo.Policy(len(SEEDS), 4, space, (8,), "tanh")
+    policy = Policy(len(SEEDS), 4, space, (8,), "tanh")
     stepwise, at_once = Members(SEEDS), Members(SEEDS)
     expected = torch.cat([policy.noise(stepwise, 1, 5) for _ in range(16)], dim=1)
     got = policy.noise(at_once, 16, 5)

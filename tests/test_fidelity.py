@@ -24,6 +24,7 @@ import torch.nn as nn
 
 from agents import ppo, td3
 from cleanrl_plus.nn import EnsembleLinear, MemberConv2d, NormedEnsembleLinear, NormedLinear, NormedMemberConv2d, frozen
+from cleanrl_plus.policy import ActorCritic, make_actor_critic
 from plasticity.actor_critic import actor_critic_network
 from plasticity.architecture import NormProjector
 from plasticity.cchain import AUTHORS, CChainArgs, ChurnReducer, policy_churn
@@ -36,9 +37,9 @@ from plasticity.resets import PreactivationGradients, ResetArgs, Resetter, full_
 CPU = torch.device("cpu")
 
 
-def _ppo_agent(space: gym.Space, hidden=(32, 32), seed: int = 0) -> ppo.ActorCritic:
+def _ppo_agent(space: gym.Space, hidden=(32, 32), seed: int = 0) -> ActorCritic:
     torch.manual_seed(seed)
-    return ppo.make_actor_critic(1, (4,), space, hidden, "tanh")  # one member: its observations are (1, B, 4)
+    return make_actor_critic(1, (4,), space, hidden, "tanh")  # one member: its observations are (1, B, 4)
 
 
 def _torch_layout(layer: EnsembleLinear) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,7 +47,7 @@ def _torch_layout(layer: EnsembleLinear) -> tuple[torch.Tensor, torch.Tensor]:
     return layer.weight[0].t(), layer.bias[0, 0]
 
 
-def _ppo_network(agent: ppo.ActorCritic, optimizer, updates_per_iteration: int = 4) -> Network:
+def _ppo_network(agent: ActorCritic, optimizer, updates_per_iteration: int = 4) -> Network:
     rebuild, rebuild_policy = lambda: copy.deepcopy(agent), lambda: copy.deepcopy(agent.policy)
     return actor_critic_network(agent, optimizer, rebuild, rebuild_policy, "tanh", updates_per_iteration)
 
@@ -470,7 +471,7 @@ def test_nap_on_tanh_ppo_leaves_the_policy_head_free_to_fit_its_mean():
     from plasticity.architecture import NaPArgs
 
     torch.manual_seed(0)
-    agent = ppo.make_actor_critic(1, (4,), gym.spaces.Box(-1, 1, (1,)), (16, 16), "tanh", norm="layer")
+    agent = make_actor_critic(1, (4,), gym.spaces.Box(-1, 1, (1,)), (16, 16), "tanh", norm="layer")
     optimizer = adam(agent.parameters(), 1e-2, CPU)
     hooks = RemedyHooks(RemedyArgs(nap=NaPArgs(enabled=True)), [_ppo_network(agent, optimizer)])
     linears = [m for m in agent.policy.net.modules() if isinstance(m, EnsembleLinear)]

@@ -25,6 +25,7 @@ from agents import ddqn, gtr, ppo, sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.distributional import CriticArgs
 from cleanrl_plus.graphs import GraphStep, tensor_identity
+from cleanrl_plus.policy import Policy
 from envs.continual import ContinualArgs
 from envs.errors import UserError
 from plasticity.architecture import NaPArgs, NetArgs
@@ -663,7 +664,7 @@ def test_sampling_from_noise_drawn_outside_gives_torchs_own_draws(space):
     from cleanrl_plus.members import Members
 
     torch.manual_seed(0)
-    policy = ppo.Policy(1, 4, space, (16,), "tanh")  # one member: observations (1, B, 4)
+    policy = Policy(1, 4, space, (16,), "tanh")  # one member: observations (1, B, 4)
     with torch.no_grad():
         for parameter in policy.parameters():  # away from the near-uniform initial policy
             parameter.normal_(0.0, 1.0)
@@ -1125,7 +1126,7 @@ def test_ppo_and_gtr_never_wait_for_the_gpu_between_env_steps_once_captured(name
     checked = []
     monkeypatch.setattr(GraphStep, "__call__", _strict(GraphStep.__call__, checked, ready=lambda step: step.graph is not None))
     for cls, method in (
-        (ppo.Policy, "noise"),
+        (Policy, "noise"),
         (ObservationNormalizer, "forward"),
         (RewardScaler, "forward"),
         (ppo.RolloutStorage, "add"),

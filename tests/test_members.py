@@ -20,6 +20,7 @@ from agents import ppo
 from cleanrl_plus.members import Members, drawing_from, group_state, member_state
 from cleanrl_plus.nn import EnsembleLinear
 from cleanrl_plus.normalization import RunningMeanStd
+from cleanrl_plus.policy import make_actor_critic
 from plasticity import Network, Plasticity
 from plasticity.optimizers import adam, clip_each_members_gradient, clip_grad_norm_per_member
 
@@ -194,9 +195,9 @@ def test_an_agents_clip_reads_the_optimisers_parameters_and_zero_turns_it_off():
 
 def test_a_group_network_holds_each_members_one_seed_network():
     """Members.build: member k's initialisation is the one-member network built from its seed alone, whatever K."""
-    group = Members(SEEDS).build(lambda k: ppo.make_actor_critic(k, (4,), ppo.gym.spaces.Discrete(2), (8, 8), "tanh"))
+    group = Members(SEEDS).build(lambda k: make_actor_critic(k, (4,), ppo.gym.spaces.Discrete(2), (8, 8), "tanh"))
     for k, seed in enumerate(SEEDS):
-        single = Members((seed,)).build(lambda k: ppo.make_actor_critic(k, (4,), ppo.gym.spaces.Discrete(2), (8, 8), "tanh"))
+        single = Members((seed,)).build(lambda k: make_actor_critic(k, (4,), ppo.gym.spaces.Discrete(2), (8, 8), "tanh"))
         for name, value in member_state(group.state_dict(), k, len(SEEDS)).items():
             assert torch.equal(value, single.state_dict()[name]), name
 

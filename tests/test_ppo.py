@@ -14,6 +14,7 @@ from agents import gtr, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.gae import generalized_advantages
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
+from cleanrl_plus.policy import Policy, make_actor_critic
 from cleanrl_plus.rollout import Minibatch, RolloutStorage
 from cleanrl_plus.transition import Transition
 from plasticity.architecture import NetArgs
@@ -201,7 +202,7 @@ def test_mixture_anchor_log_prob_is_the_log_of_the_weighted_snapshot_mixture():
 
 
 def test_mixture_anchor_keeps_the_last_j_rollout_policies_most_recent_first():
-    policy = ppo.Policy(2, 3, gym.spaces.Discrete(2), (8,), "tanh")  # two members
+    policy = Policy(2, 3, gym.spaces.Discrete(2), (8,), "tanh")  # two members
     anchor = gtr.MixtureAnchor(policy, size=3, decay=0.5)
     obs, actions = torch.randn(2, 4, 3), torch.tensor([[0, 1, 1, 0], [1, 1, 0, 0]])
     logps = []
@@ -324,7 +325,7 @@ def test_the_actor_critic_is_one_network_in_two_parts_whose_units_two_heads_read
     are (torso, head) for each and the resets act on the whole; separate networks have no shared units."""
     from plasticity.actor_critic import actor_critic_network
 
-    agent = ppo.make_actor_critic(1, obs_shape, gym.spaces.Discrete(3), (), "relu")
+    agent = make_actor_critic(1, obs_shape, gym.spaces.Discrete(3), (), "relu")
     optimizer = torch.optim.Adam(agent.parameters())
     network = actor_critic_network(agent, optimizer, lambda: agent, lambda: agent.policy, "relu", 4)
     value, policy = network.parts

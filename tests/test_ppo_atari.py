@@ -15,6 +15,7 @@ from agents import gtr, ppo
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.config import parse_args
 from cleanrl_plus.encoders import NatureCNN
+from cleanrl_plus.policy import evaluation_policy, make_actor_critic
 from envs.errors import UserError
 from plasticity.resets import ResetArgs
 
@@ -79,7 +80,7 @@ def test_the_torso_is_the_nature_cnn_shared_by_two_heads_with_cleanrls_init():
 
     torch.manual_seed(0)
     K = 2  # two members, each its own CleanRL network: member k's blocks of every parameter
-    agent = ppo.make_actor_critic(K, (4, 84, 84), gym.spaces.Discrete(4), (), "relu")
+    agent = make_actor_critic(K, (4, 84, 84), gym.spaces.Discrete(4), (), "relu")
     torso = agent.torso
     assert isinstance(torso, NatureCNN) and agent.critic[0] is torso  # one torso, two heads
     convs = [m for m in torso.convs if isinstance(m, MemberConv2d)]
@@ -151,15 +152,15 @@ def test_evaluation_is_epsilon_greedy_in_the_most_probable_action():
     from cleanrl_plus.members import Members
 
     torch.manual_seed(0)
-    agent = ppo.make_actor_critic(1, (4, 84, 84), gym.spaces.Discrete(4), (), "relu")
+    agent = make_actor_critic(1, (4, 84, 84), gym.spaces.Discrete(4), (), "relu")
     normalizer = ppo.ObservationNormalizer((4, 84, 84), enabled=False)
     frames = torch.randint(0, 256, (1, 800, 4, 84, 84), dtype=torch.uint8)  # one member's
     greedy = agent.policy.net(frames).argmax(-1)
     evaluation = Members((0,))  # the evaluation's generators
     assert torch.equal(
-        ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 0.0, torch.device("cpu"))(frames, evaluation), greedy
+        evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 0.0, torch.device("cpu"))(frames, evaluation), greedy
     )
-    random = ppo.evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 1.0, torch.device("cpu"))(frames, evaluation)
+    random = evaluation_policy(agent, normalizer, gym.spaces.Discrete(4), 1.0, torch.device("cpu"))(frames, evaluation)
     assert torch.bincount(random[0], minlength=4).min() > 120  # uniform over the 4 actions (200 each expected)
 
 

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import envs
+from cleanrl_plus.policy import make_actor_critic
 from cleanrl_plus.replay import NStepReplay, ReplayBuffer
 
 
@@ -519,7 +520,7 @@ def test_ppo_update_wiring(monkeypatch, runs_dir):
     clipped_somewhere = False
     for k in (1, 3, 5):  # later minibatches: π_θ ≠ π_old, so the clip can bite
         agent = with_parameters(
-            ppo.make_actor_critic(1, (4,), gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]),
+            make_actor_critic(1, (4,), gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]),
             recorder.steps[k].before,
         )
         loss, ratio = hand_ppo_loss(agent, recorder.samples[k][0], args)
@@ -545,7 +546,7 @@ def test_gtr_update_wiring(mode, monkeypatch, runs_dir):
 
     def agent_with(values):
         return with_parameters(
-            ppo.make_actor_critic(1, (4,), gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), values
+            make_actor_critic(1, (4,), gym.spaces.Discrete(2), args.hidden_sizes, ppo.network_settings(args)[1]), values
         )
 
     # the 2nd rollout's anchor mixes π_old of rollout 2 (weight 1/(1 + η)) and of rollout 1 (η/(1 + η))
