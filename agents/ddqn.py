@@ -32,7 +32,7 @@ as its own run; cleanrl_plus/members.py): Q-networks (members, ...), replay (mem
 
 Run: python agents/ddqn.py --env-id ALE/Breakout-v5 --seed 1
 (python agents/ddqn.py --help lists every flag). On a GPU, add --compile --cudagraphs: the same
-math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
+math, captured and replayed (cleanrl_plus/speed.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.encoders import MinAtarCNN, MLPTorso, NatureCNN
 from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
-from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
 from cleanrl_plus.offpolicy import OffPolicyAgent, on_obs, start, update_batches
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession, crossed
+from cleanrl_plus.speed import GraphStep, compiled
 from envs.errors import UserError
 from envs.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive, Range
 from plasticity import Network, Plasticity, catalogue

@@ -27,7 +27,7 @@ and act before and after the epochs; everything else is PPO's.
 
 Run: python agents/ppo.py --env-id CartPole-v1      (python agents/ppo.py --help lists every flag)
      python agents/ppo.py --env-id ALE/Breakout-v5 --env-backend envpool
-On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/graphs.py,
+On a GPU, add --compile --cudagraphs: the same math, captured and replayed (cleanrl_plus/speed.py,
 docs/speed.md).
 """
 
@@ -45,13 +45,13 @@ import envs
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.evaluator import make_envs
 from cleanrl_plus.gae import generalized_advantages
-from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.policy import ActorCritic, Policy, evaluation_policy, make_actor_critic
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags, check_rollout_spaces
 from cleanrl_plus.run import Run, check_run_args, cli_main, start_run
 from cleanrl_plus.session import TrainingSession
+from cleanrl_plus.speed import GraphStep, compiled
 from cleanrl_plus.transition import Transition
 from envs.continual import base_env_id
 from envs.ranges import AtLeastOne, Fraction, NonNegative, Positive, Range
@@ -277,7 +277,7 @@ def ppo_report(
 
 
 # ---- the steps, as functions of tensors: --compile compiles the objective and the acting step,
-# --cudagraphs captures each step whole and replays it (cleanrl_plus/graphs.py); random numbers are
+# --cudagraphs captures each step whole and replays it (cleanrl_plus/speed.py); random numbers are
 # drawn outside, by the loop
 def act(agent: ActorCritic, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
     """(a ~ π_old(·|s), log π_old(a|s)) of every member."""

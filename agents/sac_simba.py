@@ -38,7 +38,7 @@ already, for both networks.
 
 Run: python agents/sac_simba.py --env-id dmc:cheetah-run
 (python agents/sac_simba.py --help lists every flag). On a GPU, add --compile --cudagraphs: the
-same math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
+same math, captured and replayed (cleanrl_plus/speed.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import convex_min_max, critic_losses, critic_report
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categorical_target
 from cleanrl_plus.evaluator import DeterministicPolicy
-from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
@@ -66,6 +65,7 @@ from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
 from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
+from cleanrl_plus.speed import GraphStep, compiled
 from envs.errors import UserError
 from envs.ranges import AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue

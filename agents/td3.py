@@ -27,7 +27,7 @@ Many envs (FastTD3, Seo et al. 2025; docs/agents/td3.md has the recipe), each of
 
 Run: python agents/td3.py --env-id Hopper-v5 --seed 1
 (python agents/td3.py --help lists every flag). On a GPU, add --compile --cudagraphs: the same
-math, captured and replayed (cleanrl_plus/graphs.py, docs/speed.md).
+math, captured and replayed (cleanrl_plus/speed.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from cleanrl_plus.critics import convex_min_max, critic_losses, critic_report
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categorical_target
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.exploration import ExplorationScales
-from cleanrl_plus.graphs import GraphStep, compiled
 from cleanrl_plus.members import GroupNetwork
 from cleanrl_plus.nn import (
     ACTIVATIONS,
@@ -61,6 +60,7 @@ from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, q_on_ba
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
+from cleanrl_plus.speed import GraphStep, compiled
 from envs.errors import UserError
 from envs.ranges import AtLeastOne, Count, Fraction, NonNegative, Positive
 from plasticity import ActorCriticRemedies, Network, Plasticity, catalogue

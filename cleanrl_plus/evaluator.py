@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 import envs
-from cleanrl_plus.graphs import compiled
 from cleanrl_plus.members import MemberEnvs, Members
 from cleanrl_plus.run import group_seeds
+from cleanrl_plus.speed import compiled
 from envs.continual import is_continual
 
 EVAL_SEED_OFFSET = 100_000  # evaluation episodes never share seeds with training episodes

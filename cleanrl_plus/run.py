@@ -43,10 +43,10 @@ from cleanrl_plus.config import (
     validate_args,
 )
 from cleanrl_plus.errors import RunFailure, exit_with, file_system_error
-from cleanrl_plus.graphs import check_flags
 from cleanrl_plus.logger import GroupLogger, Logger
 from cleanrl_plus.names import check_name_length
 from cleanrl_plus.runlock import LOCK_NAME, lock_run_dir, run_dir_holder
+from cleanrl_plus.speed import check_flags
 from cleanrl_plus.tracking import require_wandb, start_wandb
 from envs.errors import UserError
 

@@ -1,4 +1,4 @@
-"""The agents' modules by name, for the commands that run them: cleanrl_plus/registry.py names the agents (the remedy
+"""The agents' modules by name, for the commands that run them: cleanrl_plus/names.py names the agents (the remedy
 catalogue reads the names too), and loading one, which imports agents/, is done up here, above the library."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from cleanrl_plus.registry import AGENTS
+from cleanrl_plus.names import AGENTS
 
 
 def agent_module(name: str) -> ModuleType:

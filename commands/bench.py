@@ -25,7 +25,7 @@ import tyro
 
 from cleanrl_plus.clocks import burn_in
 from cleanrl_plus.flags import parse_flags
-from cleanrl_plus.registry import AGENTS, check_agent_name
+from cleanrl_plus.names import AGENTS, check_agent_name
 from commands.agent_modules import agent_module
 from envs.errors import UserError
 from envs.ranges import AtLeastOne, Count, Seed

@@ -54,9 +54,8 @@ import tyro
 
 from cleanrl_plus.errors import printable
 from cleanrl_plus.flags import parse_flags
-from cleanrl_plus.names import check_name_length
+from cleanrl_plus.names import check_agent_name, check_name_length
 from cleanrl_plus.ranges import check_ranges
-from cleanrl_plus.registry import check_agent_name
 from cleanrl_plus.runlock import Claim, RunClaimed, claim_holder, claim_runs, run_dir_holder
 from commands.agent_modules import agent_module
 from envs.errors import UserError, did_you_mean

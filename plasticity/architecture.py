@@ -94,7 +94,7 @@ class NormProjector:
             _matrix_norms(layer.weight.detach(), ensemble).clone()
             for layer, ensemble in self.layers
         ]
-        # in place: graphs.py
+        # in place: cleanrl_plus/speed.py
         self.projections = torch.zeros(
             (), dtype=torch.int64, device=next(module.parameters()).device
         )

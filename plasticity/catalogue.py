@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from cleanrl_plus.registry import AGENTS
+from cleanrl_plus.names import AGENTS
 from envs.errors import UserError
 
 ON_POLICY = ("ppo", "gtr")
-SPEED_FLAGS = ("compile", "cudagraphs")  # cleanrl_plus/graphs.py
+SPEED_FLAGS = ("compile", "cudagraphs")  # cleanrl_plus/speed.py
 
 
 @dataclasses.dataclass(frozen=True)

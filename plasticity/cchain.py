@@ -244,7 +244,7 @@ class ChurnReducer:
         current = [f"net.{name}" for name, _ in self.module.named_parameters()]
         # first update, or the structure changed (injection)
         if self.previous is None or list(self.previous) != current:
-            # new tensors: a captured step is captured again after either (graphs.py)
+            # new tensors: a captured step is captured again after either (cleanrl_plus/speed.py)
             self._snapshot()
             self.has_churn.fill_(False)
             return torch.zeros(self.members, device=main_loss.device)

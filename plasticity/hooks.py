@@ -12,7 +12,7 @@ optimizers.py. With every remedy off, `loss` returns the main loss unchanged and
 optimiser's step. Everything the hooks keep (θ₀, NaP targets, clip bounds, C-CHAIN's snapshot and
 means, TRAC's tuner) is checkpointed through `state_dict`.
 
-Both hooks are capture-ready (cleanrl_plus/graphs.py): which remedies act is fixed by the flags,
+Both hooks are capture-ready (cleanrl_plus/speed.py): which remedies act is fixed by the flags,
 state changes in place, and the event counts (`remedies/<remedy>_events`) are device tensors, so a
 compiled or replayed step keeps them right without a host sync. C-CHAIN's reference batch is drawn
 by the agent (`Plasticity.reference_batch`), only when it is on.

@@ -176,7 +176,7 @@ class WeightClipper:
         self.bounds = [kappa / math.sqrt(fan_in(layer, ensemble)) for layer, ensemble in layers]
         # their (1, A) log σ: fan-in A
         self.free_bounds = [kappa / math.sqrt(p.shape[-1]) for p in self.free]
-        # in place: graphs.py
+        # in place: cleanrl_plus/speed.py
         self.clips = torch.zeros((), dtype=torch.int64, device=next(module.parameters()).device)
 
     @torch.no_grad()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cleanrl_plus.registry import AGENTS
+from cleanrl_plus.names import AGENTS
 from commands.agent_modules import agent_module
 from envs.errors import UserError
 from plasticity.architecture import NetArgs

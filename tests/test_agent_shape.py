@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cleanrl_plus.registry import AGENTS
+from cleanrl_plus.names import AGENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = {"main": 15, "train": 60}

@@ -8,8 +8,8 @@ import gymnasium as gym
 import pytest
 import torch
 
-import cleanrl_plus.graphs as graphs
 import cleanrl_plus.nn as nn_activations
+import cleanrl_plus.speed as graphs
 import envs
 from agents import ppo
 from cleanrl_plus.checkpoint import load_checkpoint

@@ -1,4 +1,4 @@
-"""--compile and --cudagraphs (cleanrl_plus/graphs.py) and TD3, PPO and GTR under them.
+"""--compile and --cudagraphs (cleanrl_plus/speed.py) and TD3, PPO and GTR under them.
 
 On CPU: GraphStep's capture/recapture rules (with the CUDA calls replaced by a stand-in), the agents' compiled steps as
 single graphs (fullgraph: no host sync, no Python branch on a tensor), compiled agents against eager ones on real
@@ -19,13 +19,13 @@ import pytest
 import torch
 import torch.nn as nn
 
-import cleanrl_plus.graphs as graphs
 import cleanrl_plus.nn as nn_activations
+import cleanrl_plus.speed as graphs
 from agents import ddqn, gtr, ppo, sac_simba, td3
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.distributional import CriticArgs
-from cleanrl_plus.graphs import GraphStep, tensor_identity
 from cleanrl_plus.policy import Policy
+from cleanrl_plus.speed import GraphStep, tensor_identity
 from envs.continual import ContinualArgs
 from envs.errors import UserError
 from plasticity.architecture import NaPArgs, NetArgs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cleanrl_plus.registry import AGENTS
+from cleanrl_plus.names import AGENTS
 from commands.agent_modules import agent_module
 
 REPO = Path(__file__).resolve().parents[1]

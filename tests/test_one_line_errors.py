@@ -10,7 +10,7 @@ import re
 import pytest
 from conftest import cli_in_process, run_script
 
-from cleanrl_plus.registry import AGENTS
+from cleanrl_plus.names import AGENTS
 from commands import cli
 
 NAMES_A_FIX = re.compile(r"--help|did you mean|one of|must be|remedies|pip install")
