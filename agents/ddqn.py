@@ -52,7 +52,7 @@ from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
-from cleanrl_plus.offpolicy import OffPolicyAgent, on_obs, start, update_batches
+from cleanrl_plus.offpolicy import OffPolicyAgent, on_obs, prepare_run_and_envs, update_batches
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession, crossed
@@ -267,10 +267,10 @@ def update(
 def exploration_epsilon(args: Args, session: TrainingSession, global_step: int) -> float:
     """ε over the run (over each task with --continual.reset-exploration); 1 in a task's
     --continual.random-steps-per-task."""
-    if session.in_task_warmup(global_step):
+    if session.schedule.in_warmup(global_step):
         return 1.0
     duration = args.exploration_fraction * args.total_timesteps
-    return linear_schedule(args.start_e, args.end_e, duration, session.schedule_step(global_step))
+    return linear_schedule(args.start_e, args.end_e, duration, session.schedule.schedule_step(global_step))
 
 
 # ---- build: everything a run holds --------------------------------------------------------------
@@ -303,7 +303,7 @@ def build(args: Args) -> DoubleDQN:
     loss and ε-greedy acting, --cudagraphs captures the update and acting."""
     check(args)
     instead = "agents/td3.py or agents/sac_simba.py"  # for continuous actions
-    run, members, env, evaluator = start(args, gym.spaces.Discrete, "Double DQN", instead)
+    run, members, env, evaluator = prepare_run_and_envs(args, gym.spaces.Discrete, "Double DQN", instead)
     device, N = run.device, env.envs_per_member
     obs_shape, num_actions = tuple(env.single_observation_space.shape), int(env.single_action_space.n)
     norm, activation = torso_settings(args.net, args.nap)
@@ -354,7 +354,7 @@ def train(dqn: DoubleDQN) -> dict:
     args, members, replay, plasticity = dqn.args, dqn.members, dqn.replay, dqn.plasticity
     session = dqn.session
     N, batch_size = dqn.env.envs_per_member, args.batch_size
-    obs, global_step, num_updates = session.start(dqn.obs)
+    obs, global_step, num_updates = session.open_or_resume(dqn.obs)
     losses: dict[str, Any] = {}
 
     while global_step < args.total_timesteps and not dqn.run.stop_requested:
@@ -386,7 +386,7 @@ def train(dqn: DoubleDQN) -> dict:
 
         session.after_step(previous_step, global_step, num_updates, losses, dqn.policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
-        if session.task_switched:
+        if session.schedule.switched:
             plasticity.on_task_switch(args.continual, replay)
 
     return session.finish(global_step, num_updates, dqn.policy, obs)

@@ -49,7 +49,7 @@ from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.normalization import ObservationNormalizer, RewardScaler
 from cleanrl_plus.policy import ActorCritic, Policy, evaluation_policy, make_actor_critic
 from cleanrl_plus.rollout import Minibatch, RolloutStorage, check_rollout_flags, check_rollout_spaces
-from cleanrl_plus.run import Run, check_run_args, cli_main, start_run
+from cleanrl_plus.run import Run, check_run_args, cli_main, prepare_run
 from cleanrl_plus.session import TrainingSession
 from cleanrl_plus.speed import GraphStep, compiled
 from cleanrl_plus.transition import Transition
@@ -387,7 +387,7 @@ def build(args: Args, trust_region: Callable[[Policy, int], TrustRegion] | None 
     compiled and captured here once. The run directory opens when the loop starts."""
     check(args, agent_name)
     norm, activation = network_settings(args)
-    run = start_run(args)
+    run = prepare_run(args)
     device = run.device
     members = Members(run.seeds, device)  # each member's random streams, from its own seed
     K = len(members)
@@ -439,8 +439,8 @@ def train(parts: PPOParts) -> dict:
     args, run, env, agent, storage = parts.args, parts.run, parts.env, parts.agent, parts.storage
     session, plasticity, trust_region = parts.session, parts.plasticity, parts.trust_region
     members, obs_normalizer, reward_scaler = parts.members, parts.obs_normalizer, parts.reward_scaler
-    obs, global_step, num_updates = session.start(obs_normalizer(env.reset(seed=run.seeds), update=True))
-    session.learning_started(global_step, num_updates)
+    obs, global_step, num_updates = session.open_or_resume(obs_normalizer(env.reset(seed=run.seeds), update=True))
+    session.clocks.learning_started(global_step, num_updates)
     batch_size = args.num_steps * env.envs_per_member  # env steps of each member per iteration
     num_iterations = -(-args.total_timesteps // batch_size)  # ceil: the run spends at least its whole budget
 
@@ -491,7 +491,7 @@ def train(parts: PPOParts) -> dict:
         losses |= trust_region.after_update(storage, agent.policy) if trust_region else {}
         session.after_step(previous_step, global_step, num_updates, losses, parts.eval_policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
-        if session.task_switched:
+        if session.schedule.switched:
             plasticity.on_task_switch(args.continual, normalizers=(obs_normalizer, reward_scaler))
 
     return session.finish(global_step, num_updates, parts.eval_policy, obs)

@@ -60,7 +60,7 @@ from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
-from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, q_on_batch, start, update_batches
+from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
@@ -490,7 +490,7 @@ def build(args: Args) -> SAC:
     one whole update (actor → temperature → critic → target) and the acting step are captured."""
     check(args)
     instead = "agents/ddqn.py or agents/ppo.py"  # for discrete actions
-    run, members, env, evaluator = start(args, gym.spaces.Box, "SAC", instead)
+    run, members, env, evaluator = prepare_run_and_envs(args, gym.spaces.Box, "SAC", instead)
     device, space, N, K = run.device, env.single_action_space, env.envs_per_member, len(members)
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(space.shape[0])
     num_critics = critics_for(args, env)
@@ -553,7 +553,7 @@ def train(sac: SAC) -> dict:
     args, members, replay, plasticity = sac.args, sac.members, sac.replay, sac.plasticity
     session, policy = sac.session, sac.policy
     action_dim, batch_size = int(sac.env.single_action_space.shape[0]), args.batch_size
-    obs, global_step, num_updates = session.start(sac.obs)
+    obs, global_step, num_updates = session.open_or_resume(sac.obs)
     # once the run directories exist
     sac.run.logger.text("critics", f"{sac.num_critics} (clipped double-Q: {sac.num_critics == 2})")
     losses: dict[str, torch.Tensor] = {}
@@ -583,7 +583,7 @@ def train(sac: SAC) -> dict:
 
         session.after_step(previous_step, global_step, num_updates, losses, policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
-        if session.task_switched:
+        if session.schedule.switched:
             fresh_start, kept = (sac.temperature.reset,), (sac.normalizer,)
             plasticity.on_task_switch(args.continual, replay, kept, also_on_fresh_start=fresh_start)
 

@@ -56,7 +56,7 @@ from cleanrl_plus.nn import (
     target_copy,
 )
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
-from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, q_on_batch, start, update_batches
+from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
@@ -380,7 +380,7 @@ def build(args: Args) -> TD3:
     --cudagraphs captures the critic step, the actor step and the acting step."""
     check(args)
     instead = "agents/ddqn.py or agents/ppo.py"  # for discrete actions
-    run, members, env, evaluator = start(args, gym.spaces.Box, "TD3", instead)
+    run, members, env, evaluator = prepare_run_and_envs(args, gym.spaces.Box, "TD3", instead)
     device, space, N, K = run.device, env.single_action_space, env.envs_per_member, len(members)
     obs_dim, action_dim = int(env.single_observation_space.shape[0]), int(space.shape[0])
     # raw observations are stored; actor and critics normalise them inside, with the statistics
@@ -446,7 +446,7 @@ def train(td3: TD3) -> dict:
     args, members, replay, plasticity = td3.args, td3.members, td3.replay, td3.plasticity
     session, policy = td3.session, td3.policy
     action_dim, batch_size = int(td3.env.single_action_space.shape[0]), args.batch_size
-    obs, global_step, num_updates = session.start(td3.obs)
+    obs, global_step, num_updates = session.open_or_resume(td3.obs)
     losses: dict[str, torch.Tensor] = {}
 
     while global_step < args.total_timesteps and not td3.run.stop_requested:
@@ -476,7 +476,7 @@ def train(td3: TD3) -> dict:
 
         session.after_step(previous_step, global_step, num_updates, losses, policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
-        if session.task_switched:
+        if session.schedule.switched:
             plasticity.on_task_switch(args.continual, replay, (td3.normalizer,))
 
     # evaluation: μ(s) of each member, (members, E, |A|)

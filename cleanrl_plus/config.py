@@ -123,7 +123,7 @@ NOT_SETTINGS = (*RESUMABLE_FLAGS, "seed", "seeds", "group", "agent", "run_name")
 
 def run_settings(recorded: dict[str, Any]) -> dict[str, Any]:
     """A run's flags as args.json records them (or as dataclasses.asdict gives them), flattened to dotted names, less
-    NOT_SETTINGS; a schedule seed equal to the run's seed is its default (-1), as start_run records it."""
+    NOT_SETTINGS; a schedule seed equal to the run's seed is its default (-1), as prepare_run records it."""
     flat = flatten_args(json.loads(json.dumps(recorded)))
     if "continual.schedule_seed" in flat and flat["continual.schedule_seed"] == flat.get("seed"):
         flat["continual.schedule_seed"] = -1
@@ -298,7 +298,7 @@ def check_resume(args: RunArgs, run_dir: Path) -> None:
     saved = read_saved_args(run_dir)
     check_agent(run_dir, saved, agent_of(type(args)))
     given = flatten_args(json.loads(json.dumps(dataclasses.asdict(args))))
-    if given.get("continual.schedule_seed", 0) < 0:  # start_run records the seed it defaults to
+    if given.get("continual.schedule_seed", 0) < 0:  # prepare_run records the seed it defaults to
         given["continual.schedule_seed"] = given["seed"]
     for name, saved_value in flatten_args({k: v for k, v in saved.items() if k != "agent"}).items():
         if name in RESUMABLE_FLAGS or name not in given or given[name] == saved_value:
@@ -330,7 +330,7 @@ def check_resume_seeds(args: RunArgs, run_dir: Path, run_seeds: tuple[int, ...])
         )
     given = args.continual.schedule_seed
     schedule_seed = saved.get("continual", {}).get("schedule_seed", given)
-    if (given if given >= 0 else saved.get("seed", given)) != schedule_seed:  # -1: the run's seed, which start_run records
+    if (given if given >= 0 else saved.get("seed", given)) != schedule_seed:  # -1: the run's seed, which prepare_run records
         raise UserError(
             f"--resume {run_dir}: --continual.schedule-seed {given} differs from the run's {schedule_seed} — the "
             "schedule is part of what the checkpoint means; start a new run for another schedule"

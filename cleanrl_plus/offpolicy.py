@@ -21,14 +21,16 @@ from cleanrl_plus.evaluator import Evaluator, make_envs
 from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.members import Members
 from cleanrl_plus.replay import Batch, ReplayBuffer
-from cleanrl_plus.run import Run, start_run
+from cleanrl_plus.run import Run, prepare_run
 from cleanrl_plus.session import TrainingSession
 
 
-def start(args: Any, space: type[gym.Space], algorithm: str, instead: str) -> tuple[Run, Members, Any, Evaluator]:
+def prepare_run_and_envs(
+    args: Any, space: type[gym.Space], algorithm: str, instead: str
+) -> tuple[Run, Members, Any, Evaluator]:
     """The run (its checks passed), its members' generators (each from its own seed), its training envs and evaluator;
     an action space other than `space` is a one-line UserError that names the agents to use `instead`."""
-    run = start_run(args)
+    run = prepare_run(args)
     members = Members(run.seeds, run.device)
     env, evaluator = make_envs(args, run.device)
     envs.check_actions(env, args.env_id, space, algorithm, instead)

@@ -349,7 +349,7 @@ def _make_run_dir(run_dir: Path, runs_dir: str) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=run_dir.is_dir())  # a run killed before its first checkpoint is reused
     except OSError as error:
-        _refuse_existing(run_dir)  # made by another process since start_run looked
+        _refuse_existing(run_dir)  # made by another process since prepare_run looked
         raise UserError(
             f"--runs-dir {runs_dir}: cannot create {run_dir} ({error.strerror or error}) — pass a writable folder"
         ) from None
@@ -377,7 +377,7 @@ def check_run_args(args: RunArgs) -> None:
         require_wandb()
 
 
-def start_run(args: RunArgs) -> Run:
+def prepare_run(args: RunArgs) -> Run:
     """Check the flags, then set up the run. Its directory is created by `Run.open` once the agent built and checked
     its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
     check_run_args(args)

@@ -2,7 +2,7 @@
 the progress line, SPS clocks and the run summary. The agent file keeps only the algorithm.
 
     session = TrainingSession(run, "td3", env, evaluator, plasticity=plasticity, actor=actor, replay=replay, …)
-    obs, global_step, num_updates = session.start(env.reset(seed=args.seed))   # a resumed run continues here
+    obs, global_step, num_updates = session.open_or_resume(env.reset(seed=args.seed))   # a resumed run continues here
     while global_step < args.total_timesteps and not run.stop_requested:
         …
         session.after_step(previous_step, global_step, num_updates, losses, policy, obs)
@@ -48,7 +48,7 @@ class TrainingSession:
         self.state = RunState(state, env, self.count)
 
     # ---- start and resume -------------------------------------------------------------------------------------
-    def start(self, obs: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    def open_or_resume(self, obs: torch.Tensor) -> tuple[torch.Tensor, int, int]:
         """(obs, global_step, num_updates) to start the loop from: the given observations and zeros, or, for a resumed
         group, its checkpoints', with every registered state and the RNG restored. Starts the clocks and the records."""
         run, counters = self.run, (obs, 0, 0)
@@ -81,21 +81,6 @@ class TrainingSession:
         return counters
 
     # ---- what the loop asks ---------------------------------------------------------------------------------------
-    @property
-    def task_switched(self) -> bool:
-        """Whether the latest step moved a continual schedule to a new task."""
-        return self.schedule.switched
-
-    def schedule_step(self, global_step: int) -> int:
-        """The step count exploration schedules run on: steps since the task began when they restart per task
-        (--continual.reset-exploration, the oracle)."""
-        return self.schedule.schedule_step(global_step)
-
-    def in_task_warmup(self, global_step: int) -> bool:
-        """Continual ids with --continual.random-steps-per-task N: the first N steps of every task act at random and
-        learn nothing (C-CHAIN starts each MinAtar game so)."""
-        return self.schedule.in_warmup(global_step)
-
     def off_policy_phase(
         self, global_step: int, num_updates: int, learning_starts: int, random_steps: int | None = None
     ) -> tuple[bool, bool]:
@@ -103,11 +88,8 @@ class TrainingSession:
         (TaskSchedule.off_policy_phase). Starts the learning clock. Steps count per member."""
         act_randomly, learn = self.schedule.off_policy_phase(global_step, learning_starts, random_steps)
         if learn:
-            self.learning_started(global_step + self.env.envs_per_member, num_updates)
+            self.clocks.learning_started(global_step + self.env.envs_per_member, num_updates)
         return act_randomly, learn
-
-    def learning_started(self, global_step: int, num_updates: int) -> None:
-        self.clocks.learning_started(global_step, num_updates)
 
     # ---- evaluation, logging, divergence ----------------------------------------------------------------------
     def evaluate(self, policy: Callable[[torch.Tensor], torch.Tensor], global_step: int) -> None:

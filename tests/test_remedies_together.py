@@ -303,7 +303,7 @@ def test_an_inapplicable_remedy_is_a_one_line_error_before_any_run_directory(age
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not runs.exists() or not any(runs.iterdir())
-    assert "logging to" not in proc.stdout  # refused before start_run, not cleaned up after it
+    assert "logging to" not in proc.stdout  # refused before prepare_run, not cleaned up after it
 
 
 def test_catalogue_check_refuses_exactly_the_declared_inapplicable_agents():
