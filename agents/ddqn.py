@@ -52,7 +52,7 @@ from cleanrl_plus.exploration import epsilon_greedy, exploration_draws
 from cleanrl_plus.frame_replay import FrameStackReplay
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, polyak_update, target_copy
-from cleanrl_plus.offpolicy import OffPolicyAgent, on_obs, prepare_run_and_envs, update_batches
+from cleanrl_plus.offpolicy import OffPolicyParts, on_obs, prepare_run_and_envs, update_batches
 from cleanrl_plus.replay import Batch, ReplayBuffer, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession, crossed
@@ -283,9 +283,9 @@ def check(args: Args) -> None:
 
 
 @dataclasses.dataclass(eq=False)
-class DoubleDQN(OffPolicyAgent):
+class DDQNParts(OffPolicyParts):
     """The Q-network, its target and optimiser, and the ε-greedy acting and TD update steps, on top
-    of what every off-policy run holds (OffPolicyAgent)."""
+    of what every off-policy run holds (OffPolicyParts)."""
 
     q_network: QNetwork
     q_target: QNetwork
@@ -297,7 +297,7 @@ class DoubleDQN(OffPolicyAgent):
     """(batch, C-CHAIN's reference batch) → what it logs"""
 
 
-def build(args: Args) -> DoubleDQN:
+def build(args: Args) -> DDQNParts:
     """Double DQN from its flags: checked first, then the Q-network, the first reset of the envs,
     the replay (frame stacks share their frames on Atari) and the steps; --compile compiles the TD
     loss and ε-greedy acting, --cudagraphs captures the update and acting."""
@@ -336,8 +336,11 @@ def build(args: Args) -> DoubleDQN:
 
     state = plasticity.checkpointed() | {"replay": replay}
     session = TrainingSession(run, "ddqn", env, evaluator, members=members, **state)
-    return DoubleDQN(
-        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
+    loop = dict(args=args, run=run, members=members, env=env, obs=obs, replay=replay, plasticity=plasticity)
+    return DDQNParts(
+        **loop,
+        session=session,
+        policy=policy,
         q_network=q_network,
         q_target=q_target,
         optimizer=optimizer,
@@ -348,25 +351,25 @@ def build(args: Args) -> DoubleDQN:
 
 
 # ---- train: the loop ----------------------------------------------------------------------------
-def train(dqn: DoubleDQN) -> dict:
+def train(parts: DDQNParts) -> dict:
     """Double DQN's loop: ε-greedy acting, step and store, a training phase every
     `train_frequency` env steps and a target update every `target_network_frequency`."""
-    args, members, replay, plasticity = dqn.args, dqn.members, dqn.replay, dqn.plasticity
-    session = dqn.session
-    N, batch_size = dqn.env.envs_per_member, args.batch_size
-    obs, global_step, num_updates = session.open_or_resume(dqn.obs)
+    args, members, replay, plasticity = parts.args, parts.members, parts.replay, parts.plasticity
+    session = parts.session
+    N, batch_size = parts.env.envs_per_member, args.batch_size
+    obs, global_step, num_updates = session.open_or_resume(parts.obs)
     losses: dict[str, Any] = {}
 
-    while global_step < args.total_timesteps and not dqn.run.stop_requested:
+    while global_step < args.total_timesteps and not parts.run.stop_requested:
         # ---- act: ε-greedy on the whole batch of envs, from the start as CleanRL ---------------
         _, learn = session.off_policy_phase(global_step, num_updates, args.learning_starts)
         epsilon = exploration_epsilon(args, session, global_step)
         # ε as a device tensor filled from the host (a kernel argument, no copy to wait for), so
         # one graph serves every ε; each member's draws from its own generator
-        draws = exploration_draws(members, N, dqn.num_actions)
-        actions = dqn.act(obs, torch.full((), epsilon, device=dqn.run.device), draws)
+        draws = exploration_draws(members, N, parts.num_actions)
+        actions = parts.act(obs, torch.full((), epsilon, device=parts.run.device), draws)
         # ---- step and store (terminated only: truncated episodes still bootstrap from s') ------
-        _, obs, _ = step_and_store(dqn.env, replay, obs, actions, plasticity, global_step)
+        _, obs, _ = step_and_store(parts.env, replay, obs, actions, plasticity, global_step)
         previous_step, global_step = global_step, global_step + N  # env steps of each member
 
         # ---- learn -----------------------------------------------------------------------------
@@ -374,7 +377,7 @@ def train(dqn: DoubleDQN) -> dict:
             if crossed(previous_step, global_step, args.train_frequency):
                 updates = args.gradient_steps
                 for batch, last in update_batches(replay, updates, batch_size, reuse=False):
-                    losses = dqn.update(batch, plasticity.reference_batch(replay, batch_size))
+                    losses = parts.update(batch, plasticity.reference_batch(replay, batch_size))
                     num_updates += 1
                     plasticity.after_update(num_updates, replay, global_step, last)
                 sample_age = replay.age(batch).float().mean(-1)
@@ -382,14 +385,14 @@ def train(dqn: DoubleDQN) -> dict:
                 losses = losses | plasticity.report()
             if crossed(previous_step, global_step, args.target_network_frequency):
                 # in place (τ = 1: an exact copy), so a captured update keeps reading it
-                polyak_update(dqn.q_target, dqn.q_network, args.tau)
+                polyak_update(parts.q_target, parts.q_network, args.tau)
 
-        session.after_step(previous_step, global_step, num_updates, losses, dqn.policy, obs)
+        session.after_step(previous_step, global_step, num_updates, losses, parts.policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
         if session.schedule.switched:
             plasticity.on_task_switch(args.continual, replay)
 
-    return session.finish(global_step, num_updates, dqn.policy, obs)
+    return session.finish(global_step, num_updates, parts.policy, obs)
 
 
 def main(args: Args) -> dict:

@@ -423,11 +423,16 @@ def build(args: Args, trust_region: Callable[[Policy, int], TrustRegion] | None 
     normalizers = dict(obs_normalizer=obs_normalizer, reward_scaler=reward_scaler)
     checkpointed = plasticity.checkpointed() | normalizers | ({"trust_region": trust_region} if trust_region else {})
     session = TrainingSession(run, agent_name, env, evaluator, members=members, **checkpointed)
+    loop = dict(args=args, run=run, members=members, env=env, storage=storage, plasticity=plasticity, session=session)
+    optimisation = dict(agent=agent, optimizer=optimizer, learning_rate=learning_rate, clip_coef=clip_coef)
     return PPOParts(
-        *(args, run, members, env, agent, optimizer, learning_rate, clip_coef, obs_normalizer, reward_scaler, storage),
-        *(trust_region, plasticity, session, eval_policy, to_env),
-        # a captured step is captured again when a tensor it watches is replaced (injection, dropped
-        # optimiser state)
+        **loop,
+        **optimisation,
+        **normalizers,
+        trust_region=trust_region,
+        eval_policy=eval_policy,
+        to_env=to_env,
+        # each captured again when a tensor it watches is replaced (injection, dropped optimiser state)
         act=GraphStep(acting, args.cudagraphs, watch=(agent.policy,)),
         estimate_advantages=GraphStep(advantages, args.cudagraphs, watch=(agent.critic,)),
         update=GraphStep(update, args.cudagraphs, watch=(agent, optimizer)),

@@ -60,7 +60,7 @@ from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
-from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
+from cleanrl_plus.offpolicy import ActorCriticParts, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
@@ -473,8 +473,8 @@ def check(args: Args) -> None:
 
 
 @dataclasses.dataclass(eq=False)
-class SAC(ActorCriticAgent):
-    """SAC's part of a run, besides an off-policy actor-critic's own (ActorCriticAgent): the
+class SAC(ActorCriticParts):
+    """SAC's part of a run, besides an off-policy actor-critic's own (ActorCriticParts): the
     temperature, the number of critics and the update step."""
 
     temperature: Temperature
@@ -540,8 +540,8 @@ def build(args: Args) -> SAC:
     session = TrainingSession(run, "sac_simba", env, evaluator, **state, members=members)
     obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
     return SAC(
-        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
-        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticAgent's
+        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyParts's fields
+        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticParts's
         *(temperature, num_critics, step),  # SAC's own
     )
 

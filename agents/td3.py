@@ -56,7 +56,7 @@ from cleanrl_plus.nn import (
     target_copy,
 )
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
-from cleanrl_plus.offpolicy import ActorCriticAgent, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
+from cleanrl_plus.offpolicy import ActorCriticParts, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
@@ -361,8 +361,8 @@ def check(args: Args) -> None:
 
 
 @dataclasses.dataclass(eq=False)
-class TD3(ActorCriticAgent):
-    """What a TD3 run holds besides an off-policy actor-critic's own (ActorCriticAgent): the
+class TD3Parts(ActorCriticParts):
+    """What a TD3 run holds besides an off-policy actor-critic's own (ActorCriticParts): the
     target actor μ̄, FastTD3's exploration scales and the two update steps."""
 
     actor_target: Actor
@@ -374,7 +374,7 @@ class TD3(ActorCriticAgent):
     """(batch, C-CHAIN's reference batch) → what it logs"""
 
 
-def build(args: Args) -> TD3:
+def build(args: Args) -> TD3Parts:
     """Check the flags, then build TD3 in the order its random numbers have always been drawn
     (the actor's initialisation first). --compile compiles both losses and the acting step;
     --cudagraphs captures the critic step, the actor step and the acting step."""
@@ -429,9 +429,15 @@ def build(args: Args) -> TD3:
     state |= {"exploration_scales": noise_scales} if noise_scales else {}
     session = TrainingSession(run, "td3", env, evaluator, **state, members=members)
     obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
-    return TD3(
-        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
-        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticAgent's
+    loop = dict(args=args, run=run, members=members, env=env, obs=obs, replay=replay, plasticity=plasticity)
+    optimizers = dict(actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer)
+    networks = dict(actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer, **optimizers)
+    return TD3Parts(
+        **loop,
+        session=session,
+        policy=policy,
+        **networks,
+        explore=act,
         actor_target=actor_target,
         noise_scales=noise_scales,
         update_critic=critic_step,
@@ -440,24 +446,24 @@ def build(args: Args) -> TD3:
 
 
 # ---- train: the loop ----------------------------------------------------------------------------
-def train(td3: TD3) -> dict:
+def train(parts: TD3Parts) -> dict:
     """The loop of the TD3 box: explore with Gaussian noise, step and store, update the critics on
     every gradient step and the actor with the targets on every `policy_frequency`-th."""
-    args, members, replay, plasticity = td3.args, td3.members, td3.replay, td3.plasticity
-    session, policy = td3.session, td3.policy
-    action_dim, batch_size = int(td3.env.single_action_space.shape[0]), args.batch_size
-    obs, global_step, num_updates = session.open_or_resume(td3.obs)
+    args, members, replay, plasticity = parts.args, parts.members, parts.replay, parts.plasticity
+    session, policy = parts.session, parts.policy
+    action_dim, batch_size = int(parts.env.single_action_space.shape[0]), args.batch_size
+    obs, global_step, num_updates = session.open_or_resume(parts.obs)
     losses: dict[str, torch.Tensor] = {}
 
-    while global_step < args.total_timesteps and not td3.run.stop_requested:
+    while global_step < args.total_timesteps and not parts.run.stop_requested:
         # ---- act: a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A) ----------------
-        learn, actions = act_in_box(td3, obs, global_step, num_updates)
+        learn, actions = act_in_box(parts, obs, global_step, num_updates)
         # ---- step and store (s, a, r, s', terminated): truncations (LEAST's too) bootstrap ------
-        step, next_obs, truncated = step_and_store(td3.env, replay, obs, actions, plasticity, global_step)
-        if td3.noise_scales is not None:
-            td3.noise_scales.redraw(step.terminated | truncated, members)
+        step, next_obs, truncated = step_and_store(parts.env, replay, obs, actions, plasticity, global_step)
+        if parts.noise_scales is not None:
+            parts.noise_scales.redraw(step.terminated | truncated, members)
         obs = next_obs
-        previous_step, global_step = global_step, global_step + td3.env.envs_per_member
+        previous_step, global_step = global_step, global_step + parts.env.envs_per_member
 
         # ---- learn: the critics every update, the actor and targets every `policy_frequency` --
         if learn:
@@ -465,11 +471,11 @@ def train(td3: TD3) -> dict:
             for batch, last in update_batches(replay, updates, batch_size, args.reuse_batch):
                 smoothing_noise = members.randn(batch_size, action_dim) * args.policy_noise
                 reference = plasticity.reference_batch(replay, batch_size)
-                losses |= td3.update_critic(batch, smoothing_noise, reference)
+                losses |= parts.update_critic(batch, smoothing_noise, reference)
                 num_updates += 1
                 if num_updates % args.policy_frequency == 0:
                     reference = plasticity.reference_batch(replay, batch_size)
-                    losses |= td3.update_actor(batch, reference)
+                    losses |= parts.update_actor(batch, reference)
                 plasticity.after_update(num_updates, replay, global_step, last)
             losses |= {"replay/sample_age": replay.age(batch).float().mean(dim=-1)}
             losses |= plasticity.report()
@@ -477,7 +483,7 @@ def train(td3: TD3) -> dict:
         session.after_step(previous_step, global_step, num_updates, losses, policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
         if session.schedule.switched:
-            plasticity.on_task_switch(args.continual, replay, (td3.normalizer,))
+            plasticity.on_task_switch(args.continual, replay, (parts.normalizer,))
 
     # evaluation: μ(s) of each member, (members, E, |A|)
     return session.finish(global_step, num_updates, policy, obs)

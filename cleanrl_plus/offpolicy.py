@@ -3,7 +3,7 @@ generators and its envs), the part of a built agent every off-policy loop reads,
 (and rebuilt so by the resets), the forwards the plasticity code runs on a replay batch and the batches of a learning
 phase.
 
-    agent = build(args)     # an OffPolicyAgent: networks, optimisers, replay, plasticity, session, the steps
+    agent = build(args)     # an OffPolicyParts: networks, optimisers, replay, plasticity, session, the steps
     train(agent)            # act → step and store → learn, the CleanRL loop
 """
 
@@ -38,7 +38,7 @@ def prepare_run_and_envs(
 
 
 @dataclasses.dataclass(eq=False)
-class OffPolicyAgent:
+class OffPolicyParts:
     """What every off-policy `build` returns besides its own networks, optimisers and steps (each agent's subclass)."""
 
     args: Any
@@ -56,9 +56,9 @@ class OffPolicyAgent:
 
 
 @dataclasses.dataclass(eq=False)
-class ActorCriticAgent(OffPolicyAgent):
+class ActorCriticParts(OffPolicyParts):
     """An off-policy actor-critic on a Box (TD3, SAC): what its acting step reads, and the networks
-    and optimisers every such agent holds, besides OffPolicyAgent's."""
+    and optimisers every such agent holds, besides OffPolicyParts's."""
 
     actor: nn.Module
     critic: nn.Module
@@ -71,7 +71,7 @@ class ActorCriticAgent(OffPolicyAgent):
     """(observations, noise ~ N(0, I) drawn outside) → the exploring policy's actions"""
 
 
-def act_in_box(agent: ActorCriticAgent, obs: torch.Tensor, global_step: int, num_updates: int) -> tuple[bool, torch.Tensor]:
+def act_in_box(agent: ActorCriticParts, obs: torch.Tensor, global_step: int, num_updates: int) -> tuple[bool, torch.Tensor]:
     """(learn after this step, the actions) of an actor-critic at `global_step`: a ~ U(A) while it acts at random (before
     learning starts or for TD3's --random-steps, and in a continual task's random steps), else `agent.explore(s,
     noise)`. The observation statistics are updated with s first: with --normalize-obs the only place they change."""

@@ -138,3 +138,19 @@ def test_no_agent_file_holds_a_recipe_dict(agent):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             flags = dict_keys(node.value) & fields
             assert len(flags) < 2, f"agents/{agent}.py line {node.lineno} holds a dict of flags {sorted(flags)}"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_an_agents_parts_are_named_alike_and_built_by_keyword(agent):
+    """issue 49: every agent's parts class is `<Agent>Parts`, and `build` constructs it with keywords only (positional
+    construction across inherited dataclasses ties each value to a field by its position in three classes)."""
+    tree = ast.parse((ROOT / "agents" / f"{agent}.py").read_text())
+    classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef) and node.name.endswith("Parts")]
+    assert agent == "gtr" or len(classes) == 1, f"agents/{agent}.py defines {classes or 'no'} parts class"
+    built = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.endswith("Parts")
+    ]
+    positional = [node.lineno for node in built if node.args]
+    assert not positional, f"agents/{agent}.py builds its parts positionally at lines {positional}"
