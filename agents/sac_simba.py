@@ -23,18 +23,9 @@ double-Q where episodes can terminate.
 `--network mlp` swaps both encoders for plain ReLU MLPs (256-256) to compare "SAC" with
 "SAC+SimBa".
 
-Many envs (FastTD3's recipe, Seo et al. 2025, as FastSAC in their repository;
-docs/agents/sac_simba.md), off by default:
-    --n-step n               y = Σ_{k<m} γ^k r_{t+k} + γ^m(1 − terminated)·
-                                 (Q̄(x_{t+m}, a') − α·log π(a'|x_{t+m})),
-                             m ≤ n cut at episode ends; the entropy term only at the
-                             bootstrap state, as FastSAC
-    --critic.distributional  C51 critics: cross-entropy to
-                             Φ(r + γ^m(1 − terminated)·(z − α·log π(a'|x'))) of the target
-                             critic with the smaller mean; the actor's Q is each critic's
-                             expected value
-Observation normalisation (--normalize-obs) and AdamW's weight decay (--weight-decay) are on
-already, for both networks.
+Many envs (FastTD3's recipe, Seo et al. 2025, as FastSAC): n-step returns (--n-step) and C51
+critics (--critic.distributional), off by default; their equations, the recipe and our choices where
+the papers are silent: docs/agents/sac_simba.md.
 
 Run: python agents/sac_simba.py --env-id dmc:cheetah-run
 (python agents/sac_simba.py --help lists every flag). On a GPU, add --compile --cudagraphs: the
@@ -454,11 +445,12 @@ def build(args: Args) -> SAC:
     state = plasticity.checkpointed() | temperature.checkpointed() | {"replay": replay}
     session = TrainingSession(run, "sac_simba", env, evaluator, **state, members=members)
     obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
-    return SAC(
-        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyAgent's fields
-        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticAgent's
-        *(temperature, num_critics, step),  # SAC's own
-    )
+    # by name: an off-policy agent's fields, an actor-critic's, then SAC's own
+    common = dict(args=args, run=run, members=members, env=env, obs=obs, replay=replay)
+    common |= dict(plasticity=plasticity, session=session, policy=policy)
+    learner = dict(actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer)
+    learner |= dict(actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, explore=act)
+    return SAC(**common, **learner, temperature=temperature, num_critics=num_critics, update=step)
 
 
 # ---- train: the loop ----------------------------------------------------------------------------
