@@ -23,18 +23,9 @@ double-Q where episodes can terminate.
 `--network mlp` swaps both encoders for plain ReLU MLPs (256-256) to compare "SAC" with
 "SAC+SimBa".
 
-Many envs (FastTD3's recipe, Seo et al. 2025, as FastSAC in their repository;
-docs/agents/sac_simba.md), off by default:
-    --n-step n               y = Σ_{k<m} γ^k r_{t+k} + γ^m(1 − terminated)·
-                                 (Q̄(x_{t+m}, a') − α·log π(a'|x_{t+m})),
-                             m ≤ n cut at episode ends; the entropy term only at the
-                             bootstrap state, as FastSAC
-    --critic.distributional  C51 critics: cross-entropy to
-                             Φ(r + γ^m(1 − terminated)·(z − α·log π(a'|x'))) of the target
-                             critic with the smaller mean; the actor's Q is each critic's
-                             expected value
-Observation normalisation (--normalize-obs) and AdamW's weight decay (--weight-decay) are on
-already, for both networks.
+Many envs (FastTD3's recipe, Seo et al. 2025, as FastSAC): n-step returns (--n-step) and C51
+critics (--critic.distributional), off by default; their equations, the recipe and our choices where
+the papers are silent: docs/agents/sac_simba.md.
 
 Run: python agents/sac_simba.py --env-id dmc:cheetah-run
 (python agents/sac_simba.py --help lists every flag). On a GPU, add --compile --cudagraphs: the
@@ -51,20 +42,19 @@ from typing import Callable, Literal
 import gymnasium as gym
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from cleanrl_plus.config import RunArgs
 from cleanrl_plus.critics import convex_min_max, critic_losses, critic_report
 from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categorical_target
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.members import GroupNetwork, Members
-from cleanrl_plus.nn import EnsembleLinear, frozen, polyak_update, target_copy
+from cleanrl_plus.nn import frozen, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
 from cleanrl_plus.offpolicy import ActorCriticParts, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
-from cleanrl_plus.simba import MLPEncoder, SimbaEncoder, orthogonal_, relu_layers, unit_pairs
+from cleanrl_plus.simba import QEnsemble, TanhGaussianActor, critics_for, make_encoder, relu_layers, unit_pairs
 from cleanrl_plus.speed import GraphStep, compiled
 from envs.errors import UserError
 from envs.ranges import AnyFinite, AtLeastOne, Count, Fraction, NonNegative, Positive
@@ -148,109 +138,38 @@ class Args(ActorCriticRemedies, RunArgs):
     critics)"""
 
 
-# ---- networks -----------------------------------------------------------------------------------
-LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
-
-
-def make_encoder(args: Args, size: int, in_features: int, width: int, blocks: int) -> nn.Module:
-    """An encoder of `size` ensemble entries (members × their copies): SimBa's or an MLP."""
-    norm, activation = torso_settings(args.net, args.nap)
-    # SimBa's blocks hold their own LayerNorms: --net.norm is refused by `check`, NaP adds one
-    # before the ReLU
-    if args.network == "simba":
-        return SimbaEncoder(size, in_features, width, blocks, activation, norm)
-    return MLPEncoder(size, in_features, args.mlp_hidden_sizes, norm, activation, args.mlp_init)
-
-
-class Actor(nn.Module):
-    """Tanh-Gaussian policy on x = norm(s) for each of `members`: (members, B, obs) →
-    (members, B, |A|); log σ = −10 + 6·(tanh ℓ + 1) lies in [−10, 2]. Its `normalize`,
-    attached by the agent (`with_normalizer`), holds the observation statistics (shared with
-    the critics, updated only by acting)."""
+# ---- networks: SAC's actor and critics (cleanrl_plus/simba.py), as the remedies see them --------
+class Actor(TanhGaussianActor):
+    """SAC's policy on --network's encoder, NaP's LayerNorm and --net.activation in it."""
 
     def __init__(self, args: Args, obs_dim: int, action_space: gym.spaces.Box, members: int = 1) -> None:
-        super().__init__()
-        self.normalize: nn.Module = nn.Identity()
-        action_dim = action_space.shape[0]
-        self.encoder = make_encoder(args, members, obs_dim, args.actor_width, args.actor_blocks)
-        features = self.encoder.out_features
-        self.mean = orthogonal_(EnsembleLinear(members, features, action_dim))
-        self.log_std = orthogonal_(EnsembleLinear(members, features, action_dim))
-        low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
-        self.register_buffer("action_scale", ((high - low) / 2).float())
-        self.register_buffer("action_bias", ((high + low) / 2).float())
-
-    def _distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.encoder(self.normalize(x))
-        squashed = torch.tanh(self.log_std(h)) + 1
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * squashed
-        return self.mean(h), log_std
-
-    def sample(self, x: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action in the env's bounds, u = μ + σ·noise with noise ~ N(0, I)
-        drawn by the caller (members, batch, |A|), and its log-probability (with the tanh
-        correction), (members, batch)."""
-        mean, log_std = self._distribution(x)
-        u = mean + log_std.exp() * noise
-        standard, log_normaliser = (u - mean) / log_std.exp(), 0.5 * math.log(2 * math.pi)
-        gaussian_log_prob = (-0.5 * standard.square() - log_std - log_normaliser).sum(-1)
-        # log(1 − tanh(u)²) = 2·(log 2 − u − softplus(−2u)), stable for large |u|
-        log_derivative = 2 * (math.log(2) - u - F.softplus(-2 * u))
-        squash_correction = (log_derivative + torch.log(self.action_scale)).sum(-1)
-        action = torch.tanh(u) * self.action_scale + self.action_bias
-        return action, gaussian_log_prob - squash_correction
-
-    def distribution_parameters(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The pre-tanh Gaussian N(μ, σ²) (for KL churn): a ↦ tanh(a)·scale + bias is a
-        bijection, so the KL between two such policies equals the KL between their Gaussians."""
-        mean, log_std = self._distribution(x)
-        return {"mean": mean, "log_std": log_std}
+        torso = torso_settings(args.net, args.nap)
+        encoder = make_encoder(args, torso, members, obs_dim, args.actor_width, args.actor_blocks)
+        super().__init__(encoder, action_space, members)
 
     def layout(self) -> Layout:
         # two heads read the last hidden layer: its units cannot be recycled
         heads, pairs = (self.mean, self.log_std), unit_pairs(self.encoder)
         return Layout(hidden=relu_layers(self.encoder), heads=heads, unit_pairs=pairs)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The deterministic action used for evaluation: tanh(μ(x))."""
-        return torch.tanh(self._distribution(x)[0]) * self.action_scale + self.action_bias
 
-    @property
-    def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The Box's (low, high)."""
-        return self.action_bias - self.action_scale, self.action_bias + self.action_scale
-
-
-class Critic(nn.Module):
-    """`num_critics` Q-functions of each of `members` as one ensemble of members × num_critics
-    (member-major: each member's copies side by side): (members, num_critics, batch) values
-    ((members, num_critics, batch, outputs) C51 logits)."""
+class Critic(QEnsemble):
+    """SAC's critics on --network's encoder, or with --cir.critic on CIR's torso (PyTorch's default
+    init throughout, as CIR's code)."""
 
     def __init__(
         self, args: Args, obs_dim: int, action_dim: int, num_critics: int, outputs: int = 1, members: int = 1
     ) -> None:
-        super().__init__()
-        self.normalize: nn.Module = nn.Identity()
-        self.num_critics, self.cir = num_critics, args.cir.critic
-        size, inputs = members * num_critics, obs_dim + action_dim
-        # CIR: PyTorch's default init throughout, as CIR's code
-        if self.cir:
-            cir = args.cir
-            self.encoder = CIREncoder(size, inputs, cir.width, cir.shared_layer_norm, members)
-            self.head = EnsembleLinear(size, self.encoder.out_features, outputs)
+        size, inputs, cir = members * num_critics, obs_dim + action_dim, args.cir
+        if cir.critic:
+            encoder = CIREncoder(size, inputs, cir.width, cir.shared_layer_norm, members)
         else:
-            self.encoder = make_encoder(args, size, inputs, args.critic_width, args.critic_blocks)
-            self.head = orthogonal_(EnsembleLinear(size, self.encoder.out_features, outputs))
-
-    def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        inputs = torch.cat([self.normalize(x), action], dim=-1)
-        # each member's input, to each of its copies
-        inputs = inputs.unsqueeze(1).expand(-1, self.num_critics, -1, -1).flatten(0, 1)
-        values = self.head(self.encoder(inputs))
-        return values.unflatten(0, (x.shape[0], self.num_critics)).squeeze(-1)
+            torso = torso_settings(args.net, args.nap)
+            encoder = make_encoder(args, torso, size, inputs, args.critic_width, args.critic_blocks)
+        super().__init__(encoder, num_critics, outputs, members, orthogonal_head=not cir.critic)
 
     def layout(self) -> Layout:
-        if self.cir:
+        if isinstance(self.encoder, CIREncoder):
             return cir_layout(self.encoder, self.head)
         pairs = unit_pairs(self.encoder, self.head)
         return Layout(hidden=relu_layers(self.encoder), heads=(self.head,), unit_pairs=pairs)
@@ -260,22 +179,9 @@ def make_critic(members: int, args: Args, obs_dim: int, action_dim: int, num_cri
     """The critics of each member; with --critic.distributional their heads output C51 logits,
     and called as critics they give the expected values (so the actor, LEAST, diagnostics and
     remedies read Q as before)."""
-    if not args.critic.distributional:
-        return Critic(args, obs_dim, action_dim, num_critics, members=members)
-    base = Critic(args, obs_dim, action_dim, num_critics, args.critic.num_atoms, members)
-    return CategoricalCritic(base, args.critic)
-
-
-def critics_for(args: Args, env) -> int:
-    """Two critics with clipped double-Q where episodes can terminate, one where they cannot
-    (--clipped-double-q auto, as SimBa); says which."""
-    choice = args.clipped_double_q
-    use_cdq = env.can_terminate if choice == "auto" else choice == "on"
-    print(
-        f"sac_simba: {2 if use_cdq else 1} critic{'s with clipped double-Q' if use_cdq else ''} "
-        f"({args.env_id} can terminate: {env.can_terminate})"
-    )
-    return 2 if use_cdq else 1
+    outputs = args.critic.num_atoms if args.critic.distributional else 1
+    critics = Critic(args, obs_dim, action_dim, num_critics, outputs, members)
+    return CategoricalCritic(critics, args.critic) if args.critic.distributional else critics
 
 
 class Temperature(nn.Module):
@@ -473,7 +379,7 @@ def check(args: Args) -> None:
 
 
 @dataclasses.dataclass(eq=False)
-class SAC(ActorCriticParts):
+class SACParts(ActorCriticParts):
     """SAC's part of a run, besides an off-policy actor-critic's own (ActorCriticParts): the
     temperature, the number of critics and the update step."""
 
@@ -484,7 +390,7 @@ class SAC(ActorCriticParts):
     """(batch, [(noise, reference batch)] of the actor and the critic) → what it logs"""
 
 
-def build(args: Args) -> SAC:
+def build(args: Args) -> SACParts:
     """SAC+SimBa, checked and built; its random numbers drawn as they always were. With --compile
     the actor, temperature and critic losses and the acting step are compiled, with --cudagraphs
     one whole update (actor → temperature → critic → target) and the acting step are captured."""
@@ -539,31 +445,32 @@ def build(args: Args) -> SAC:
     state = plasticity.checkpointed() | temperature.checkpointed() | {"replay": replay}
     session = TrainingSession(run, "sac_simba", env, evaluator, **state, members=members)
     obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
-    return SAC(
-        *(args, run, members, env, obs, replay, plasticity, session, policy),  # OffPolicyParts's fields
-        *(actor, critic, critic_target, actor_optimizer, critic_optimizer, normalizer, act),  # ActorCriticParts's
-        *(temperature, num_critics, step),  # SAC's own
-    )
+    # by name: an off-policy agent's fields, an actor-critic's, then SAC's own
+    common = dict(args=args, run=run, members=members, env=env, obs=obs, replay=replay)
+    common |= dict(plasticity=plasticity, session=session, policy=policy)
+    learner = dict(actor=actor, critic=critic, critic_target=critic_target, normalizer=normalizer)
+    learner |= dict(actor_optimizer=actor_optimizer, critic_optimizer=critic_optimizer, explore=act)
+    return SACParts(**common, **learner, temperature=temperature, num_critics=num_critics, update=step)
 
 
 # ---- train: the loop ----------------------------------------------------------------------------
-def train(sac: SAC) -> dict:
+def train(parts: SACParts) -> dict:
     """SAC as the box above runs it: act by sampling π, step and store the raw observations,
     then `updates_per_step` updates (actor, temperature, critic, target). Returns the summary."""
-    args, members, replay, plasticity = sac.args, sac.members, sac.replay, sac.plasticity
-    session, policy = sac.session, sac.policy
-    action_dim, batch_size = int(sac.env.single_action_space.shape[0]), args.batch_size
-    obs, global_step, num_updates = session.open_or_resume(sac.obs)
+    args, members, replay, plasticity = parts.args, parts.members, parts.replay, parts.plasticity
+    session, policy = parts.session, parts.policy
+    action_dim, batch_size = int(parts.env.single_action_space.shape[0]), args.batch_size
+    obs, global_step, num_updates = session.open_or_resume(parts.obs)
     # once the run directories exist
-    sac.run.logger.text("critics", f"{sac.num_critics} (clipped double-Q: {sac.num_critics == 2})")
+    parts.run.logger.text("critics", f"{parts.num_critics} (clipped double-Q: {parts.num_critics == 2})")
     losses: dict[str, torch.Tensor] = {}
 
-    while global_step < args.total_timesteps and not sac.run.stop_requested:
+    while global_step < args.total_timesteps and not parts.run.stop_requested:
         # ---- act: a ~ U(A) before learning starts, else a ~ π(·|x) --------------------------
-        learn, actions = act_in_box(sac, obs, global_step, num_updates)
+        learn, actions = act_in_box(parts, obs, global_step, num_updates)
         # ---- step and store raw (s, a, r, s', terminated): truncations (LEAST's too) bootstrap --
-        _, obs, _ = step_and_store(sac.env, replay, obs, actions, plasticity, global_step)
-        previous_step, global_step = global_step, global_step + sac.env.envs_per_member
+        _, obs, _ = step_and_store(parts.env, replay, obs, actions, plasticity, global_step)
+        previous_step, global_step = global_step, global_step + parts.env.envs_per_member
 
         # ---- learn: actor → temperature → critic → target, `updates_per_step` times -----
         if learn:
@@ -575,7 +482,7 @@ def train(sac: SAC) -> dict:
                 for _ in range(2):
                     noise = members.randn(batch_size, action_dim)
                     draws.append((noise, plasticity.reference_batch(replay, batch_size)))
-                losses = sac.update(batch, draws)
+                losses = parts.update(batch, draws)
                 num_updates += 1
                 plasticity.after_update(num_updates, replay, global_step, last)
             losses = losses | {"replay/sample_age": replay.age(batch).float().mean(dim=-1)}
@@ -584,7 +491,7 @@ def train(sac: SAC) -> dict:
         session.after_step(previous_step, global_step, num_updates, losses, policy, obs)
         # continual ids: what the agent keeps across a task switch (--continual.*)
         if session.schedule.switched:
-            fresh_start, kept = (sac.temperature.reset,), (sac.normalizer,)
+            fresh_start, kept = (parts.temperature.reset,), (parts.normalizer,)
             plasticity.on_task_switch(args.continual, replay, kept, also_on_fresh_start=fresh_start)
 
     # evaluation: tanh(μ(x)) of each member

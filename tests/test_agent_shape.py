@@ -107,7 +107,7 @@ def test_storage_is_given_one_named_transition_not_positional_tensors():
 
 MAX_FILE_LINES = 520
 # issue 49 asks for every agent at most MAX_FILE_LINES long; these are not yet, and may only shrink
-NOT_YET = {"sac_simba": 609}
+NOT_YET: dict[str, int] = {}  # every agent file is within MAX_FILE_LINES now
 
 
 @pytest.mark.parametrize("agent", AGENTS)

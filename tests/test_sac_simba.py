@@ -6,10 +6,10 @@ import torch
 from conftest import cpu_fingerprint, digests_for_this_cpu
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
-from agents.sac_simba import Actor, Args, main, make_encoder
+from agents.sac_simba import Actor, Args, main
 from cleanrl_plus.checkpoint import load_checkpoint
 from cleanrl_plus.normalization import RunningMeanStd
-from cleanrl_plus.simba import MLPEncoder, ResidualBlock, SimbaEncoder
+from cleanrl_plus.simba import MLPEncoder, ResidualBlock, SimbaEncoder, make_encoder
 
 TINY = dict(
     actor_width=16, critic_width=16, critic_blocks=1, batch_size=32, eval_episodes=2, progress=False, buffer_size=10_000
@@ -59,7 +59,7 @@ def test_mlp_orthogonal_initialisation_is_simbas_plain_sac_mlp_block():
     default = MLPEncoder(ensemble_size=1, in_features=20, hidden=(64,))
     assert default.layers[0].bias.abs().max() > 0 and default.layers[0].weight.abs().max() <= 20**-0.5
     critic = Args(network="mlp", mlp_hidden_sizes=(32, 32), mlp_init="orthogonal")
-    built = make_encoder(critic, 2, 7, critic.critic_width, critic.critic_blocks)
+    built = make_encoder(critic, ("none", "relu"), 2, 7, critic.critic_width, critic.critic_blocks)
     assert isinstance(built, MLPEncoder) and built.layers[1].bias.abs().max() == 0
 
 
