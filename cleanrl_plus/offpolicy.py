@@ -46,7 +46,7 @@ class OffPolicyParts:
     members: Members
     env: Any
     obs: torch.Tensor
-    """the observations of the first step (a resumed run continues from its checkpoint's: `session.start`)"""
+    """the observations of the first step (a resumed run continues from its checkpoint's: `session.open_or_resume`)"""
     replay: ReplayBuffer
     plasticity: Any
     """the agent's plasticity.Plasticity: remedies, diagnostics and resets of its networks"""

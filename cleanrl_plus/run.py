@@ -156,7 +156,7 @@ class MemberRun:
     def open(self) -> None:
         """Start writing: create and lock a fresh run's directory and record its flags (a resumed run's directory is
         locked already), start W&B. Called once the envs and networks are built and their own checks passed
-        (TrainingSession.start, or the first TensorBoard event), so that a run refused at start-up leaves nothing."""
+        (TrainingSession.open_or_resume, or the first TensorBoard event), so that a run refused at start-up leaves nothing."""
         if self.opened:
             return
         self.opened = True
@@ -379,7 +379,7 @@ def check_run_args(args: RunArgs) -> None:
 
 def prepare_run(args: RunArgs) -> Run:
     """Check the flags, then set up the run. Its directory is created by `Run.open` once the agent built and checked
-    its envs and networks (TrainingSession.start): a run refused before that leaves nothing behind."""
+    its envs and networks (TrainingSession.open_or_resume): a run refused before that leaves nothing behind."""
     check_run_args(args)
     tune_allocator()
     device = resolve_device(args.device)

@@ -9,7 +9,7 @@ the progress line, SPS clocks and the run summary. The agent file keeps only the
     return session.finish(global_step, num_updates, policy, obs)
 
 The objects given as keywords, and the env, are the run's state: each `state_dict()` goes into every checkpoint under its
-keyword, with the counters, the observations to act on next and the RNG states, and `start` loads them back in that
+keyword, with the counters, the observations to act on next and the RNG states, and `open_or_resume` loads them back in that
 order. The session ties together its parts, each a module of its own: the run's state (cleanrl_plus/run_state.py),
 each member's evaluations and tasks (records.py), the continual schedule (schedule.py) and the clocks (clocks.py);
 it evaluates, stops diverged members, logs, checkpoints and writes the summaries."""
