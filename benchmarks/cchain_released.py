@@ -60,6 +60,13 @@ ITERATION_STEPS = 800  # the scripts' --iteration_steps, which `run` leaves at i
 GYMNASIUM = ("import gym", "import gymnasium as gym")
 NO_TRAC = ("from trac_optimizer import start_trac", "start_trac = None")
 WANDB = ("    import wandb", f"    import {WANDB_STAND_IN} as wandb")
+# Optional (`prepare --seed-env`): the scripts never seed their env, so a rerun draws other initial states (gymnasium
+# seeds an unseeded env from the OS). Seeding the env once with --seed where it is made makes a run replay exactly on
+# one machine; the initial states' distribution is unchanged, only which draw a seed gets.
+SEEDED_ENV = (
+    '    env = gym.make(args.env_name, render_mode="rgb_array")',
+    '    env = gym.make(args.env_name, render_mode="rgb_array"); env.reset(seed=args.seed)',
+)
 
 WANDB_STAND_IN_SOURCE = f'''"""Stand-in for wandb in the released scripts, written by cleanrl_plus
 benchmarks/cchain_released.py: each wandb.log call becomes one JSON line in the file named by
@@ -101,8 +108,8 @@ def patch_lines(text: str, replacements: list[tuple[str, str]], name: str) -> tu
     return "\n".join(lines), patched
 
 
-def replacements(trac: bool) -> list[tuple[str, str]]:
-    return [GYMNASIUM, WANDB] if trac else [GYMNASIUM, NO_TRAC, WANDB]
+def replacements(trac: bool, seed_env: bool = False) -> list[tuple[str, str]]:
+    return [GYMNASIUM, *([] if trac else [NO_TRAC]), WANDB, *([SEEDED_ENV] if seed_env else [])]
 
 
 def upstream_file(checkout: Path, commit: str, name: str) -> str:
@@ -114,9 +121,10 @@ def upstream_file(checkout: Path, commit: str, name: str) -> str:
     return shown.stdout
 
 
-def prepare(checkout: Path, into: Path, trac: bool = False) -> dict:
+def prepare(checkout: Path, into: Path, trac: bool = False, seed_env: bool = False) -> dict:
     """Copy the five released files at the checkout's HEAD into `into`, the three scripts patched, with the
-    wandb stand-in and a manifest (MANIFEST: upstream commit, whether TRAC's import is kept, each patched line)."""
+    wandb stand-in and a manifest (MANIFEST: upstream commit, whether TRAC's import is kept and the env seeded, each
+    patched line)."""
     into = into.resolve()
     if into == ROOT or ROOT in into.parents:
         raise UserError(
@@ -129,10 +137,13 @@ def prepare(checkout: Path, into: Path, trac: bool = False) -> dict:
     files, patched = {}, {}
     for script in SCRIPTS:
         name = f"control_train_aligned_{script}.py"
-        files[name], patched[name] = patch_lines(upstream_file(checkout, commit, name), replacements(trac), name)
+        files[name], patched[name] = patch_lines(
+            upstream_file(checkout, commit, name), replacements(trac, seed_env), name
+        )
     files |= {name: upstream_file(checkout, commit, name) for name in HELPERS}
     files[f"{WANDB_STAND_IN}.py"] = WANDB_STAND_IN_SOURCE
-    manifest = {"upstream": UPSTREAM, "commit": commit, "trac_import_kept": trac, "patched": patched}
+    manifest = {"upstream": UPSTREAM, "commit": commit, "trac_import_kept": trac, "env_seeded": seed_env}
+    manifest["patched"] = patched
     files[MANIFEST] = json.dumps(manifest, indent=1) + "\n"
     into.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -268,7 +279,8 @@ def run(
     arguments = [name, *f"--env_name {env_name} --seed {seed} --level_num {level_num}".split()]
     arguments += [*f"--level_switch {level_switch} --obs_perturb_range {sigma} --opt {opt}".split()]
     shortened = "" if (level_num, level_switch) == (preset.num_tasks, preset_switch) else f"__levels{level_num}x{level_switch}"
-    out = out or RELEASED_DIR / f"{script}__{env_name}__seed{seed}{shortened}.csv"
+    seeded = manifest.get("env_seeded", False)
+    out = out or RELEASED_DIR / f"{script}__{env_name}__seed{seed}{shortened}{'__env-seeded' if seeded else ''}.csv"
     log_path, stdout_path = scripts / f"{out.stem}.wandb.jsonl", scripts / f"{out.stem}.log"
     log_path.unlink(missing_ok=True)
     environment = os.environ | {
@@ -307,7 +319,8 @@ def run(
     header = {
         "source": f"{UPSTREAM} {UPSTREAM_DIR}/{name} at {manifest['commit']} (the released script, patched below)",
         "command": f"OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= python {shlex.join(arguments)}",
-        "made_by": f"python benchmarks/cchain_released.py run --scripts DIR --script {script} --env_name {env_name} "
+        "made_by": ("python benchmarks/cchain_released.py prepare CHECKOUT --into DIR --seed-env, then " if seeded else "")
+        + f"python benchmarks/cchain_released.py run --scripts DIR --script {script} --env_name {env_name} "
         f"--seed {seed} --level_num {level_num} --level_switch {level_switch} --opt {opt}",
         "patched": [f"{name}:{number}: {old!r} -> {new!r}" for number, old, new in patched],
         "unpatched": f"{', '.join(HELPERS)}; wandb is {WANDB_STAND_IN}.py, written by benchmarks/cchain_released.py",
@@ -318,7 +331,9 @@ def run(
         "machine": machine() + "; one thread, CPU",
         "date": now(),
         "cpu_seconds": f"{cpu_seconds:.0f}",
-        "note": "the script never seeds its env (env.reset() without a seed): a rerun of this command is another draw",
+        "note": "the env is seeded with --seed (prepare --seed-env): a rerun on this machine replays this file"
+        if seeded
+        else "the script never seeds its env (env.reset() without a seed): a rerun of this command is another draw",
     }
     columns = [*COLUMNS, "auto_p_reg_coef"] if script == "c_chain" else list(COLUMNS)
     write_csv(out, header, columns, rows)
@@ -447,6 +462,9 @@ def main(argv: list[str] | None = None) -> None:
     prepare_parser.add_argument(
         "--trac", action="store_true", help="keep TRAC's import (for --opt TRAC; pip install trac-optimizer)"
     )
+    prepare_parser.add_argument(
+        "--seed-env", action="store_true", help="seed the env with --seed where it is made, so a run replays exactly"
+    )
     run_parser = commands.add_parser("run", help="run one patched script and write its CSV")
     run_parser.add_argument("--scripts", type=Path, required=True, help="the folder `prepare` wrote")
     run_parser.add_argument("--script", default="c_chain", help="vanilla, c_chain or oracle")
@@ -470,7 +488,7 @@ def main(argv: list[str] | None = None) -> None:
     options = parser.parse_args(argv)
     try:
         if options.command == "prepare":
-            manifest = prepare(options.checkout, options.into, options.trac)
+            manifest = prepare(options.checkout, options.into, options.trac, options.seed_env)
             print(f"prepared {options.into} from {UPSTREAM} at {manifest['commit'][:7]}")
         elif options.command == "run":
             if options.seed < 0 or options.level_num < 0 or options.level_switch < 0:

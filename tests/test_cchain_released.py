@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -118,6 +119,53 @@ def test_the_wandb_stand_in_and_the_printed_lines_make_the_rows(tmp_path, monkey
         released.released_rows(tmp_path / "log.jsonl", printed[:1], coefficient=False)
     with pytest.raises(released.RunFailure, match="differ"):
         released.released_rows(tmp_path / "log.jsonl", [printed[0], (2, -88.1, 88.1)], coefficient=False)
+
+
+# A stand-in with the released scripts' shape where it matters here: it makes its env on the line SEEDED_ENV replaces,
+# then resets it without a seed as theirs does, and logs and prints each iteration as theirs do (its "return" is the
+# first observation's first coordinate, so two runs agree only if they drew the same initial states).
+STAND_IN_RUN = """import argparse
+import gym
+import numpy as np
+from trac_optimizer import start_trac
+parser = argparse.ArgumentParser()
+for name in ("--env_name", "--opt"):
+    parser.add_argument(name)
+for name in ("--seed", "--level_num", "--level_switch"):
+    parser.add_argument(name, type=int)
+parser.add_argument("--obs_perturb_range", type=float)
+args = parser.parse_args()
+if __name__ == '__main__':
+    import wandb
+    env = gym.make(args.env_name, render_mode="rgb_array")
+    for iteration in range(1, args.level_num * args.level_switch + 1):
+        first = float(env.reset()[0][0])
+        logged = {"global_timestep": 800 * iteration, "itr_mean_return": first, "itr_mean_step": 1.0}
+        wandb.log(logged | {"stats/auto_p_reg_coef": 1.0}, step=iteration)
+        print(f"- Iteration num: {iteration}, Avg Return: {first}, Avg Step: 1.0, P Loss: 0.0")
+"""
+
+
+@pytest.mark.parametrize("seed_env", [False, True])
+def test_a_run_replays_exactly_only_with_the_env_seeded(tmp_path, seed_env):
+    """gymnasium seeds an env that is never seeded from the OS, so the released scripts' reruns draw other initial
+    states; `prepare --seed-env` seeds it once with --seed where it is made, and a rerun replays the CSV."""
+    checkout = fake_checkout(tmp_path / "C-CHAIN", STAND_IN_RUN)
+    manifest = released.prepare(checkout, tmp_path / "scripts", seed_env=seed_env)
+    assert manifest["env_seeded"] is seed_env
+    assert (released.SEEDED_ENV[1] in (tmp_path / "scripts" / "control_train_aligned_c_chain.py").read_text()) is seed_env
+    runs = []
+    for name in ("first.csv", "second.csv"):
+        path = released.run(tmp_path / "scripts", "c_chain", "Acrobot-v1", 3, 2, 2, out=tmp_path / name)
+        header, columns = released.read_csv(path)
+        runs.append(columns["itr_mean_return"])
+        assert ("replays this file" in header["note"][0]) is seed_env
+        assert (f"{released.SEEDED_ENV[1]!r}" in " ".join(header["patched"])) is seed_env
+    assert len(runs[0]) == 4 and len(set(runs[0])) == 4  # each iteration resets: four draws
+    assert np.array_equal(runs[0], runs[1]) is seed_env
+    env = gym.make("Acrobot-v1")  # what the patch relies on: a seed given once carries on into later unseeded resets
+    env.reset(seed=3)
+    assert runs[0][0] == float(env.reset()[0][0]) if seed_env else True
 
 
 def test_run_refuses_bad_input_in_one_line(tmp_path, capsys):
