@@ -137,9 +137,7 @@ def prepare(checkout: Path, into: Path, trac: bool = False, seed_env: bool = Fal
     files, patched = {}, {}
     for script in SCRIPTS:
         name = f"control_train_aligned_{script}.py"
-        files[name], patched[name] = patch_lines(
-            upstream_file(checkout, commit, name), replacements(trac, seed_env), name
-        )
+        files[name], patched[name] = patch_lines(upstream_file(checkout, commit, name), replacements(trac, seed_env), name)
     files |= {name: upstream_file(checkout, commit, name) for name in HELPERS}
     files[f"{WANDB_STAND_IN}.py"] = WANDB_STAND_IN_SOURCE
     manifest = {"upstream": UPSTREAM, "commit": commit, "trac_import_kept": trac, "env_seeded": seed_env}

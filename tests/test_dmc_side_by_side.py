@@ -1,0 +1,124 @@
+"""benchmarks/dmc_side_by_side.py on a stand-in of SimBa's env files (a git repository with the three paths it
+reads): a plain gymnasium adapter of a real dm-control walker-walk whose Dict observation sorts its keys as
+gymnasium's does, and the two wrappers. The same env must compare equal at every step and both boundaries; a planted
+difference (a third action repeat, a reward off by a little, the keys unsorted by our reorder) must show."""
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("dmc_side_by_side", ROOT / "benchmarks" / "dmc_side_by_side.py")
+side_by_side = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(side_by_side)
+
+STAND_IN_DMC = """import gymnasium as gym
+import numpy as np
+from dm_control import suite
+
+
+class Adapter(gym.Env):
+    def __init__(self, env):
+        self.env = env
+        spec = env.observation_spec()
+        box = lambda shape: gym.spaces.Box(-np.inf, np.inf, (int(np.prod(shape)),), np.float64)
+        self.observation_space = gym.spaces.Dict({key: box(value.shape) for key, value in spec.items()})  # sorted
+        action = env.action_spec()
+        self.action_space = gym.spaces.Box(action.minimum, action.maximum, action.shape, np.float64)
+
+    def flat(self, time_step):
+        return np.concatenate([np.ravel(time_step.observation[key]) for key in self.observation_space.spaces])
+
+    def reset(self, seed=None, options=None):
+        return self.flat(self.env.reset()), {}
+
+    def step(self, action):
+        time_step = self.env.step(action)
+        return self.flat(time_step), REWARD(time_step.reward), False, time_step.last(), {}
+
+
+def make_dmc_env(env_name, seed, flatten=True):
+    domain, task = env_name.split("-")
+    return Adapter(suite.load(domain, task, task_kwargs={"random": seed}))
+"""
+
+STAND_IN_REPEAT = """import gymnasium as gym
+
+
+class RepeatAction(gym.Wrapper):
+    def __init__(self, env, action_repeat=4):
+        super().__init__(env)
+        self._action_repeat = action_repeat + EXTRA
+
+    def step(self, action):
+        total = 0.0
+        for _ in range(self._action_repeat):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return obs, total, terminated, truncated, info
+"""
+
+STAND_IN_SCALE = """import gymnasium as gym
+
+
+class ScaleReward(gym.Wrapper):
+    def __init__(self, env, reward_scale=1.0):
+        super().__init__(env)
+"""
+
+
+def stand_in_checkout(path: Path, reward: str = "float", extra: int = 0) -> Path:
+    files = {
+        "scale_rl/envs/dmc.py": STAND_IN_DMC.replace("REWARD", reward),
+        "scale_rl/envs/wrappers/repeat_action.py": STAND_IN_REPEAT.replace("EXTRA", str(extra)),
+        "scale_rl/envs/wrappers/scale_reward.py": STAND_IN_SCALE,
+    }
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "stand-in"], check=True)
+    return path
+
+
+def test_the_same_env_compares_equal_across_both_boundaries(tmp_path):
+    rows, _ = side_by_side.step_side_by_side(stand_in_checkout(tmp_path / "simba"), "walker-walk", 1, 1002)
+    assert len(rows) == 1003 and rows[0][0] == 0
+    assert [row[0] for row in rows[1:] if row[6]] == [500, 1000] == [row[0] for row in rows[1:] if row[5]]
+    assert not any(row[3] or row[4] for row in rows[1:])
+    assert max(abs(row[1] - row[2]) for row in rows[1:]) < 1e-6 and max(row[7] for row in rows) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {"extra": 1},  # a third control step per agent step: other states, episodes end at 333 and 666
+        {"reward": "1.001 * float"},  # rewards a little off
+    ],
+)
+def test_a_planted_difference_shows(tmp_path, planted):
+    rows, _ = side_by_side.step_side_by_side(stand_in_checkout(tmp_path / "simba", **planted), "walker-walk", 1, 40)
+    assert max(abs(row[1] - row[2]) for row in rows[1:]) > 1e-4
+
+
+def test_their_sorted_keys_are_put_in_our_order(tmp_path, monkeypatch):
+    """walker's dict is orientations, height, velocity; gymnasium's Dict sorts it (height first). Without the
+    reorder the observations differ from the first step."""
+    assert [key for key, _ in side_by_side.our_order("walker-walk")] == ["orientations", "height", "velocity"]
+    monkeypatch.setattr(side_by_side, "our_order", lambda task: [("height", 1), ("orientations", 14), ("velocity", 9)])
+    rows, _ = side_by_side.step_side_by_side(stand_in_checkout(tmp_path / "simba"), "walker-walk", 1, 3)
+    assert rows[0][7] > 1e-2
+
+
+def test_a_checkout_without_their_files_is_refused_in_one_line(tmp_path, capsys):
+    subprocess.run(["git", "init", "-q", str(tmp_path / "empty")], check=True)
+    with pytest.raises(SystemExit) as exit_info:
+        side_by_side.main([str(tmp_path / "empty")])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and error.startswith("error: ") and error.count("\n") == 1, error
