@@ -1,18 +1,22 @@
-"""Our DMC env beside SimBa's, stepped on one seed with one action sequence across episode boundaries.
+"""Our DMC env beside an author's own, stepped on one seed with one action sequence across episode boundaries.
 
-Theirs: SonyResearch/simba at 7d0358b, scale_rl/envs/dmc.py `make_dmc_env` (dm-control's suite.load with
+    python benchmarks/dmc_side_by_side.py CHECKOUT --upstream simba --task walker-walk --seed 1 --steps 1100
+
+--upstream simba: SonyResearch/simba at 7d0358b, scale_rl/envs/dmc.py `make_dmc_env` (dm-control's suite.load with
 task_kwargs={"random": seed}, shimmy's DmControlCompatibilityV0, gymnasium's FlattenObservation) wrapped as
 scale_rl/envs/__init__.py `create_vec_env` wraps it for configs/env/dmc_em.yaml: RescaleAction(-1, 1),
 TimeLimit(1000), scale_rl/envs/wrappers/repeat_action.py RepeatAction(2), ScaleReward(1). Their vector env resets an
-ended episode without a seed, so the task's RandomState carries on, as a plain `env.reset()` does here.
+ended episode without a seed, so the task's RandomState carries on, as a plain `env.reset()` does here. Needs shimmy.
+--upstream cir: dmksjfl/CIR at e0d8d90, dmc/dmc.py `make_env(task, seed)` (suite.load with task_kwargs={"random":
+seed}, float32 actions, ActionRepeatWrapper(2) summing rewards, action_scale to [-1, 1], the old gym API with done at
+1000 // 2 agent steps). Their terminated is train_dmc.py's `done_bool` (done before step 500 of an episode), their
+truncated the rest of their done; train_dmc.py resets with a plain `env.reset()`. Needs gym 0.26.
 Ours: envs/dmc_backend.py DMCVecEnv(action_repeat=2), one sub-env.
 
-    python benchmarks/dmc_side_by_side.py CHECKOUT --task walker-walk --seed 1 --steps 1100
-
-CHECKOUT is a git checkout (or bare mirror) of SonyResearch/simba; its three files are read with `git show` into a
-scratch folder and never copied into this repository. Needs shimmy (`pip install --no-deps --target DIR shimmy`,
-then PYTHONPATH=DIR). Writes benchmarks/results/dmc-side-by-side/<task>__seed<s>.csv: one row per agent step, both
-envs' reward, termination and truncation, and the largest difference between the two observations, theirs put in
+CHECKOUT is a git checkout (or bare mirror) of the upstream; its files are read with `git show` into a scratch
+folder and never copied into this repository. A missing package: `pip install --no-deps --target DIR PACKAGE`, then
+PYTHONPATH=DIR. Writes benchmarks/results/dmc-side-by-side/<upstream>__<task>__seed<s>.csv: one row per agent step,
+both envs' reward, termination and truncation, and the largest difference between the two observations, theirs put in
 our order first (gymnasium's Dict space sorts the keys, dm-control's observation dict keeps the task's order).
 """
 
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,8 +39,6 @@ from benchmarks.cchain_released import machine, now, write_csv  # noqa: E402
 from cleanrl_plus.errors import exit_with  # noqa: E402
 from envs.errors import UserError  # noqa: E402
 
-UPSTREAM = "SonyResearch/simba"
-THEIR_FILES = ("scale_rl/envs/dmc.py", "scale_rl/envs/wrappers/repeat_action.py", "scale_rl/envs/wrappers/scale_reward.py")
 OUT_DIR = ROOT / "benchmarks" / "results" / "dmc-side-by-side"
 COLUMNS = [
     "step",
@@ -49,16 +52,39 @@ COLUMNS = [
 ]
 
 
-def load_their_modules(checkout: Path, scratch: Path) -> tuple[dict, str]:
-    """Their three files as modules (by file, so their package's other imports are not needed), and the commit."""
+class Upstream(NamedTuple):
+    repo: str
+    files: tuple[str, ...]
+    wrapped_as: str
+    pins: str
+
+
+UPSTREAMS = {
+    "simba": Upstream(
+        "SonyResearch/simba",
+        ("scale_rl/envs/dmc.py", "scale_rl/envs/wrappers/repeat_action.py", "scale_rl/envs/wrappers/scale_reward.py"),
+        "wrapped as create_vec_env does for dmc_em.yaml",
+        "their deps/requirements.txt pins dm-control 1.0.20, mujoco 3.1.6, Shimmy 2.0.0, gymnasium 1.0.0a2",
+    ),
+    "cir": Upstream(
+        "dmksjfl/CIR",
+        ("dmc/dmc.py",),
+        "make_env as dmc/train_dmc.py calls it; terminated is its done_bool",
+        "their README names no versions; dmc/dmc.py imports gym",
+    ),
+}
+
+
+def load_their_modules(upstream: Upstream, checkout: Path, scratch: Path) -> tuple[dict, str]:
+    """Their files as modules (by file, so their package's other imports are not needed), and the commit."""
     found = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
     if found.returncode != 0:
-        raise UserError(f"{checkout} is not a git checkout — fetch {UPSTREAM} and pass its folder")
+        raise UserError(f"{checkout} is not a git checkout — fetch {upstream.repo} and pass its folder")
     modules = {}
-    for name in THEIR_FILES:
+    for name in upstream.files:
         shown = subprocess.run(["git", "-C", str(checkout), "show", f"HEAD:{name}"], capture_output=True, text=True)
         if shown.returncode != 0:
-            raise UserError(f"{checkout} has no {name} — pass a checkout of {UPSTREAM}")
+            raise UserError(f"{checkout} has no {name} — pass a checkout of {upstream.repo}")
         path = scratch / Path(name).name
         path.write_text(shown.stdout)
         spec = importlib.util.spec_from_file_location(Path(name).stem, path)
@@ -72,13 +98,49 @@ def load_their_modules(checkout: Path, scratch: Path) -> tuple[dict, str]:
     return modules, found.stdout.strip()
 
 
-def their_env(modules: dict, task: str, seed: int, action_repeat: int):
+class SimbaEnv:
     """create_vec_env's make_one_env for env_type 'dmc' (scale_rl/envs/__init__.py), one env."""
-    from gymnasium.wrappers import RescaleAction, TimeLimit
 
-    env = modules["dmc"].make_dmc_env(task, seed)
-    env = TimeLimit(RescaleAction(env, -1.0, 1.0), 1000)  # dmc_em.yaml: rescale_action true, max_episode_steps 1000
-    return modules["scale_reward"].ScaleReward(modules["repeat_action"].RepeatAction(env, action_repeat), 1.0)
+    def __init__(self, modules: dict, task: str, seed: int, action_repeat: int):
+        from gymnasium.wrappers import RescaleAction, TimeLimit
+
+        env = modules["dmc"].make_dmc_env(task, seed)
+        env = TimeLimit(RescaleAction(env, -1.0, 1.0), 1000)  # dmc_em.yaml: rescale_action true, max_episode_steps 1000
+        self.env = modules["scale_reward"].ScaleReward(modules["repeat_action"].RepeatAction(env, action_repeat), 1.0)
+        self.keys = list(self.env.unwrapped.observation_space.spaces)  # the Dict space FlattenObservation flattens
+        self.action_shape = self.env.action_space.shape
+
+    def reset(self) -> np.ndarray:
+        return self.env.reset()[0]
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
+        obs, reward, terminated, truncated, _ = self.env.step(action)
+        return obs, float(reward), bool(terminated), bool(truncated)
+
+
+class CirEnv:
+    """dmc/dmc.py make_env, stepped as dmc/train_dmc.py steps it."""
+
+    def __init__(self, modules: dict, task: str, seed: int, action_repeat: int):
+        self.env, their_repeat = modules["dmc"].make_env(task, seed)
+        if their_repeat != action_repeat:
+            raise UserError(f"their make_env repeats actions {their_repeat} times, not {action_repeat}")
+        self.episode_length = 1000 // action_repeat
+        self.keys = None  # they concatenate the observation dict in dm-control's order
+        self.action_shape = self.env.action_space.shape
+
+    def reset(self) -> np.ndarray:
+        self.episode_timesteps = 0
+        return np.asarray(self.env.reset())
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
+        self.episode_timesteps += 1
+        obs, reward, done, _ = self.env.step(action)
+        done_bool = bool(done) and self.episode_timesteps < self.episode_length  # train_dmc.py's bootstrap cut
+        return np.asarray(obs), float(reward), done_bool, bool(done) and not done_bool
+
+
+THEIR_ENVS = {"simba": SimbaEnv, "cir": CirEnv}
 
 
 def our_order(task: str) -> list[tuple[str, int]]:
@@ -90,7 +152,9 @@ def our_order(task: str) -> list[tuple[str, int]]:
     return [(key, int(np.prod(value.shape))) for key, value in spec.items()]
 
 
-def step_side_by_side(checkout: Path, task: str, seed: int, steps: int, action_repeat: int = 2) -> tuple[list, str]:
+def step_side_by_side(
+    checkout: Path, task: str, seed: int, steps: int, upstream: str = "simba", action_repeat: int = 2
+) -> tuple[list, str]:
     import torch
     from absl import logging as absl_logging
 
@@ -98,34 +162,34 @@ def step_side_by_side(checkout: Path, task: str, seed: int, steps: int, action_r
 
     absl_logging.set_verbosity(absl_logging.ERROR)  # dm-control's XML deprecation notes
     with tempfile.TemporaryDirectory() as scratch:
-        modules, commit = load_their_modules(checkout, Path(scratch))
-        theirs = their_env(modules, task, seed, action_repeat)
+        modules, commit = load_their_modules(UPSTREAMS[upstream], checkout, Path(scratch))
+        theirs = THEIR_ENVS[upstream](modules, task, seed, action_repeat)
     ours = DMCVecEnv(f"dmc:{task}", 1, seed, torch.device("cpu"), action_repeat=action_repeat)
     order = our_order(task)
-    their_keys = list(theirs.unwrapped.observation_space.spaces)  # the Dict space FlattenObservation flattens
     sizes = dict(order)
+    their_keys = theirs.keys or [key for key, _ in order]
     starts = np.cumsum([0] + [sizes[key] for key in their_keys])
     position = {key: slice(starts[i], starts[i + 1]) for i, key in enumerate(their_keys)}
 
     def reordered(their_obs: np.ndarray) -> np.ndarray:
         return np.concatenate([their_obs[position[key]] for key, _ in order])
 
-    actions = np.random.default_rng(seed).uniform(-1.0, 1.0, (steps, *theirs.action_space.shape)).astype(np.float32)
-    their_obs, _ = theirs.reset()
+    actions = np.random.default_rng(seed).uniform(-1.0, 1.0, (steps, *theirs.action_shape)).astype(np.float32)
+    their_obs = theirs.reset()
     our_obs = ours.reset()[0].numpy()
     rows = [[0, "", "", "", "", "", "", float(np.abs(reordered(their_obs) - our_obs).max())]]
     for t in range(steps):
-        their_next, their_reward, their_terminated, their_truncated, _ = theirs.step(actions[t])
+        their_next, their_reward, their_terminated, their_truncated = theirs.step(actions[t])
         result = ours.step(torch.as_tensor(actions[t])[None])
         difference = np.abs(reordered(their_next) - result.next_obs[0].numpy()).max()
-        if their_terminated or their_truncated:  # their vector env's autoreset: a fresh episode, no seed
-            their_next, _ = theirs.reset()
+        if their_terminated or their_truncated:  # a fresh episode, no seed, as their training loops reset
+            their_next = theirs.reset()
             difference = max(difference, np.abs(reordered(their_next) - result.obs[0].numpy()).max())
         rows.append(
             [
                 t + 1,
                 float(result.reward[0]),
-                float(their_reward),
+                their_reward,
                 int(result.terminated[0]),
                 int(their_terminated),
                 int(result.truncated[0]),
@@ -136,37 +200,45 @@ def step_side_by_side(checkout: Path, task: str, seed: int, steps: int, action_r
     return rows, commit
 
 
-def versions() -> str:
-    from importlib.metadata import version
+def versions(upstream: Upstream) -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-    ours = ", ".join(f"{name} {version(name)}" for name in ("dm-control", "mujoco", "shimmy"))
-    return f"{ours} (their deps/requirements.txt pins dm-control 1.0.20, mujoco 3.1.6, Shimmy 2.0.0, gymnasium 1.0.0a2)"
+    def installed(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"{name} absent"
+
+    ours = ", ".join(installed(name) for name in ("dm-control", "mujoco", "shimmy", "gym"))
+    return f"{ours} ({upstream.pins})"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkout", type=Path, help=f"a git checkout (or bare mirror) of {UPSTREAM}")
-    parser.add_argument("--task", default="walker-walk", help="a DMC task, domain-task (dmc_em.yaml's names)")
+    parser.add_argument("checkout", type=Path, help="a git checkout (or bare mirror) of the upstream")
+    parser.add_argument("--upstream", choices=sorted(UPSTREAMS), default="simba", help="whose env files CHECKOUT holds")
+    parser.add_argument("--task", default="walker-walk", help="a DMC task, domain-task (the authors' names)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, default=1100, help="agent steps (500 an episode at action repeat 2)")
     parser.add_argument("--out", type=Path)
     options = parser.parse_args(argv)
+    upstream = UPSTREAMS[options.upstream]
     try:
         if options.steps < 1 or options.seed < 0:
             raise UserError("--steps must be ≥ 1 and --seed ≥ 0")
-        rows, commit = step_side_by_side(options.checkout, options.task, options.seed, options.steps)
+        rows, commit = step_side_by_side(options.checkout, options.task, options.seed, options.steps, options.upstream)
         header = {
-            "theirs": f"{UPSTREAM} at {commit}: {', '.join(THEIR_FILES)} (unchanged), wrapped as create_vec_env does",
+            "theirs": f"{upstream.repo} at {commit}: {', '.join(upstream.files)} (unchanged), {upstream.wrapped_as}",
             "ours": "envs/dmc_backend.py DMCVecEnv, action_repeat 2",
-            "command": f"python benchmarks/dmc_side_by_side.py CHECKOUT --task {options.task} --seed {options.seed} "
-            f"--steps {options.steps}",
+            "command": f"python benchmarks/dmc_side_by_side.py CHECKOUT --upstream {options.upstream} "
+            f"--task {options.task} --seed {options.seed} --steps {options.steps}",
             "actions": f"numpy default_rng({options.seed}).uniform(-1, 1), float32, one per agent step",
             "row_0": "the reset observation; a row where an episode ended also compares the next episode's first one",
             "machine": machine(),
-            "versions": versions(),
+            "versions": versions(upstream),
             "date": now(),
         }
-        out = options.out or OUT_DIR / f"{options.task}__seed{options.seed}.csv"
+        out = options.out or OUT_DIR / f"{options.upstream}__{options.task}__seed{options.seed}.csv"
         write_csv(out, header, COLUMNS, rows)
         ends = [row[0] for row in rows[1:] if row[5] or row[6]]
         reward = max(abs(row[1] - row[2]) for row in rows[1:])

@@ -1,7 +1,8 @@
-"""benchmarks/dmc_side_by_side.py on a stand-in of SimBa's env files (a git repository with the three paths it
-reads): a plain gymnasium adapter of a real dm-control walker-walk whose Dict observation sorts its keys as
-gymnasium's does, and the two wrappers. The same env must compare equal at every step and both boundaries; a planted
-difference (a third action repeat, a reward off by a little, the keys unsorted by our reorder) must show."""
+"""benchmarks/dmc_side_by_side.py on stand-ins of the authors' env files (git repositories with the paths it reads):
+for SimBa a plain gymnasium adapter of a real dm-control walker-walk whose Dict observation sorts its keys as
+gymnasium's does, and the two wrappers; for CIR an old-gym-style env over a real walker-walk with train_dmc.py's
+episode length. The same env must compare equal at every step and both boundaries; a planted difference (a third
+action repeat, a reward off by a little, the keys unsorted by our reorder, an episode a step short) must show."""
 
 import importlib.util
 import subprocess
@@ -71,12 +72,52 @@ class ScaleReward(gym.Wrapper):
 """
 
 
-def stand_in_checkout(path: Path, reward: str = "float", extra: int = 0) -> Path:
-    files = {
-        "scale_rl/envs/dmc.py": STAND_IN_DMC.replace("REWARD", reward),
-        "scale_rl/envs/wrappers/repeat_action.py": STAND_IN_REPEAT.replace("EXTRA", str(extra)),
-        "scale_rl/envs/wrappers/scale_reward.py": STAND_IN_SCALE,
-    }
+STAND_IN_CIR = """from types import SimpleNamespace
+
+import numpy as np
+from dm_control import suite
+
+
+class Env:
+    def __init__(self, env, repeat):
+        self.env, self.repeat, self.t = env, repeat, 0
+        self.action_space = SimpleNamespace(shape=env.action_spec().shape)
+
+    def flat(self, time_step):
+        return np.concatenate([np.ravel(value) for value in time_step.observation.values()])
+
+    def reset(self):
+        self.t = 0
+        return self.flat(self.env.reset())
+
+    def step(self, action):
+        self.t += 1
+        total = 0.0
+        for _ in range(self.repeat + EXTRA):
+            time_step = self.env.step(action.astype(np.float32))
+            total += REWARD(time_step.reward)
+            if time_step.last():
+                break
+        return self.flat(time_step), total, time_step.last() or self.t == 1000 // self.repeat - SHORT, {}
+
+
+def make_env(task, seed, pixel=False):
+    domain, name = task.split("-")
+    return Env(suite.load(domain, name, task_kwargs={"random": seed}), 2), 2
+"""
+
+
+def stand_in_checkout(path: Path, reward: str = "float", extra: int = 0, short: int = 0, upstream: str = "simba") -> Path:
+    if upstream == "cir":
+        files = {
+            "dmc/dmc.py": STAND_IN_CIR.replace("REWARD", reward).replace("EXTRA", str(extra)).replace("SHORT", str(short))
+        }
+    else:
+        files = {
+            "scale_rl/envs/dmc.py": STAND_IN_DMC.replace("REWARD", reward),
+            "scale_rl/envs/wrappers/repeat_action.py": STAND_IN_REPEAT.replace("EXTRA", str(extra)),
+            "scale_rl/envs/wrappers/scale_reward.py": STAND_IN_SCALE,
+        }
     for name, text in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
@@ -87,14 +128,17 @@ def stand_in_checkout(path: Path, reward: str = "float", extra: int = 0) -> Path
     return path
 
 
-def test_the_same_env_compares_equal_across_both_boundaries(tmp_path):
-    rows, _ = side_by_side.step_side_by_side(stand_in_checkout(tmp_path / "simba"), "walker-walk", 1, 1002)
+@pytest.mark.parametrize("upstream", ["simba", "cir"])
+def test_the_same_env_compares_equal_across_both_boundaries(tmp_path, upstream):
+    checkout = stand_in_checkout(tmp_path / upstream, upstream=upstream)
+    rows, _ = side_by_side.step_side_by_side(checkout, "walker-walk", 1, 1002, upstream)
     assert len(rows) == 1003 and rows[0][0] == 0
     assert [row[0] for row in rows[1:] if row[6]] == [500, 1000] == [row[0] for row in rows[1:] if row[5]]
     assert not any(row[3] or row[4] for row in rows[1:])
     assert max(abs(row[1] - row[2]) for row in rows[1:]) < 1e-6 and max(row[7] for row in rows) < 1e-5
 
 
+@pytest.mark.parametrize("upstream", ["simba", "cir"])
 @pytest.mark.parametrize(
     "planted",
     [
@@ -102,9 +146,18 @@ def test_the_same_env_compares_equal_across_both_boundaries(tmp_path):
         {"reward": "1.001 * float"},  # rewards a little off
     ],
 )
-def test_a_planted_difference_shows(tmp_path, planted):
-    rows, _ = side_by_side.step_side_by_side(stand_in_checkout(tmp_path / "simba", **planted), "walker-walk", 1, 40)
+def test_a_planted_difference_shows(tmp_path, planted, upstream):
+    checkout = stand_in_checkout(tmp_path / upstream, upstream=upstream, **planted)
+    rows, _ = side_by_side.step_side_by_side(checkout, "walker-walk", 1, 40, upstream)
     assert max(abs(row[1] - row[2]) for row in rows[1:]) > 1e-4
+
+
+def test_their_episode_a_step_short_shows_as_a_termination(tmp_path):
+    """CIR's done_bool is 1 for a done before step 500: an episode cut at 499 is a termination there, and shows."""
+    rows, _ = side_by_side.step_side_by_side(
+        stand_in_checkout(tmp_path / "cir", upstream="cir", short=1), "walker-walk", 1, 501, "cir"
+    )
+    assert [row[0] for row in rows[1:] if row[4]] == [499] and [row[0] for row in rows[1:] if row[5]] == [500]
 
 
 def test_their_sorted_keys_are_put_in_our_order(tmp_path, monkeypatch):
@@ -116,9 +169,10 @@ def test_their_sorted_keys_are_put_in_our_order(tmp_path, monkeypatch):
     assert rows[0][7] > 1e-2
 
 
-def test_a_checkout_without_their_files_is_refused_in_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("upstream", ["simba", "cir"])
+def test_a_checkout_without_their_files_is_refused_in_one_line(tmp_path, capsys, upstream):
     subprocess.run(["git", "init", "-q", str(tmp_path / "empty")], check=True)
     with pytest.raises(SystemExit) as exit_info:
-        side_by_side.main([str(tmp_path / "empty")])
+        side_by_side.main([str(tmp_path / "empty"), "--upstream", upstream])
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and error.startswith("error: ") and error.count("\n") == 1, error
