@@ -227,6 +227,12 @@ def machine() -> str:
     )
 
 
+def repository_commit() -> str:
+    """This repository's HEAD (a run folder does not record the commit it ran at: the page names it)."""
+    found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return found.stdout.strip() or "unknown"
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -414,12 +420,14 @@ def export(run_dir: Path, out: Path | None = None) -> Path:
         "source": f"cleanrl_plus agents/ppo.py, run {run_dir.name} ({finished})",
         "command": " ".join(["python agents/ppo.py --env-id", env_id, "--seeds", *map(str, seeds), *reproducing_flags(args)]),
         "made_by": f"python benchmarks/cchain_released.py export {run_dir.name}",
-        "group": f"seed {args['seed']} of a group of {len(seeds)} (a member's numbers depend on the group's size: issue 47)",
+        "group": f"seed {args['seed']} of a group of {len(seeds)} (eager on a CPU with one thread a member is its one-seed "
+        "run; compiled, threaded or on a GPU only within rounding: issue 47)",
         "env_name": env_id,
         "seed": str(args["seed"]),
         "iterations_per_level": str(setting.steps_per_task // iteration_steps),
         "planned_iterations": str(int(args["total_timesteps"]) // iteration_steps),
-        "date": now(),
+        "exported_at": f"commit {repository_commit()} of this repository, {now()}",
+        "machine": machine(),
     }
     out = out or OURS_DIR / f"{args.get('exp_name', 'ppo')}__{env_id.removeprefix('continual:')}__seed{args['seed']}.csv"
     write_csv(out, header, list(COLUMNS), rows)

@@ -260,6 +260,7 @@ def test_export_is_the_runs_iteration_means_by_hand(tiny_run, tmp_path):
     got = list(zip(*(columns[name] for name in released.COLUMNS)))
     assert np.allclose(np.array(got), np.array(expected), rtol=1e-12, atol=0)
     assert header["iterations_per_level"] == ["2"] and header["planned_iterations"] == ["5"]
+    assert header["exported_at"][0].startswith(f"commit {released.repository_commit()} ") and header["machine"]
     assert header["command"] == [
         "python agents/ppo.py --env-id continual:cchain-cartpole --seeds 1 --continual.steps-per-task 128 --num-steps 64 "
         "--num-minibatches 2 --update-epochs 1 --hidden-sizes 16 --total-timesteps 320"
