@@ -44,6 +44,9 @@ class RunArgs:
     """where networks, replay and env tensors live: 'auto' picks cuda when available"""
     threads: Count = 0
     """torch CPU threads; 0 = min(2, cores), the fastest setting we measured for 256-wide MLPs on a 2-core CPU"""
+    flush_denormal: bool = False
+    """on the CPU, flush float32 values below 1.2e-38 to zero: a collapsed policy's gradients reach them, and Intel
+    cores then multiply ≈ 200× slower (docs/speed.md); changes only those values, so results differ in the last bits"""
     env_id: str = "Hopper-v5"
     """the environment id (gymnasium ids such as Hopper-v5 or Pendulum-v1)"""
     num_envs: AtLeastOne = 1
@@ -102,6 +105,7 @@ RESUMABLE_FLAGS = (
     "checkpoint_every",
     "progress",
     "threads",
+    "flush_denormal",
     "device",
     "torch_deterministic",
     "compile",

@@ -384,6 +384,7 @@ def prepare_run(args: RunArgs) -> Run:
     tune_allocator()
     device = resolve_device(args.device)
     torch.set_num_threads(resolve_threads(args.threads))
+    torch.set_flush_denormal(args.flush_denormal)  # the CPU's setting for the process; CUDA ignores it
     check_flags(args, device)  # --cudagraphs needs CUDA, --compile a working inductor
     if args.resume:
         # Everything is checked before anything in a run directory is written: a refused resume changes nothing.

@@ -161,3 +161,23 @@ def test_flags_out_of_range_are_one_line_errors_before_anything_is_created(agent
     with pytest.raises(UserError, match=re.escape(message)):  # parse_args runs validate_args
         parse_args(args_type, ["--env-id", env_id, "--runs-dir", str(tmp_path), *flags])
     validate_args(parse_args(args_type, ["--env-id", env_id]))  # the defaults pass
+
+
+def test_flush_denormal_sets_the_processs_cpu_mode_and_may_change_on_resume(tmp_path):
+    """--flush-denormal makes a product that lands below float32's smallest normal value 0 (Intel cores run ≈ 200×
+    slower on such values); without it the value stays. It is how a run computes, not what, so a resume may change it."""
+    from cleanrl_plus.config import check_resume
+    from cleanrl_plus.run import prepare_run
+
+    tiny = torch.tensor([1e-30]) * 1e-9  # 1e-39: below float32's tiny (1.18e-38)
+    try:
+        for flush in (True, False, True):
+            prepare_run(Args(env_id="Pendulum-v1", runs_dir=str(tmp_path), flush_denormal=flush, progress=False))
+            assert bool((torch.tensor([1e-30]) * 1e-9 == 0).item()) is flush
+    finally:
+        torch.set_flush_denormal(False)
+    assert tiny.item() != 0
+    saved = Args(env_id="Pendulum-v1", flush_denormal=False)
+    saved.continual.schedule_seed = saved.seed  # as prepare_run records it
+    (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(saved) | {"agent": "td3"}))
+    check_resume(dataclasses.replace(saved, flush_denormal=True, resume=str(tmp_path)), tmp_path)
