@@ -183,6 +183,14 @@ def test_bad_arguments_are_refused_in_one_line(argv, expected, capsys):
     assert expected in refusal(argv, capsys)
 
 
+def test_the_default_core_is_the_first_this_process_may_run_on(monkeypatch):
+    """Under `taskset -c 3,5` the runs pin to CPU 3 (CPU 0 would be refused), so the tool and its tests work on any
+    set of cores a process is given."""
+    monkeypatch.setattr(peers.os, "sched_getaffinity", lambda pid: {5, 3})
+    assert peers.parse_args(["--arms", "ours"]).core == 3
+    assert peers.parse_args(["--arms", "ours", "--core", "5"]).core == 5
+
+
 def test_files_the_arms_cannot_use_are_refused_before_anything_runs(cleanrl_script, tmp_path, capsys):
     unknown = tmp_path / "other.py"
     unknown.write_text("print('not ppo.py')\n")

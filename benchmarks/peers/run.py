@@ -154,7 +154,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--purejaxrl", type=Path, help="PureJaxRL's purejaxrl/ppo.py, its wrappers.py beside it (optional)")
     parser.add_argument("--seeds", type=int, default=20, help="seeds 1..N for every arm (default 20)")
     parser.add_argument("--steps", type=int, default=100_000, help="env steps per seed, rounded down to 512s (default 100000)")
-    parser.add_argument("--core", type=int, default=0, help="the CPU every run is pinned to (default 0)")
+    parser.add_argument("--core", type=int, help="the CPU every run is pinned to (default: the first this process may run on)")
     parser.add_argument("--arms", nargs="+", choices=ARMS, help="default: all but purejaxrl, which --purejaxrl adds")
     parser.add_argument("--scratch", type=Path, help="an empty or new folder for logs and runs (default: a new temp folder)")
     parser.add_argument("--python", type=Path, default=Path(sys.executable), help="interpreter of ours and CleanRL's")
@@ -166,6 +166,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.steps < ROLLOUT:
         parser.error(f"--steps {args.steps} is less than one rollout of 4 envs × 128 steps — pass {ROLLOUT} or more")
     args.steps = args.steps // ROLLOUT * ROLLOUT  # whole rollouts: CleanRL and PureJaxRL round down, ours up
+    if args.core is None:
+        args.core = min(os.sched_getaffinity(0))
     if args.core not in os.sched_getaffinity(0):
         cores = ", ".join(map(str, sorted(os.sched_getaffinity(0))))
         parser.error(f"--core {args.core} is not a CPU this process may run on — one of {cores}")
