@@ -52,29 +52,6 @@ COLUMNS = [
 ]
 
 
-class Upstream(NamedTuple):
-    repo: str
-    files: tuple[str, ...]
-    wrapped_as: str
-    pins: str
-
-
-UPSTREAMS = {
-    "simba": Upstream(
-        "SonyResearch/simba",
-        ("scale_rl/envs/dmc.py", "scale_rl/envs/wrappers/repeat_action.py", "scale_rl/envs/wrappers/scale_reward.py"),
-        "wrapped as create_vec_env does for dmc_em.yaml",
-        "their deps/requirements.txt pins dm-control 1.0.20, mujoco 3.1.6, Shimmy 2.0.0, gymnasium 1.0.0a2",
-    ),
-    "cir": Upstream(
-        "dmksjfl/CIR",
-        ("dmc/dmc.py",),
-        "make_env as dmc/train_dmc.py calls it; terminated is its done_bool",
-        "their README names no versions; dmc/dmc.py imports gym",
-    ),
-}
-
-
 def load_their_modules(upstream: Upstream, checkout: Path, scratch: Path) -> tuple[dict, str]:
     """Their files as modules (by file, so their package's other imports are not needed), and the commit."""
     found = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -140,7 +117,30 @@ class CirEnv:
         return np.asarray(obs), float(reward), done_bool, bool(done) and not done_bool
 
 
-THEIR_ENVS = {"simba": SimbaEnv, "cir": CirEnv}
+class Upstream(NamedTuple):
+    repo: str
+    files: tuple[str, ...]
+    wrapped_as: str
+    pins: str
+    env: type  # builds their env and steps it as their training loop does
+
+
+UPSTREAMS = {
+    "simba": Upstream(
+        "SonyResearch/simba",
+        ("scale_rl/envs/dmc.py", "scale_rl/envs/wrappers/repeat_action.py", "scale_rl/envs/wrappers/scale_reward.py"),
+        "wrapped as create_vec_env does for dmc_em.yaml",
+        "their deps/requirements.txt pins dm-control 1.0.20, mujoco 3.1.6, Shimmy 2.0.0, gymnasium 1.0.0a2",
+        SimbaEnv,
+    ),
+    "cir": Upstream(
+        "dmksjfl/CIR",
+        ("dmc/dmc.py",),
+        "make_env as dmc/train_dmc.py calls it; terminated is its done_bool",
+        "their README names no versions; dmc/dmc.py imports gym",
+        CirEnv,
+    ),
+}
 
 
 def our_order(task: str) -> list[tuple[str, int]]:
@@ -163,7 +163,7 @@ def step_side_by_side(
     absl_logging.set_verbosity(absl_logging.ERROR)  # dm-control's XML deprecation notes
     with tempfile.TemporaryDirectory() as scratch:
         modules, commit = load_their_modules(UPSTREAMS[upstream], checkout, Path(scratch))
-        theirs = THEIR_ENVS[upstream](modules, task, seed, action_repeat)
+        theirs = UPSTREAMS[upstream].env(modules, task, seed, action_repeat)
     ours = DMCVecEnv(f"dmc:{task}", 1, seed, torch.device("cpu"), action_repeat=action_repeat)
     order = our_order(task)
     sizes = dict(order)
