@@ -11,7 +11,13 @@ ended episode without a seed, so the task's RandomState carries on, as a plain `
 seed}, float32 actions, ActionRepeatWrapper(2) summing rewards, action_scale to [-1, 1], the old gym API with done at
 1000 // 2 agent steps). Their terminated is train_dmc.py's `done_bool` (done before step 500 of an episode), their
 truncated the rest of their done; train_dmc.py resets with a plain `env.reset()`. Needs gym 0.26.
-Ours: envs/dmc_backend.py DMCVecEnv(action_repeat=2), one sub-env.
+--upstream resets: evgenii-nikishin/rl_with_resets at 502ec52, continuous_control/utils.py `make_env(task, seed)` as
+train_dense.py calls it (their DMCEnv over suite.load with task_kwargs={"random": seed}, FlattenObservation,
+EpisodeMonitor, RescaleAction(-1, 1), SinglePrecision, `env.seed(seed)`; action repeat 1). Their terminated is a done
+without info['TimeLimit.truncated'] (train_dense.py's mask 0), their truncated one with it; train_dense.py resets with a
+plain `env.reset()`. Their package is imported from the scratch folder as their code imports it. Needs the old gym API
+with `Env.seed` and `registry.all()`: gym 0.23.1 (their pin 0.20.0 does not build with today's setuptools).
+Ours: envs/dmc_backend.py DMCVecEnv with the upstream's action repeat (2, 2, 1), one sub-env.
 
 CHECKOUT is a git checkout (or bare mirror) of the upstream; its files are read with `git show` into a scratch
 folder and never copied into this repository. A missing package: `pip install --no-deps --target DIR PACKAGE`, then
@@ -23,10 +29,12 @@ our order first (gymnasium's Dict space sorts the keys, dm-control's observation
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -52,27 +60,64 @@ COLUMNS = [
 ]
 
 
+def their_files(upstream: Upstream, checkout: Path) -> list[str]:
+    """upstream.files with each folder (a name ending in "/") replaced by the files git holds under it."""
+    names = []
+    for name in upstream.files:
+        if not name.endswith("/"):
+            names.append(name)
+            continue
+        listed = subprocess.run(
+            ["git", "-C", str(checkout), "ls-tree", "-r", "--name-only", "HEAD", "--", name],
+            capture_output=True,
+            text=True,
+        )
+        names += [found for found in listed.stdout.split() if found.endswith(".py")] or [name]  # none: refused below
+    return names
+
+
 def load_their_modules(upstream: Upstream, checkout: Path, scratch: Path) -> tuple[dict, str]:
-    """Their files as modules (by file, so their package's other imports are not needed), and the commit."""
+    """Their files as modules, and the commit. Each file is written to its own path under scratch; a standalone file
+    is loaded by itself (so their package's other imports are not needed), a package (upstream.imports) is imported
+    from scratch as their code imports it, then taken off sys.path and sys.modules again."""
     found = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
     if found.returncode != 0:
         raise UserError(f"{checkout} is not a git checkout — fetch {upstream.repo} and pass its folder")
     modules = {}
-    for name in upstream.files:
+    for name in their_files(upstream, checkout):
         shown = subprocess.run(["git", "-C", str(checkout), "show", f"HEAD:{name}"], capture_output=True, text=True)
         if shown.returncode != 0:
             raise UserError(f"{checkout} has no {name} — pass a checkout of {upstream.repo}")
-        path = scratch / Path(name).name
+        path = scratch / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(shown.stdout)
-        spec = importlib.util.spec_from_file_location(Path(name).stem, path)
-        modules[Path(name).stem] = importlib.util.module_from_spec(spec)
+        if upstream.imports is None:
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            modules[path.stem] = importlib.util.module_from_spec(spec)
+            with their_missing_packages_refused(name):
+                spec.loader.exec_module(modules[path.stem])
+    if upstream.imports is not None:
+        package = upstream.imports.split(".")[0]
+        sys.path.insert(0, str(scratch))
         try:
-            spec.loader.exec_module(modules[Path(name).stem])
-        except ModuleNotFoundError as error:
-            raise UserError(
-                f"their {name} needs {error.name}: pip install --no-deps --target DIR {error.name}, then PYTHONPATH=DIR"
-            ) from None
+            with their_missing_packages_refused(upstream.imports):
+                module = importlib.import_module(upstream.imports)
+            modules[upstream.imports.rsplit(".", 1)[-1]] = module
+        finally:
+            sys.path.remove(str(scratch))
+            for loaded in [key for key in sys.modules if key == package or key.startswith(package + ".")]:
+                del sys.modules[loaded]
     return modules, found.stdout.strip()
+
+
+@contextmanager
+def their_missing_packages_refused(name: str):
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        raise UserError(
+            f"their {name} needs {error.name}: pip install --no-deps --target DIR {error.name}, then PYTHONPATH=DIR"
+        ) from None
 
 
 class SimbaEnv:
@@ -117,12 +162,32 @@ class CirEnv:
         return np.asarray(obs), float(reward), done_bool, bool(done) and not done_bool
 
 
+class ResetsEnv:
+    """continuous_control/utils.py make_env(task, seed) as train_dense.py calls it (action repeat 1), stepped as its
+    loop steps it: a done with 'TimeLimit.truncated' in info is a truncation (their mask 1), any other a termination."""
+
+    def __init__(self, modules: dict, task: str, seed: int, action_repeat: int):
+        self.env = modules["utils"].make_env(task, seed)
+        self.keys = list(self.env.unwrapped.observation_space.spaces)  # the Dict space FlattenObservation flattens
+        self.action_shape = self.env.action_space.shape
+
+    def reset(self) -> np.ndarray:
+        return np.asarray(self.env.reset())
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
+        obs, reward, done, info = self.env.step(action)
+        truncated = bool(done) and "TimeLimit.truncated" in info
+        return np.asarray(obs), float(reward), bool(done) and not truncated, truncated
+
+
 class Upstream(NamedTuple):
     repo: str
-    files: tuple[str, ...]
+    files: tuple[str, ...]  # a name ending in "/" is every .py file git holds under that folder
     wrapped_as: str
     pins: str
     env: type  # builds their env and steps it as their training loop does
+    action_repeat: int  # the one their training script uses on DMC
+    imports: str | None = None  # a package: the module imported (files loaded one by one when None)
 
 
 UPSTREAMS = {
@@ -132,6 +197,7 @@ UPSTREAMS = {
         "wrapped as create_vec_env does for dmc_em.yaml",
         "their deps/requirements.txt pins dm-control 1.0.20, mujoco 3.1.6, Shimmy 2.0.0, gymnasium 1.0.0a2",
         SimbaEnv,
+        2,
     ),
     "cir": Upstream(
         "dmksjfl/CIR",
@@ -139,6 +205,16 @@ UPSTREAMS = {
         "make_env as dmc/train_dmc.py calls it; terminated is its done_bool",
         "their README names no versions; dmc/dmc.py imports gym",
         CirEnv,
+        2,
+    ),
+    "resets": Upstream(
+        "evgenii-nikishin/rl_with_resets",
+        ("continuous_control/__init__.py", "continuous_control/utils.py", "continuous_control/wrappers/"),
+        "make_env as train_dense.py calls it (action repeat 1); terminated is a done without TimeLimit.truncated",
+        "their continuous_control_requirements.txt pins gym 0.20.0, dm-control 1.0.2, mujoco 2.1.5",
+        ResetsEnv,
+        1,
+        "continuous_control.utils",
     ),
 }
 
@@ -152,15 +228,14 @@ def our_order(task: str) -> list[tuple[str, int]]:
     return [(key, int(np.prod(value.shape))) for key, value in spec.items()]
 
 
-def step_side_by_side(
-    checkout: Path, task: str, seed: int, steps: int, upstream: str = "simba", action_repeat: int = 2
-) -> tuple[list, str]:
+def step_side_by_side(checkout: Path, task: str, seed: int, steps: int, upstream: str = "simba") -> tuple[list, str]:
     import torch
     from absl import logging as absl_logging
 
     from envs.dmc_backend import DMCVecEnv
 
     absl_logging.set_verbosity(absl_logging.ERROR)  # dm-control's XML deprecation notes
+    action_repeat = UPSTREAMS[upstream].action_repeat
     with tempfile.TemporaryDirectory() as scratch:
         modules, commit = load_their_modules(UPSTREAMS[upstream], checkout, Path(scratch))
         theirs = UPSTREAMS[upstream].env(modules, task, seed, action_repeat)
@@ -219,17 +294,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--upstream", choices=sorted(UPSTREAMS), default="simba", help="whose env files CHECKOUT holds")
     parser.add_argument("--task", default="walker-walk", help="a DMC task, domain-task (the authors' names)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=1100, help="agent steps (500 an episode at action repeat 2)")
+    parser.add_argument("--steps", type=int, help="agent steps (default: across two episode ends and 100 more)")
     parser.add_argument("--out", type=Path)
     options = parser.parse_args(argv)
     upstream = UPSTREAMS[options.upstream]
+    if options.steps is None:
+        options.steps = 2 * (1000 // upstream.action_repeat) + 100
     try:
         if options.steps < 1 or options.seed < 0:
             raise UserError("--steps must be ≥ 1 and --seed ≥ 0")
         rows, commit = step_side_by_side(options.checkout, options.task, options.seed, options.steps, options.upstream)
         header = {
             "theirs": f"{upstream.repo} at {commit}: {', '.join(upstream.files)} (unchanged), {upstream.wrapped_as}",
-            "ours": "envs/dmc_backend.py DMCVecEnv, action_repeat 2",
+            "ours": f"envs/dmc_backend.py DMCVecEnv, action_repeat {upstream.action_repeat}",
             "command": f"python benchmarks/dmc_side_by_side.py CHECKOUT --upstream {options.upstream} "
             f"--task {options.task} --seed {options.seed} --steps {options.steps}",
             "actions": f"numpy default_rng({options.seed}).uniform(-1, 1), float32, one per agent step",

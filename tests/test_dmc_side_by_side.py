@@ -1,11 +1,14 @@
 """benchmarks/dmc_side_by_side.py on stand-ins of the authors' env files (git repositories with the paths it reads):
 for SimBa a plain gymnasium adapter of a real dm-control walker-walk whose Dict observation sorts its keys as
 gymnasium's does, and the two wrappers; for CIR an old-gym-style env over a real walker-walk with train_dmc.py's
-episode length. The same env must compare equal at every step and both boundaries; a planted difference (a third
-action repeat, a reward off by a little, the keys unsorted by our reorder, an episode a step short) must show."""
+episode length; for resets an old-gym-style package (continuous_control/utils.py importing its wrappers package)
+whose env marks a time-limit end in info, as their DMCEnv does. The same env must compare equal at every step and
+both boundaries; a planted difference (a third action repeat, a reward off by a little, the keys unsorted by our
+reorder, an episode a step short, a time-limit end not marked) must show."""
 
 import importlib.util
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,8 +110,57 @@ def make_env(task, seed, pixel=False):
 """
 
 
-def stand_in_checkout(path: Path, reward: str = "float", extra: int = 0, short: int = 0, upstream: str = "simba") -> Path:
-    if upstream == "cir":
+STAND_IN_RESETS_ENV = """import numpy as np
+from dm_control import suite
+from types import SimpleNamespace
+
+
+class DMCEnv:
+    def __init__(self, domain_name, task_name, task_kwargs):
+        self._env = suite.load(domain_name, task_name, task_kwargs=task_kwargs)
+        self.unwrapped = self
+        self.observation_space = SimpleNamespace(spaces=dict(self._env.observation_spec()))  # dm-control's order
+        self.action_space = SimpleNamespace(shape=self._env.action_spec().shape)
+
+    def flat(self, time_step):
+        return np.concatenate([np.ravel(value) for value in time_step.observation.values()]).astype(np.float32)
+
+    def reset(self):
+        return self.flat(self._env.reset())
+
+    def step(self, action):
+        total = 0.0
+        for _ in range(1 + EXTRA):
+            time_step = self._env.step(action)
+            total += REWARD(time_step.reward)
+            if time_step.last():
+                break
+        info = {"TimeLimit.truncated": True} if time_step.last() and MARKED else {}
+        return self.flat(time_step), total, time_step.last(), info
+"""
+
+STAND_IN_RESETS_UTILS = """from continuous_control import wrappers
+
+
+def make_env(env_name, seed, save_folder=None, action_repeat=1):
+    domain_name, task_name = env_name.split("-")
+    return wrappers.DMCEnv(domain_name=domain_name, task_name=task_name, task_kwargs={"random": seed})
+"""
+
+
+def stand_in_checkout(
+    path: Path, reward: str = "float", extra: int = 0, short: int = 0, upstream: str = "simba", marked: bool = True
+) -> Path:
+    if upstream == "resets":
+        files = {
+            "continuous_control/__init__.py": "",
+            "continuous_control/utils.py": STAND_IN_RESETS_UTILS,
+            "continuous_control/wrappers/__init__.py": "from continuous_control.wrappers.dmc_env import DMCEnv\n",
+            "continuous_control/wrappers/dmc_env.py": STAND_IN_RESETS_ENV.replace("REWARD", reward)
+            .replace("EXTRA", str(extra))
+            .replace("MARKED", str(marked)),
+        }
+    elif upstream == "cir":
         files = {
             "dmc/dmc.py": STAND_IN_CIR.replace("REWARD", reward).replace("EXTRA", str(extra)).replace("SHORT", str(short))
         }
@@ -128,17 +180,18 @@ def stand_in_checkout(path: Path, reward: str = "float", extra: int = 0, short: 
     return path
 
 
-@pytest.mark.parametrize("upstream", ["simba", "cir"])
+@pytest.mark.parametrize("upstream", ["simba", "cir", "resets"])
 def test_the_same_env_compares_equal_across_both_boundaries(tmp_path, upstream):
     checkout = stand_in_checkout(tmp_path / upstream, upstream=upstream)
-    rows, _ = side_by_side.step_side_by_side(checkout, "walker-walk", 1, 1002, upstream)
-    assert len(rows) == 1003 and rows[0][0] == 0
-    assert [row[0] for row in rows[1:] if row[6]] == [500, 1000] == [row[0] for row in rows[1:] if row[5]]
+    episode = 1000 // side_by_side.UPSTREAMS[upstream].action_repeat
+    rows, _ = side_by_side.step_side_by_side(checkout, "walker-walk", 1, 2 * episode + 2, upstream)
+    assert len(rows) == 2 * episode + 3 and rows[0][0] == 0
+    assert [row[0] for row in rows[1:] if row[6]] == [episode, 2 * episode] == [row[0] for row in rows[1:] if row[5]]
     assert not any(row[3] or row[4] for row in rows[1:])
     assert max(abs(row[1] - row[2]) for row in rows[1:]) < 1e-6 and max(row[7] for row in rows) < 1e-5
 
 
-@pytest.mark.parametrize("upstream", ["simba", "cir"])
+@pytest.mark.parametrize("upstream", ["simba", "cir", "resets"])
 @pytest.mark.parametrize(
     "planted",
     [
@@ -160,6 +213,27 @@ def test_their_episode_a_step_short_shows_as_a_termination(tmp_path):
     assert [row[0] for row in rows[1:] if row[4]] == [499] and [row[0] for row in rows[1:] if row[5]] == [500]
 
 
+def test_their_time_limit_end_without_the_mark_shows_as_a_termination(tmp_path):
+    """train_dense.py bootstraps through a done only when info has 'TimeLimit.truncated' (their DMCEnv sets it when
+    dm-control's last step has discount 1): without the mark, the end at step 1000 is a termination there."""
+    rows, _ = side_by_side.step_side_by_side(
+        stand_in_checkout(tmp_path / "resets", upstream="resets", marked=False), "walker-walk", 1, 1000, "resets"
+    )
+    assert [row[0] for row in rows[1:] if row[4]] == [1000] and [row[0] for row in rows[1:] if row[5]] == [1000]
+    assert not any(row[6] for row in rows[1:])
+
+
+def test_their_package_is_imported_afresh_from_each_checkout(tmp_path):
+    """The resets package is imported from a scratch folder and taken off sys.modules again: a second checkout with
+    other rewards is read as itself, not as the first one's cached modules."""
+    first = stand_in_checkout(tmp_path / "first", upstream="resets")
+    second = stand_in_checkout(tmp_path / "second", upstream="resets", reward="2.0 * float")
+    equal, _ = side_by_side.step_side_by_side(first, "walker-walk", 1, 5, "resets")
+    planted, _ = side_by_side.step_side_by_side(second, "walker-walk", 1, 5, "resets")
+    assert max(abs(row[1] - row[2]) for row in equal[1:]) < 1e-6 < max(abs(row[1] - row[2]) for row in planted[1:])
+    assert "continuous_control" not in sys.modules
+
+
 def test_their_sorted_keys_are_put_in_our_order(tmp_path, monkeypatch):
     """walker's dict is orientations, height, velocity; gymnasium's Dict sorts it (height first). Without the
     reorder the observations differ from the first step."""
@@ -169,7 +243,7 @@ def test_their_sorted_keys_are_put_in_our_order(tmp_path, monkeypatch):
     assert rows[0][7] > 1e-2
 
 
-@pytest.mark.parametrize("upstream", ["simba", "cir"])
+@pytest.mark.parametrize("upstream", ["simba", "cir", "resets"])
 def test_a_checkout_without_their_files_is_refused_in_one_line(tmp_path, capsys, upstream):
     subprocess.run(["git", "init", "-q", str(tmp_path / "empty")], check=True)
     with pytest.raises(SystemExit) as exit_info:
