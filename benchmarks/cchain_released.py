@@ -22,17 +22,13 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import datetime
-import io
 import json
 import os
-import platform
 import re
 import resource
 import shlex
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import commit_of, machine, now, write_csv  # noqa: E402
 from cleanrl_plus.errors import RunFailure, exit_with  # noqa: E402
 from envs.errors import UserError, did_you_mean  # noqa: E402
 
@@ -130,10 +127,9 @@ def prepare(checkout: Path, into: Path, trac: bool = False, seed_env: bool = Fal
         raise UserError(
             f"--into {into} is inside this repository — pass a scratch folder outside it (the authors' code stays out of git)"
         )
-    found = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-    if found.returncode != 0:
+    commit = commit_of(checkout)
+    if commit is None:
         raise UserError(f"{checkout} is not a git checkout — fetch {UPSTREAM} and pass its folder")
-    commit = found.stdout.strip()
     files, patched = {}, {}
     for script in SCRIPTS:
         name = f"control_train_aligned_{script}.py"
@@ -150,21 +146,6 @@ def prepare(checkout: Path, into: Path, trac: bool = False, seed_env: bool = Fal
 
 
 # ---------------------------------------------------------------- the CSV files
-
-
-def write_csv(path: Path, header: dict[str, str | list[str]], columns: list[str], rows: list[list]) -> None:
-    """`# key: value` lines (a list: one line per item), then the columns; written whole or not at all."""
-    text = io.StringIO()
-    for key, value in header.items():
-        for item in value if isinstance(value, list) else [value]:
-            text.write(f"# {key}: {item}\n")
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([[repr(v) if isinstance(v, float) else v for v in row] for row in rows])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as file:
-        file.write(text.getvalue())
-    os.replace(file.name, path)
 
 
 def read_csv(path: Path) -> tuple[dict[str, list[str]], dict[str, np.ndarray]]:
@@ -215,26 +196,9 @@ def preset_of(env_name: str):
     )
 
 
-def machine() -> str:
-    import gymnasium
-    import torch
-
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), platform.processor())
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {platform.system()}; Python {platform.python_version()}, torch {torch.__version__}, "
-        f"numpy {np.__version__}, gymnasium {gymnasium.__version__}"
-    )
-
-
 def repository_commit() -> str:
     """This repository's HEAD (a run folder does not record the commit it ran at: the page names it)."""
-    found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return found.stdout.strip() or "unknown"
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return commit_of(ROOT, short=True) or "unknown"
 
 
 def released_rows(log_path: Path, printed: list[tuple[int, float, float]], coefficient: bool) -> list[list]:

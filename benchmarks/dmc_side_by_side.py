@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cchain_released import machine, now, write_csv  # noqa: E402
+from benchmarks.provenance import commit_of, machine, now, write_csv  # noqa: E402
 from cleanrl_plus.errors import exit_with  # noqa: E402
 from envs.errors import UserError  # noqa: E402
 
@@ -80,8 +80,8 @@ def load_their_modules(upstream: Upstream, checkout: Path, scratch: Path) -> tup
     """Their files as modules, and the commit. Each file is written to its own path under scratch; a standalone file
     is loaded by itself (so their package's other imports are not needed), a package (upstream.imports) is imported
     from scratch as their code imports it, then taken off sys.path and sys.modules again."""
-    found = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-    if found.returncode != 0:
+    commit = commit_of(checkout)
+    if commit is None:
         raise UserError(f"{checkout} is not a git checkout — fetch {upstream.repo} and pass its folder")
     modules = {}
     for name in their_files(upstream, checkout):
@@ -107,7 +107,7 @@ def load_their_modules(upstream: Upstream, checkout: Path, scratch: Path) -> tup
             sys.path.remove(str(scratch))
             for loaded in [key for key in sys.modules if key == package or key.startswith(package + ".")]:
                 del sys.modules[loaded]
-    return modules, found.stdout.strip()
+    return modules, commit
 
 
 @contextmanager

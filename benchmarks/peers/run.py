@@ -51,7 +51,10 @@ JAX_IMPORTS = {"rejax": "import jax, rejax", "purejaxrl": "import jax, flax, opt
 # CleanRL's ppo.py was written for gymnasium 0.29: the two edits of tools/gpu/patch_peers.py (standard library only)
 # that it needs on 1.x, (why, old text, new text); each old text must occur exactly once
 sys.path.insert(0, str(REPO / "tools" / "gpu"))
+sys.path.insert(0, str(REPO))
 from patch_peers import FINAL_INFO_AS_LIST, SAME_STEP_AUTORESET  # noqa: E402
+
+from benchmarks.provenance import commit_of, cpu_model  # noqa: E402
 
 GYMNASIUM_1_PATCH = [SAME_STEP_AUTORESET, FINAL_INFO_AS_LIST]
 
@@ -287,9 +290,7 @@ def run_arm(arm: str, args: argparse.Namespace, scratch: Path) -> ArmResult:
 
 
 def machine() -> str:
-    models = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line]
-    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    return f"{models[0] if models else 'CPU'}, commit {commit or 'unknown'}, {time.strftime('%Y-%m-%d')}"
+    return f"{cpu_model()}, commit {commit_of(REPO, short=True) or 'unknown'}, {time.strftime('%Y-%m-%d')}"
 
 
 def main(argv: list[str] | None = None) -> int:
