@@ -312,7 +312,8 @@ def run(
 
 
 # Flags a --resume may change that still decide a run's numbers bit for bit (cleanrl_plus/config.py RESUMABLE_FLAGS)
-REPRODUCING = ("total_timesteps", "threads", "device", "torch_deterministic", "compile", "cudagraphs")
+# resumable run flags (not settings) that still change the numbers; --flush-denormal: values below 1.2e-38 become 0
+REPRODUCING = ("total_timesteps", "threads", "device", "torch_deterministic", "compile", "cudagraphs", "flush_denormal")
 
 
 def reproducing_flags(recorded: dict) -> list[str]:

@@ -2,6 +2,7 @@
 crl_gym_classic_control/control_train_aligned_*.py) on stand-in texts that hold the lines it replaces, the CSV of one
 of our real runs against its TensorBoard events by hand, and the page's statistic (per-level means, Eq. 1) by hand."""
 
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -269,6 +270,14 @@ def test_export_is_the_runs_iteration_means_by_hand(tiny_run, tmp_path):
     assert levels == pytest.approx([np.mean([e[2] for e in expected[a:b]]) for a, b in ((0, 2), (2, 4), (4, 5))])
     steps, values = map(np.array, zip(*returns))
     assert score == pytest.approx(report.average_performance(steps, values, 64), rel=1e-12)
+
+
+def test_the_command_keeps_the_run_flags_that_change_numbers():
+    """--compile and --flush-denormal are resumable, not settings, yet change the numbers: the command names them."""
+    recorded = json.loads(json.dumps(dataclasses.asdict(ppo.Args.defaults_for("continual:cchain-acrobot")), default=list))
+    assert released.reproducing_flags(recorded) == []
+    recorded |= {"compile": True, "flush_denormal": True, "threads": 1}
+    assert released.reproducing_flags(recorded) == ["--threads 1", "--compile", "--flush-denormal"]
 
 
 def test_export_refuses_another_runs_folder(tmp_path, capsys):
