@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.provenance import commit_of, machine, now, write_csv  # noqa: E402
+from benchmarks.provenance import commit_of, file_at, machine, now, write_csv  # noqa: E402
 from cleanrl_plus.errors import RunFailure, exit_with  # noqa: E402
 from envs.errors import UserError, did_you_mean  # noqa: E402
 
@@ -110,12 +110,10 @@ def replacements(trac: bool, seed_env: bool = False) -> list[tuple[str, str]]:
 
 
 def upstream_file(checkout: Path, commit: str, name: str) -> str:
-    shown = subprocess.run(
-        ["git", "-C", str(checkout), "show", f"{commit}:{UPSTREAM_DIR}/{name}"], capture_output=True, text=True
-    )
-    if shown.returncode != 0:
+    text = file_at(checkout, commit, f"{UPSTREAM_DIR}/{name}")
+    if text is None:
         raise UserError(f"{checkout} at {commit} has no {UPSTREAM_DIR}/{name} — pass a git checkout of {UPSTREAM}")
-    return shown.stdout
+    return text
 
 
 def prepare(checkout: Path, into: Path, trac: bool = False, seed_env: bool = False) -> dict:

@@ -29,7 +29,6 @@ our order first (gymnasium's Dict space sorts the keys, dm-control's observation
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.util
 import subprocess
 import sys
@@ -43,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.provenance import commit_of, machine, now, write_csv  # noqa: E402
+from benchmarks.provenance import commit_of, file_at, machine, now, write_csv  # noqa: E402
 from cleanrl_plus.errors import exit_with  # noqa: E402
 from envs.errors import UserError  # noqa: E402
 
@@ -85,12 +84,12 @@ def load_their_modules(upstream: Upstream, checkout: Path, scratch: Path) -> tup
         raise UserError(f"{checkout} is not a git checkout — fetch {upstream.repo} and pass its folder")
     modules = {}
     for name in their_files(upstream, checkout):
-        shown = subprocess.run(["git", "-C", str(checkout), "show", f"HEAD:{name}"], capture_output=True, text=True)
-        if shown.returncode != 0:
+        text = file_at(checkout, commit, name)
+        if text is None:
             raise UserError(f"{checkout} has no {name} — pass a checkout of {upstream.repo}")
         path = scratch / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(shown.stdout)
+        path.write_text(text)
         if upstream.imports is None:
             spec = importlib.util.spec_from_file_location(path.stem, path)
             modules[path.stem] = importlib.util.module_from_spec(spec)

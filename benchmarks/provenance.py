@@ -39,6 +39,12 @@ def commit_of(folder: Path | str, short: bool = False) -> str | None:
     return found.stdout.strip() or None if found.returncode == 0 else None
 
 
+def file_at(folder: Path | str, commit: str, name: str) -> str | None:
+    """The text of name at commit in the git checkout (or bare mirror) at folder; None where it has none."""
+    shown = subprocess.run(["git", "-C", str(folder), "show", f"{commit}:{name}"], capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 

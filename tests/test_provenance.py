@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.provenance import commit_of, cpu_model, machine, write_csv  # noqa: E402
+from benchmarks.provenance import commit_of, cpu_model, file_at, machine, write_csv  # noqa: E402
 
 
 def a_repository(path: Path) -> str:
@@ -27,6 +27,7 @@ def test_commit_of_names_the_checkouts_head_and_none_elsewhere(tmp_path):
     assert head.startswith(commit_of(tmp_path / "repo", short=True)) and len(commit_of(tmp_path / "repo", short=True)) < 40
     (tmp_path / "plain").mkdir()
     assert commit_of(tmp_path / "plain") is None and commit_of(tmp_path / "missing") is None
+    assert file_at(tmp_path / "repo", head, "a") == "a" and file_at(tmp_path / "repo", head, "b") is None
 
 
 def test_machine_names_the_cpu_and_the_versions_that_change_numbers():
