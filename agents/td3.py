@@ -8,6 +8,7 @@ delay 2, 256-256 ReLU.
     for every environment step:
         a ~ U(A) before learning starts, else a = clip(μ(s) + ε, A),  ε ~ N(0, (0.1·scale)²)
         store (s, a, r, s', terminated)   # time-limit truncation is not terminal: bootstrap
+        (--update-every F: what follows runs F times on every F-th step instead)
         sample a batch;  ã = clip(μ̄(s') + clip(N(0, 0.2²), −0.5, 0.5)·scale, A)
         y = r + γ(1 − terminated)·min(Q̄₁, Q̄₂)(s', ã)
         minimise Σᵢ (Qᵢ(s, a) − y)²
@@ -46,17 +47,17 @@ from cleanrl_plus.distributional import CategoricalCritic, CriticArgs, categoric
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.exploration import ExplorationScales
 from cleanrl_plus.members import GroupNetwork
-from cleanrl_plus.nn import (
-    ACTIVATIONS,
-    EnsembleLinear,
-    ensemble_stack,
-    frozen,
-    mlp,
-    polyak_update,
-    target_copy,
-)
+from cleanrl_plus.nn import ACTIVATIONS, EnsembleLinear, ensemble_stack, frozen, mlp, polyak_update, target_copy
 from cleanrl_plus.normalization import RunningMeanStd, with_normalizer
-from cleanrl_plus.offpolicy import ActorCriticParts, act_in_box, on_obs, prepare_run_and_envs, q_on_batch, update_batches
+from cleanrl_plus.offpolicy import (
+    ActorCriticParts,
+    DeferredUpdates,
+    act_in_box,
+    on_obs,
+    prepare_run_and_envs,
+    q_on_batch,
+    update_batches,
+)
 from cleanrl_plus.replay import Batch, bootstrap_discount, make_replay, step_and_store
 from cleanrl_plus.run import check_run_args, cli_main
 from cleanrl_plus.session import TrainingSession
@@ -108,6 +109,9 @@ class Args(ActorCriticRemedies, RunArgs):
     (policy delay)"""
     gradient_steps: AtLeastOne = 1
     """critic updates per vector-env step (1 = CleanRL's replay ratio with one env)"""
+    update_every: AtLeastOne = 1
+    """make the updates of this many vector-env steps together, after the last (1: after each, CleanRL's; sfujim/TD3
+    @bc98e626 main.py trains at each episode's end: on HalfCheetah --update-every 1000 --learning-starts 0)"""
     reuse_batch: bool = False
     """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR)
     instead of fresh batches"""
@@ -372,6 +376,8 @@ class TD3Parts(ActorCriticParts):
     """(batch, smoothing noise, C-CHAIN's reference batch) → what it logs"""
     update_actor: Callable
     """(batch, C-CHAIN's reference batch) → what it logs"""
+    deferred: DeferredUpdates
+    """the updates owed until the next learning phase (--update-every)"""
 
 
 def build(args: Args) -> TD3Parts:
@@ -427,6 +433,8 @@ def build(args: Args) -> TD3Parts:
     # the generators load after the networks: re-injecting a head on resume draws a fresh one
     state = plasticity.checkpointed() | {"replay": replay}
     state |= {"exploration_scales": noise_scales} if noise_scales else {}
+    deferred = DeferredUpdates(args.update_every)
+    state |= {"deferred_updates": deferred} if args.update_every > 1 else {}  # checkpoints of --update-every 1 unchanged
     session = TrainingSession(run, "td3", env, evaluator, **state, members=members)
     obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
     loop = dict(args=args, run=run, members=members, env=env, obs=obs, replay=replay, plasticity=plasticity)
@@ -442,6 +450,7 @@ def build(args: Args) -> TD3Parts:
         noise_scales=noise_scales,
         update_critic=critic_step,
         update_actor=actor_step,
+        deferred=deferred,
     )
 
 
@@ -466,8 +475,9 @@ def train(parts: TD3Parts) -> dict:
         previous_step, global_step = global_step, global_step + parts.env.envs_per_member
 
         # ---- learn: the critics every update, the actor and targets every `policy_frequency` --
-        if learn:
-            updates = args.gradient_steps
+        vector_steps = global_step // parts.env.envs_per_member
+        updates = parts.deferred.after_step(learn, args.gradient_steps, vector_steps)  # --update-every
+        if updates:
             for batch, last in update_batches(replay, updates, batch_size, args.reuse_batch):
                 smoothing_noise = members.randn(batch_size, action_dim) * args.policy_noise
                 reference = plasticity.reference_batch(replay, batch_size)

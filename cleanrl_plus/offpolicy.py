@@ -92,6 +92,38 @@ def q_on_batch(critic: nn.Module, batch: Batch) -> torch.Tensor:
     return critic(batch.obs, batch.actions)
 
 
+class DeferredUpdates:
+    """The gradient steps owed since the last learning phase, with `--update-every F`: each step that learns adds its
+    gradient steps, and every F-th vector-env step pays them all at once (F = 1: after each step, CleanRL's loop). The
+    camera-ready TD3 trains at each episode's end, as many times as the episode had steps (sfujim/TD3 @bc98e626,
+    main.py): on HalfCheetah, whose episodes are always 1,000 steps, that is F = 1000 from the first step. The debt is
+    the group's (every member steps together) and goes into the checkpoint, so a run stopped inside a block resumes
+    owing what it owed."""
+
+    def __init__(self, every: int) -> None:
+        self.every, self.owed = every, 0
+
+    def after_step(self, learn: bool, gradient_steps: int, vector_steps: int) -> int:
+        """The gradient steps to make now, after the `vector_steps`-th vector-env step of the run."""
+        self.owed += gradient_steps if learn else 0
+        if vector_steps % self.every:
+            return 0
+        updates, self.owed = self.owed, 0
+        return updates
+
+    def state_dict(self) -> dict[str, int]:
+        return {"owed": self.owed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.owed = int(state["owed"])
+
+    def member_state_dict(self, k: int) -> dict[str, int]:
+        return self.state_dict()  # the same for every member
+
+    def load_member_state_dicts(self, states: list[dict[str, int]]) -> None:
+        self.load_state_dict(states[0])
+
+
 def update_batches(replay: ReplayBuffer, updates: int, batch_size: int, reuse: bool) -> Iterator[tuple[Batch, bool]]:
     """(batch, whether it is the phase's last update) for each of `updates` gradient steps of a learning phase: a fresh
     batch for each, sampled as its update begins, or the first one again with `reuse` (same-batch reuse, CIR's SMR)."""

@@ -15,7 +15,7 @@ from cleanrl_plus.distributional import CategoricalCritic, CriticArgs
 from cleanrl_plus.evaluator import DeterministicPolicy
 from cleanrl_plus.members import GroupNetwork, Members
 from cleanrl_plus.normalization import with_normalizer
-from cleanrl_plus.offpolicy import act_in_box, on_obs, q_on_batch, update_batches
+from cleanrl_plus.offpolicy import DeferredUpdates, act_in_box, on_obs, q_on_batch, update_batches
 from cleanrl_plus.replay import Batch
 from envs.errors import UserError
 from plasticity.architecture import NetArgs
@@ -42,6 +42,20 @@ def test_update_batches_samples_as_each_update_begins_or_reuses_the_first(reuse,
     assert (first, last, replay.samples) == (1, False, 1)  # drawn when the first update asks, not before
     assert [first, *(batch for batch, _ in phase)] == batches
     assert [last for _, last in update_batches(CountingReplay(), 3, 32, reuse)] == [False, False, True]
+
+
+def test_deferred_updates_pay_every_f_th_step_what_the_learning_steps_since_owe():
+    # F = 1: each learning step's gradient steps at once, none before learning starts (CleanRL's loop)
+    every_step = DeferredUpdates(1)
+    assert [every_step.after_step(learn, 2, v) for v, learn in enumerate([False, True, True], start=1)] == [0, 2, 2]
+    # F = 3, learning from the 2nd step: blocks end at steps 3 and 6; the 2nd and 3rd owe one each, then three
+    blocks = DeferredUpdates(3)
+    learns = [False, True, True, True, True, True, True]
+    assert [blocks.after_step(learn, 1, v) for v, learn in enumerate(learns, start=1)] == [0, 0, 2, 0, 0, 3, 0]
+    # what a block owes goes into the checkpoint: a run stopped at step 7 owes the 7th's update after resume
+    resumed = DeferredUpdates(3)
+    resumed.load_member_state_dicts([blocks.member_state_dict(k) for k in range(2)])
+    assert [resumed.after_step(True, 1, v) for v in (8, 9)] == [0, 3]
 
 
 def _critic(members: int) -> nn.Module:

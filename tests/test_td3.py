@@ -202,6 +202,23 @@ def test_random_steps_act_at_random_past_learning_starts_while_learning_goes_on(
     assert off_policy[100:300].std().item() > 0.8 and off_policy[300:].std().item() < 0.3
 
 
+def test_update_every_makes_a_blocks_updates_after_its_last_step_and_resumes_owing_them(runs_dir):
+    """--update-every 100 --learning-starts 150 on Pendulum: the steps from the 151st on owe one update each, paid on
+    steps 200, 300, 400 (50 + 100 + 100); a run stopped at 450 owes 50, and its resume to 500 pays 100 there, as the
+    straight run does, to the same networks."""
+    common = dict(env_id="Pendulum-v1", update_every=100, learning_starts=150, eval_every=0, runs_dir=runs_dir, **TINY)
+    assert main(Args(total_timesteps=400, exp_name="blocks", **common))["num_updates"] == 250
+    straight = main(Args(total_timesteps=500, exp_name="straight", **common))
+    half = main(Args(total_timesteps=450, exp_name="split", **common))
+    assert half["num_updates"] == 250
+    resumed = main(Args(total_timesteps=500, exp_name="split", resume=half["run_dir"], **common))
+    assert straight["num_updates"] == resumed["num_updates"] == 350
+    a, b = _parameters(straight["run_dir"]), _parameters(resumed["run_dir"])
+    for name in ("actor", "critic", "actor_target", "critic_target"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
+
+
 # ---- many-env flags (FastTD3; docs/agents/td3.md) -----------------------------------------------------------------
 def _scale_flags(**overrides):
     from cleanrl_plus.distributional import CriticArgs
