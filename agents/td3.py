@@ -478,7 +478,7 @@ def train(parts: TD3Parts) -> dict:
         vector_steps = global_step // parts.env.envs_per_member
         updates = parts.deferred.after_step(learn, args.gradient_steps, vector_steps)  # --update-every
         if updates:
-            for batch, last in update_batches(replay, updates, batch_size, args.reuse_batch):
+            for batch, last in update_batches(replay, updates, batch_size, args.reuse_batch, args.gradient_steps):
                 smoothing_noise = members.randn(batch_size, action_dim) * args.policy_noise
                 reference = plasticity.reference_batch(replay, batch_size)
                 losses |= parts.update_critic(batch, smoothing_noise, reference)

@@ -124,10 +124,14 @@ class DeferredUpdates:
         self.load_state_dict(states[0])
 
 
-def update_batches(replay: ReplayBuffer, updates: int, batch_size: int, reuse: bool) -> Iterator[tuple[Batch, bool]]:
+def update_batches(
+    replay: ReplayBuffer, updates: int, batch_size: int, reuse: bool, per_step: int | None = None
+) -> Iterator[tuple[Batch, bool]]:
     """(batch, whether it is the phase's last update) for each of `updates` gradient steps of a learning phase: a fresh
-    batch for each, sampled as its update begins, or the first one again with `reuse` (same-batch reuse, CIR's SMR)."""
+    batch for each, sampled as its update begins, or with `reuse` (same-batch reuse, CIR's SMR) one batch for each env
+    step's `per_step` updates (None: the whole phase; a phase of --update-every F holds F steps' updates)."""
+    per_step = per_step or updates
     for index in range(updates):
-        if index == 0 or not reuse:
+        if index % per_step == 0 or not reuse:
             batch = replay.sample(batch_size)
         yield batch, index == updates - 1

@@ -35,13 +35,16 @@ class CountingReplay:
 
 
 @pytest.mark.parametrize("reuse, batches", [(False, [1, 2, 3]), (True, [1, 1, 1])])
-def test_update_batches_samples_as_each_update_begins_or_reuses_the_first(reuse, batches):
+def test_update_batches_samples_as_each_update_begins_or_reuses_each_steps_first(reuse, batches):
     replay = CountingReplay()
     phase = update_batches(replay, 3, 32, reuse)
     first, last = next(phase)
     assert (first, last, replay.samples) == (1, False, 1)  # drawn when the first update asks, not before
     assert [first, *(batch for batch, _ in phase)] == batches
     assert [last for _, last in update_batches(CountingReplay(), 3, 32, reuse)] == [False, False, True]
+    # a phase of --update-every 2 at 3 gradient steps a step: with reuse, one batch for each step's three updates
+    batches = [1, 1, 1, 2, 2, 2] if reuse else [1, 2, 3, 4, 5, 6]
+    assert [batch for batch, _ in update_batches(CountingReplay(), 6, 32, reuse, per_step=3)] == batches
 
 
 def test_deferred_updates_pay_every_f_th_step_what_the_learning_steps_since_owe():
