@@ -53,6 +53,7 @@ from cleanrl_plus.offpolicy import (
     ActorCriticParts,
     DeferredUpdates,
     act_in_box,
+    check_update_schedule,
     on_obs,
     prepare_run_and_envs,
     q_on_batch,
@@ -109,9 +110,9 @@ class Args(ActorCriticRemedies, RunArgs):
     (policy delay)"""
     gradient_steps: AtLeastOne = 1
     """critic updates per vector-env step (1 = CleanRL's replay ratio with one env)"""
-    update_every: AtLeastOne = 1
-    """make the updates of this many vector-env steps together, after the last (1: after each, CleanRL's; sfujim/TD3
-    @bc98e626 main.py trains at each episode's end: on HalfCheetah --update-every 1000 --learning-starts 0)"""
+    update_every: Count = 1
+    """update every this many vector-env steps, their updates at once (1: each step, CleanRL's; 0: at
+    episode ends, one seed, one env: sfujim/TD3 @bc98e626 main.py; HalfCheetah: 1000 is that too)"""
     reuse_batch: bool = False
     """reuse one batch for all gradient steps of an env step (same-batch reuse, CIR's SMR)
     instead of fresh batches"""
@@ -358,6 +359,7 @@ def check(args: Args) -> None:
     TD3 cannot take (plasticity/catalogue.py), many-env flags that cannot work together, then
     the run's own (cleanrl_plus.run.check_run_args)."""
     catalogue.check("td3", args)
+    check_update_schedule(args)
     low, high = args.exploration_noise_min, args.exploration_noise_max
     if high > 0 and low > high:
         raise UserError(f"--exploration-noise-min {low} is above --exploration-noise-max {high}")
@@ -434,7 +436,7 @@ def build(args: Args) -> TD3Parts:
     state = plasticity.checkpointed() | {"replay": replay}
     state |= {"exploration_scales": noise_scales} if noise_scales else {}
     deferred = DeferredUpdates(args.update_every)
-    state |= {"deferred_updates": deferred} if args.update_every > 1 else {}  # checkpoints of --update-every 1 unchanged
+    state |= {"deferred_updates": deferred} if args.update_every != 1 else {}
     session = TrainingSession(run, "td3", env, evaluator, **state, members=members)
     obs, policy = env.reset(seed=run.seeds), DeterministicPolicy(actor)  # once everything is built
     loop = dict(args=args, run=run, members=members, env=env, obs=obs, replay=replay, plasticity=plasticity)
@@ -476,7 +478,7 @@ def train(parts: TD3Parts) -> dict:
 
         # ---- learn: the critics every update, the actor and targets every `policy_frequency` --
         vector_steps = global_step // parts.env.envs_per_member
-        updates = parts.deferred.after_step(learn, args.gradient_steps, vector_steps)  # --update-every
+        updates = parts.deferred.after_step(learn, args.gradient_steps, vector_steps, step.terminated | truncated)
         if updates:
             for batch, last in update_batches(replay, updates, batch_size, args.reuse_batch, args.gradient_steps):
                 smoothing_noise = members.randn(batch_size, action_dim) * args.policy_noise

@@ -23,6 +23,7 @@ from cleanrl_plus.members import Members
 from cleanrl_plus.replay import Batch, ReplayBuffer
 from cleanrl_plus.run import Run, prepare_run
 from cleanrl_plus.session import TrainingSession
+from envs.errors import UserError
 
 
 def prepare_run_and_envs(
@@ -94,19 +95,20 @@ def q_on_batch(critic: nn.Module, batch: Batch) -> torch.Tensor:
 
 class DeferredUpdates:
     """The gradient steps owed since the last learning phase, with `--update-every F`: each step that learns adds its
-    gradient steps, and every F-th vector-env step pays them all at once (F = 1: after each step, CleanRL's loop). The
-    camera-ready TD3 trains at each episode's end, as many times as the episode had steps (sfujim/TD3 @bc98e626,
-    main.py): on HalfCheetah, whose episodes are always 1,000 steps, that is F = 1000 from the first step. The debt is
-    the group's (every member steps together) and goes into the checkpoint, so a run stopped inside a block resumes
-    owing what it owed."""
+    gradient steps, and every F-th vector-env step pays them all at once (F = 1: after each step, CleanRL's loop; F = 0:
+    at each episode's end, for one member with one env). The camera-ready TD3 trains at each episode's end, as many
+    times as the episode had steps (sfujim/TD3 @bc98e626, main.py): that is F = 0 from the first step, and on
+    HalfCheetah, whose episodes are always 1,000 steps, F = 1000 too, for a group. The debt is the group's (every member
+    steps together) and goes into the checkpoint, so a run stopped inside a block resumes owing what it owed."""
 
     def __init__(self, every: int) -> None:
         self.every, self.owed = every, 0
 
-    def after_step(self, learn: bool, gradient_steps: int, vector_steps: int) -> int:
-        """The gradient steps to make now, after the `vector_steps`-th vector-env step of the run."""
+    def after_step(self, learn: bool, gradient_steps: int, vector_steps: int, ended: torch.Tensor) -> int:
+        """The gradient steps to make now, after the `vector_steps`-th vector-env step of the run, which `ended` the
+        episodes it marks (read only with F = 0)."""
         self.owed += gradient_steps if learn else 0
-        if vector_steps % self.every:
+        if vector_steps % self.every if self.every else not bool(ended.any()):
             return 0
         updates, self.owed = self.owed, 0
         return updates
@@ -122,6 +124,16 @@ class DeferredUpdates:
 
     def load_member_state_dicts(self, states: list[dict[str, int]]) -> None:
         self.load_state_dict(states[0])
+
+
+def check_update_schedule(args: Any) -> None:
+    """--update-every 0 (at each episode's end) is one member's with one env: the episodes of several end at different
+    steps, and a group's members update together."""
+    if args.update_every == 0 and (len(args.seeds) > 1 or args.num_envs > 1):
+        raise UserError(
+            "--update-every 0 trains at each episode's end, which needs one seed and one env: run each seed on its own "
+            "(--seed S, --num-envs 1), or give --update-every F > 0"
+        )
 
 
 def update_batches(

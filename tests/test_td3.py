@@ -202,17 +202,20 @@ def test_random_steps_act_at_random_past_learning_starts_while_learning_goes_on(
     assert off_policy[100:300].std().item() > 0.8 and off_policy[300:].std().item() < 0.3
 
 
-def test_update_every_makes_a_blocks_updates_after_its_last_step_and_resumes_owing_them(runs_dir):
-    """--update-every 100 --learning-starts 150 on Pendulum: the steps from the 151st on owe one update each, paid on
-    steps 200, 300, 400 (50 + 100 + 100); a run stopped at 450 owes 50, and its resume to 500 pays 100 there, as the
-    straight run does, to the same networks."""
-    common = dict(env_id="Pendulum-v1", update_every=100, learning_starts=150, eval_every=0, runs_dir=runs_dir, **TINY)
+@pytest.mark.parametrize("update_every", [100, 0])
+def test_update_every_makes_a_blocks_updates_after_its_last_step_and_resumes_owing_them(update_every, runs_dir):
+    """--learning-starts 150 on Pendulum (200-step episodes): the steps from the 151st on owe one update each; with
+    --update-every 100 they are paid on steps 200, 300, 400, … (50 + 100 + 100 by step 400), with 0 at each episode's
+    end, steps 200, 400, 600 (50 + 200). A run stopped at 450 owes 50, and its resume to 600 pays them, as the straight
+    run does, to the same networks."""
+    common = dict(env_id="Pendulum-v1", update_every=update_every, learning_starts=150, eval_every=0, **TINY)
+    common |= dict(runs_dir=runs_dir)
     assert main(Args(total_timesteps=400, exp_name="blocks", **common))["num_updates"] == 250
-    straight = main(Args(total_timesteps=500, exp_name="straight", **common))
+    straight = main(Args(total_timesteps=600, exp_name="straight", **common))
     half = main(Args(total_timesteps=450, exp_name="split", **common))
     assert half["num_updates"] == 250
-    resumed = main(Args(total_timesteps=500, exp_name="split", resume=half["run_dir"], **common))
-    assert straight["num_updates"] == resumed["num_updates"] == 350
+    resumed = main(Args(total_timesteps=600, exp_name="split", resume=half["run_dir"], **common))
+    assert straight["num_updates"] == resumed["num_updates"] == 450
     a, b = _parameters(straight["run_dir"]), _parameters(resumed["run_dir"])
     for name in ("actor", "critic", "actor_target", "critic_target"):
         for key in a[name]:
@@ -367,6 +370,8 @@ SHARED_SCALE_ERRORS = [  # config.validate_args checks these for TD3 and SAC ali
         *(("td3", flags, message) for flags, message in SHARED_SCALE_ERRORS),
         *(("sac_simba", flags, message) for flags, message in SHARED_SCALE_ERRORS),
         ("td3", dict(exploration_noise_min=0.5, exploration_noise_max=0.2), "--exploration-noise-min 0.5 is above"),
+        ("td3", dict(update_every=0, seeds=(1, 2)), "--update-every 0 trains at each episode's end, which needs one seed"),
+        ("td3", dict(update_every=0, num_envs=2), "--update-every 0 trains at each episode's end, which needs one seed"),
     ],
 )
 def test_many_env_flags_that_cannot_work_are_one_line_errors(agent, flags, message, runs_dir):
