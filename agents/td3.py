@@ -478,7 +478,7 @@ def train(parts: TD3Parts) -> dict:
 
         # ---- learn: the critics every update, the actor and targets every `policy_frequency` --
         vector_steps = global_step // parts.env.envs_per_member
-        updates = parts.deferred.after_step(learn, args.gradient_steps, vector_steps, step.terminated | truncated)
+        updates = parts.deferred.after_step(learn, args.gradient_steps, vector_steps, step.terminated, truncated)
         if updates:
             for batch, last in update_batches(replay, updates, batch_size, args.reuse_batch, args.gradient_steps):
                 smoothing_noise = members.randn(batch_size, action_dim) * args.policy_noise

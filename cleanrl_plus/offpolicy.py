@@ -21,7 +21,7 @@ from cleanrl_plus.evaluator import Evaluator, make_envs
 from cleanrl_plus.exploration import uniform_or_explore
 from cleanrl_plus.members import Members
 from cleanrl_plus.replay import Batch, ReplayBuffer
-from cleanrl_plus.run import Run, prepare_run
+from cleanrl_plus.run import Run, group_seeds, prepare_run
 from cleanrl_plus.session import TrainingSession
 from envs.errors import UserError
 
@@ -104,11 +104,13 @@ class DeferredUpdates:
     def __init__(self, every: int) -> None:
         self.every, self.owed = every, 0
 
-    def after_step(self, learn: bool, gradient_steps: int, vector_steps: int, ended: torch.Tensor) -> int:
-        """The gradient steps to make now, after the `vector_steps`-th vector-env step of the run, which `ended` the
-        episodes it marks (read only with F = 0)."""
+    def after_step(
+        self, learn: bool, gradient_steps: int, vector_steps: int, terminated: torch.Tensor, truncated: torch.Tensor
+    ) -> int:
+        """The gradient steps to make now, after the `vector_steps`-th vector-env step of the run, which ended the
+        episodes `terminated` or `truncated` mark (read only with F = 0: the hot path computes nothing more)."""
         self.owed += gradient_steps if learn else 0
-        if vector_steps % self.every if self.every else not bool(ended.any()):
+        if vector_steps % self.every if self.every else not bool((terminated | truncated).any()):
             return 0
         updates, self.owed = self.owed, 0
         return updates
@@ -129,7 +131,7 @@ class DeferredUpdates:
 def check_update_schedule(args: Any) -> None:
     """--update-every 0 (at each episode's end) is one member's with one env: the episodes of several end at different
     steps, and a group's members update together."""
-    if args.update_every == 0 and (len(args.seeds) > 1 or args.num_envs > 1):
+    if args.update_every == 0 and (len(group_seeds(args)) > 1 or args.num_envs > 1):
         raise UserError(
             "--update-every 0 trains at each episode's end, which needs one seed and one env: run each seed on its own "
             "(--seed S, --num-envs 1), or give --update-every F > 0"

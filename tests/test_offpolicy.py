@@ -48,23 +48,23 @@ def test_update_batches_samples_as_each_update_begins_or_reuses_each_steps_first
 
 
 def test_deferred_updates_pay_every_f_th_step_what_the_learning_steps_since_owe():
-    running, ended = torch.tensor([[False]]), torch.tensor([[True]])
+    running, ended = (torch.tensor([[False]]), torch.tensor([[False]])), (torch.tensor([[False]]), torch.tensor([[True]]))
     # F = 1: each learning step's gradient steps at once, none before learning starts (CleanRL's loop)
     every_step = DeferredUpdates(1)
     learns = [False, True, True]
-    assert [every_step.after_step(learn, 2, v, running) for v, learn in enumerate(learns, start=1)] == [0, 2, 2]
+    assert [every_step.after_step(learn, 2, v, *running) for v, learn in enumerate(learns, start=1)] == [0, 2, 2]
     # F = 3, learning from the 2nd step: blocks end at steps 3 and 6; the 2nd and 3rd owe one each, then three
     blocks = DeferredUpdates(3)
     learns = [False, True, True, True, True, True, True]
-    assert [blocks.after_step(learn, 1, v, ended) for v, learn in enumerate(learns, start=1)] == [0, 0, 2, 0, 0, 3, 0]
+    assert [blocks.after_step(learn, 1, v, *ended) for v, learn in enumerate(learns, start=1)] == [0, 0, 2, 0, 0, 3, 0]
     # what a block owes goes into the checkpoint: a run stopped at step 7 owes the 7th's update after resume
     resumed = DeferredUpdates(3)
     resumed.load_member_state_dicts([blocks.member_state_dict(k) for k in range(2)])
-    assert [resumed.after_step(True, 1, v, ended) for v in (8, 9)] == [0, 3]
+    assert [resumed.after_step(True, 1, v, *ended) for v in (8, 9)] == [0, 3]
     # F = 0: paid when an episode ends, whatever the step
     episodes = DeferredUpdates(0)
     ends = [running, ended, running, running, ended]
-    assert [episodes.after_step(True, 1, v, end) for v, end in enumerate(ends, start=1)] == [0, 2, 0, 0, 3]
+    assert [episodes.after_step(True, 1, v, *end) for v, end in enumerate(ends, start=1)] == [0, 2, 0, 0, 3]
 
 
 def _critic(members: int) -> nn.Module:
