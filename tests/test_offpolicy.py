@@ -48,7 +48,9 @@ def test_update_batches_samples_as_each_update_begins_or_reuses_each_steps_first
 
 
 def test_deferred_updates_pay_every_f_th_step_what_the_learning_steps_since_owe():
+    # (terminated, truncated): running, cut by a time limit, ended by a termination (a hopper that falls)
     running, ended = (torch.tensor([[False]]), torch.tensor([[False]])), (torch.tensor([[False]]), torch.tensor([[True]]))
+    fell = (torch.tensor([[True]]), torch.tensor([[False]]))
     # F = 1: each learning step's gradient steps at once, none before learning starts (CleanRL's loop)
     every_step = DeferredUpdates(1)
     learns = [False, True, True]
@@ -63,7 +65,7 @@ def test_deferred_updates_pay_every_f_th_step_what_the_learning_steps_since_owe(
     assert [resumed.after_step(True, 1, v, *ended) for v in (8, 9)] == [0, 3]
     # F = 0: paid when an episode ends, whatever the step
     episodes = DeferredUpdates(0)
-    ends = [running, ended, running, running, ended]
+    ends = [running, ended, running, running, fell]
     assert [episodes.after_step(True, 1, v, *end) for v, end in enumerate(ends, start=1)] == [0, 2, 0, 0, 3]
 
 
