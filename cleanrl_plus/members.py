@@ -108,9 +108,11 @@ class Members:
         return {"seed": self.seeds[k], "host": self.host[k].get_state(), "device": self.generators[k].get_state()}
 
     def load_member_state_dicts(self, states: list[dict[str, Any]]) -> None:
+        # .cpu(): a checkpoint loaded onto a GPU (map_location=device) brings the states there, and set_state takes
+        # a CPU ByteTensor only, for a CUDA generator too
         for host, device, state in zip(self.host, self.generators, states):
-            host.set_state(state["host"])
-            device.set_state(state["device"])
+            host.set_state(state["host"].cpu())
+            device.set_state(state["device"].cpu())
 
     def state_dict(self) -> dict[str, Any]:
         return (

@@ -46,6 +46,22 @@ def test_checkpoint_round_trip_and_rng_state(tmp_path):
     assert torch.equal(torch.rand(3), expected) and torch.equal(loaded["weights"], torch.arange(4.0))
 
 
+def test_rng_state_restores_from_a_checkpoint_loaded_onto_a_gpu():
+    """map_location='cuda' brings the saved states to the GPU; only `.cpu()` gives what torch.set_rng_state takes."""
+
+    class OnTheGpu:
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+        def cpu(self):
+            return self.tensor
+
+    state = capture_rng_state()
+    expected = torch.rand(3)
+    restore_rng_state(state | {"torch": OnTheGpu(state["torch"])})
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_checkpoint_without_step_is_rejected(tmp_path):
     path = tmp_path / "checkpoint.pt"
     torch.save({"weights": 1}, path)

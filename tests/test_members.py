@@ -382,3 +382,23 @@ def test_a_members_penalties_are_its_one_seed_penalties_in_any_group():
             alone += (parseval_penalty([w.transpose(1, 2) for w in mine], 1.0),)
             for name, a, b in zip(("l2", "l2-init", "parseval"), together, alone):
                 assert torch.equal(a[k], b[0]), f"{name}: K={members} member {k}"
+
+
+class OnTheGpu:
+    """An RNG state as a checkpoint loaded with map_location='cuda' holds it: only `.cpu()` gives the ByteTensor
+    that Generator.set_state takes (a CUDA tensor is refused just as this object is)."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def cpu(self) -> torch.Tensor:
+        return self.tensor
+
+
+def test_member_generators_resume_from_states_loaded_onto_a_gpu():
+    members = Members((3, 4))
+    state = members.state_dict()
+    expected = members.randint(1000, 5)
+    moved = {"members": [{**s, "host": OnTheGpu(s["host"]), "device": OnTheGpu(s["device"])} for s in state["members"]]}
+    members.load_state_dict(moved)
+    assert torch.equal(members.randint(1000, 5), expected)
