@@ -58,8 +58,13 @@ while :; do
     if [ $now -ge "$DEADLINE" ]; then
         for task in $TASKS; do [ -n "${PID[$task]}" ] && kill -TERM "${PID[$task]}"; done
         echo "SIGTERM at ${now}s" >>"$S"
-        for _ in $(seq 40); do sleep 1; pgrep -f agents/sac_simba.py >/dev/null || break; done
-        pkill -KILL -f agents/sac_simba.py && echo "SIGKILL at $(($(date +%s) - T0))s" >>"$S"
+        # only the runs this script started: a dry run here must not touch the machine's other runs
+        running() { for task in $TASKS; do [ -n "${PID[$task]}" ] && kill -0 "${PID[$task]}" 2>/dev/null && return 0; done; return 1; }
+        for _ in $(seq 40); do sleep 1; running || break; done
+        if running; then
+            for task in $TASKS; do [ -n "${PID[$task]}" ] && kill -KILL "${PID[$task]}" 2>/dev/null; done
+            echo "SIGKILL at $(($(date +%s) - T0))s" >>"$S"
+        fi
         break
     fi
 done
