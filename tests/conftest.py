@@ -58,6 +58,17 @@ def cli_in_process(agent: str, argv: list[str], monkeypatch, capsys):
     return types.SimpleNamespace(returncode=exit_info.value.code, stdout=output.out, stderr=output.err)
 
 
+class OnTheGpu:
+    """A saved RNG state as a checkpoint loaded with map_location='cuda' holds it: only `.cpu()` gives the ByteTensor
+    that torch.set_rng_state and Generator.set_state take (a CUDA tensor is refused just as this object is)."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def cpu(self) -> torch.Tensor:
+        return self.tensor
+
+
 def assert_states_equal(a, b, where: str) -> None:
     """Two checkpoint states (nested dicts, lists, tensors, arrays) equal to the bit; `where` names the first difference.
     NaN equals NaN at the same place (LEAST's histories hold NaN where no episode reached a step); pickled simulators

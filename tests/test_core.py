@@ -5,6 +5,7 @@ import re
 
 import pytest
 import torch
+from conftest import OnTheGpu
 
 from agents.td3 import Args
 from cleanrl_plus.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
@@ -48,14 +49,6 @@ def test_checkpoint_round_trip_and_rng_state(tmp_path):
 
 def test_rng_state_restores_from_a_checkpoint_loaded_onto_a_gpu():
     """map_location='cuda' brings the saved states to the GPU; only `.cpu()` gives what torch.set_rng_state takes."""
-
-    class OnTheGpu:
-        def __init__(self, tensor):
-            self.tensor = tensor
-
-        def cpu(self):
-            return self.tensor
-
     state = capture_rng_state()
     expected = torch.rand(3)
     restore_rng_state(state | {"torch": OnTheGpu(state["torch"])})

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import pytest
 import torch
 import torch.nn as nn
+from conftest import OnTheGpu
 
 from agents import ppo
 from cleanrl_plus.members import Members, drawing_from, group_state, member_state
@@ -382,17 +383,6 @@ def test_a_members_penalties_are_its_one_seed_penalties_in_any_group():
             alone += (parseval_penalty([w.transpose(1, 2) for w in mine], 1.0),)
             for name, a, b in zip(("l2", "l2-init", "parseval"), together, alone):
                 assert torch.equal(a[k], b[0]), f"{name}: K={members} member {k}"
-
-
-class OnTheGpu:
-    """An RNG state as a checkpoint loaded with map_location='cuda' holds it: only `.cpu()` gives the ByteTensor
-    that Generator.set_state takes (a CUDA tensor is refused just as this object is)."""
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-    def cpu(self) -> torch.Tensor:
-        return self.tensor
 
 
 def test_member_generators_resume_from_states_loaded_onto_a_gpu():
