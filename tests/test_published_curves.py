@@ -70,6 +70,7 @@ def test_the_curves_file_holds_the_authors_numbers_at_the_compared_steps():
     curves = {curve.name: curve for curve in published.load_curves(CURVES).curves}
     assert curves["TD3, HalfCheetah"].points[100000] == (5513.518, 184.564)
     assert curves["TD3, HalfCheetah"].points[300000] == (7697.13, 242.483)
+    assert curves["TD3, Hopper"].points[150000] == (1211.122, 285.2)
     assert curves["TD3, Hopper"].points[200000] == (2441.101, 248.705)
     assert curves["TD3, Walker2d"].points[300000] == (3335.474, 318.918)
     assert curves["SAC, walker-walk"].points[50000] == (340.885, 29.264)
