@@ -77,6 +77,7 @@ def test_the_curves_file_holds_the_authors_numbers_at_the_compared_steps():
     assert curves["SAC+SimBa, walker-walk"].points[100000] == (951.438, 10.588)
     assert curves["SAC+SimBa, cheetah-run"].points[50000] == (428.969, 18.386)
     assert curves["CIR, walker-walk"].points[100000] == (962.272, 2.006)
+    assert curves["CIR, walker-walk"].points[25000] == (373.955, 50.701)
     assert curves["SAC at 1 update per step, no reset, cheetah-run"].points[300000] == (731.43, 14.941)
     assert curves["SAC at 1 update per step, full reset every 200k, cheetah-run"].points[300000] == (617.3, 23.609)
     assert all(curve.seeds == 10 for curve in curves.values())
