@@ -693,10 +693,12 @@ def held_outcome(spec: RunSpec) -> dict[str, Any]:
 # Progress display
 # ----------------------------------------------------------------------------------------------------------------
 class Board:
-    """done / running / failed / pending counts and the latest evaluation return, on one refreshing line."""
+    """done / running / failed / stopped / pending counts and the latest evaluation return, on one refreshing line.
+    A run stopped by a signal checkpointed and resumes on the next sweep: it is counted apart from failed ones."""
 
     def __init__(self, total: int, finished: int, failed: int = 0) -> None:
         self.total, self.done, self.failed, self.running, self.waiting = total, finished, failed, 0, 0
+        self.stopped = 0
         self.last = ""
         self.tty = sys.stderr.isatty()
         self._shown = ""
@@ -707,6 +709,9 @@ class Board:
             value = result["eval"]
             self.last = f"{result['run']}: eval {value:.1f}" if value is not None else result["run"]
             self.last += f" (by {result['by']})" if "by" in result else ""
+        elif result["state"] == "stopped":
+            self.stopped += 1
+            self.last = f"{result['run']}: stopped (checkpointed)"
         else:
             self.failed += 1
             code = result["returncode"]
@@ -714,8 +719,10 @@ class Board:
         self.show(force=True)
 
     def show(self, force: bool = False) -> None:
-        pending = self.total - self.done - self.failed - self.running - self.waiting
-        line = f"sweep: {self.done}/{self.total} done, {self.running} running, {self.failed} failed, {pending} pending"
+        pending = self.total - self.done - self.failed - self.stopped - self.running - self.waiting
+        line = f"sweep: {self.done}/{self.total} done, {self.running} running, {self.failed} failed"
+        line += f", {self.stopped} stopped" if self.stopped else ""
+        line += f", {pending} pending"
         line += f", {self.waiting} waiting for other sweeps" if self.waiting else ""
         line += f" | last: {self.last}" if self.last else ""
         if line == self._shown and not force:

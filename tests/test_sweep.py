@@ -140,6 +140,17 @@ def _sweep_command(runs_dir: Path, *extra: str) -> list[str]:
     ]
 
 
+def test_the_status_line_counts_a_stopped_run_apart_from_failed_ones(capsys):
+    board = sweep.Board(total=4, finished=1)
+    board.finished({"run": "a", "state": "stopped", "returncode": 0, "eval": None})
+    board.finished({"run": "b", "state": "failed", "returncode": 1, "eval": None})
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "sweep: 1/4 done, 0 running, 0 failed, 1 stopped, 2 pending | last: a: stopped (checkpointed)",
+        "sweep: 1/4 done, 0 running, 1 failed, 1 stopped, 1 pending | last: b: failed (exit 1)",
+    ]
+
+
 def test_a_rerun_skips_finished_runs_and_a_killed_sweep_resumes_its_runs(tmp_path):
     runs_dir = tmp_path / "runs"
     long_flags = TINY_PPO.replace("--total-timesteps 512", "--total-timesteps 200000") + " --checkpoint-every 256"
@@ -153,6 +164,8 @@ def test_a_rerun_skips_finished_runs_and_a_killed_sweep_resumes_its_runs(tmp_pat
     sweeping.send_signal(signal.SIGTERM)
     output, _ = sweeping.communicate(timeout=120)
     assert sweeping.returncode == 2 and "rerun the same command to resume" in output, output
+    # both runs checkpointed on the signal: the status line counts them stopped, not failed
+    assert "0 failed, 2 stopped, 0 pending" in output and "1 failed" not in output, output
     stopped = {seed: json.loads((runs_dir / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text()) for seed in (1, 2)}
     assert not any(s["finished"] for s in stopped.values())
 
