@@ -803,8 +803,8 @@ def run_local(jobs: list[Job], workers: int, board: Board, args: SweepArgs) -> l
                     log.close()
                     claim.release()
                     del running[name]
-                    board.running -= len(job.runs)
-                    for spec in job.runs:
+                    for spec in job.runs:  # a member leaves "running" as it is counted, never shown as pending
+                        board.running -= 1
                         results.append(outcome(spec, process.returncode, job))
                         board.finished(results[-1])
             if stop["requested"] and not running:

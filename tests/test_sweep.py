@@ -166,6 +166,7 @@ def test_a_rerun_skips_finished_runs_and_a_killed_sweep_resumes_its_runs(tmp_pat
     assert sweeping.returncode == 2 and "rerun the same command to resume" in output, output
     # both runs checkpointed on the signal: the status line counts them stopped, not failed
     assert "0 failed, 2 stopped, 0 pending" in output and "1 failed" not in output, output
+    assert "1 pending" not in output, output  # the group's first member counted did not send its partner to pending
     stopped = {seed: json.loads((runs_dir / f"CartPole-v1__ppo__{seed}" / "summary.json").read_text()) for seed in (1, 2)}
     assert not any(s["finished"] for s in stopped.values())
 
