@@ -694,7 +694,8 @@ def held_outcome(spec: RunSpec) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------------------------
 class Board:
     """done / running / failed / stopped / pending counts and the latest evaluation return, on one refreshing line.
-    A run stopped by a signal checkpointed and resumes on the next sweep: it is counted apart from failed ones."""
+    A run stopped by a signal checkpointed and resumes on the next sweep: it is counted apart from failed ones. A result
+    from a process that was running leaves "running" as it is counted, so a member never shows as pending meanwhile."""
 
     def __init__(self, total: int, finished: int, failed: int = 0) -> None:
         self.total, self.done, self.failed, self.running, self.waiting = total, finished, failed, 0, 0
@@ -703,7 +704,8 @@ class Board:
         self.tty = sys.stderr.isatty()
         self._shown = ""
 
-    def finished(self, result: dict[str, Any]) -> None:
+    def finished(self, result: dict[str, Any], was_running: bool = False) -> None:
+        self.running -= was_running
         if result["state"] == "finished":
             self.done += 1
             value = result["eval"]
@@ -803,10 +805,9 @@ def run_local(jobs: list[Job], workers: int, board: Board, args: SweepArgs) -> l
                     log.close()
                     claim.release()
                     del running[name]
-                    for spec in job.runs:  # a member leaves "running" as it is counted, never shown as pending
-                        board.running -= 1
+                    for spec in job.runs:
                         results.append(outcome(spec, process.returncode, job))
-                        board.finished(results[-1])
+                        board.finished(results[-1], was_running=True)
             if stop["requested"] and not running:
                 break
     finally:
@@ -879,7 +880,6 @@ def _wait_all(
         for handle in [h for h in waiting if is_done(h)]:
             waiting.remove(handle)
             job = handle[1]
-            board.running -= len(job.runs)
             try:
                 outcomes = result(handle)
             except Exception as error:  # a job that crashed outside the agent (node failure, ...)
@@ -896,7 +896,7 @@ def _wait_all(
                 ]
             for one in outcomes:
                 results.append(one)
-                board.finished(one)
+                board.finished(one, was_running=True)
         board.show()
         time.sleep(0.5)
     return results

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import REPO
@@ -148,6 +149,23 @@ def test_the_status_line_counts_a_stopped_run_apart_from_failed_ones(capsys):
     assert lines == [
         "sweep: 1/4 done, 0 running, 0 failed, 1 stopped, 2 pending | last: a: stopped (checkpointed)",
         "sweep: 1/4 done, 0 running, 1 failed, 1 stopped, 1 pending | last: b: failed (exit 1)",
+    ]
+
+
+def test_the_cluster_executors_count_a_groups_members_out_of_running_one_by_one(capsys):
+    # submitit's and Ray's wait loop: a job of two members returns both outcomes at once; while the first is counted
+    # the second is still running, never pending (the line said "1 pending" when the group left "running" at once)
+    jobs = [SimpleNamespace(runs=(f"{group}1", f"{group}2"), log="log") for group in "ab"]
+    outcomes = {id(job): [{"run": run, "state": "finished", "returncode": 0, "eval": 1.0} for run in job.runs] for job in jobs}
+    board = sweep.Board(total=4, finished=0)
+    results = sweep._wait_all([(None, job) for job in jobs], lambda h: True, lambda h: outcomes[id(h[1])], board)
+    lines = capsys.readouterr().err.splitlines()
+    assert [r["run"] for r in results] == ["a1", "a2", "b1", "b2"]
+    assert lines[:4] == [
+        "sweep: 1/4 done, 3 running, 0 failed, 0 pending | last: a1: eval 1.0",
+        "sweep: 2/4 done, 2 running, 0 failed, 0 pending | last: a2: eval 1.0",
+        "sweep: 3/4 done, 1 running, 0 failed, 0 pending | last: b1: eval 1.0",
+        "sweep: 4/4 done, 0 running, 0 failed, 0 pending | last: b2: eval 1.0",
     ]
 
 
