@@ -13,6 +13,8 @@ basic_utils.py and networks.py), whose `itr_mean_return` is that series.
                                   benchmarks/released/cchain/<script>__<env>__seed<s>.csv
     export RUN_DIR                the same CSV from one of our runs (agents/ppo.py on a continual:cchain-* id)
     table CSV...                  the page's rows: per-level means and Eq. 1, both from level_means_and_score
+    cells [CSV...]                Table 1 whole, ours beside the paper's, from our runs' CSVs (default: every one under
+                                  benchmarks/released/ours/), each cell the mean ± s.e. over seeds of level_means_and_score
 
 Every CSV starts with `# key: value` lines (what made it, where, when) and has one row per iteration.
 """
@@ -46,6 +48,7 @@ SCRIPTS = ("vanilla", "c_chain", "oracle")
 HELPERS = ("basic_utils.py", "networks.py")
 RELEASED_DIR = ROOT / "benchmarks" / "released" / "cchain"
 OURS_DIR = ROOT / "benchmarks" / "released" / "ours"
+PUBLISHED_TABLE = ROOT / "benchmarks" / "published" / "cchain-table1.toml"
 MANIFEST = "patch.json"
 WANDB_STAND_IN = "wandb_to_csv"
 LOG_VARIABLE = "CCHAIN_RELEASED_LOG"
@@ -386,6 +389,7 @@ def export(run_dir: Path, out: Path | None = None) -> Path:
         "group": f"seed {args['seed']} of a group of {len(seeds)} (eager on a CPU with one thread a member is its one-seed "
         "run; compiled, threaded or on a GPU only within rounding: issue 47)",
         "env_name": env_id,
+        "exp_name": str(args.get("exp_name", "ppo")),
         "seed": str(args["seed"]),
         "iterations_per_level": str(setting.steps_per_task // iteration_steps),
         "planned_iterations": str(int(args["total_timesteps"]) // iteration_steps),
@@ -422,6 +426,67 @@ def table(paths: list[Path]) -> list[str]:
     return [f"| run | level means, levels 0–{most_levels - 1} | Eq. 1 |", "|-|-|-|", *rows]
 
 
+def group_of(path: Path, header: dict[str, list[str]]) -> tuple[str, str]:
+    """(env id, exp name) of one of our runs' CSVs: its header's `env_name` and `exp_name`; files exported before
+    `exp_name` was written name a sweep's run folder (`<env>__<exp>__<seed>`) in `source`."""
+    if "exp_name" in header and "env_name" in header:
+        return header["env_name"][0], header["exp_name"][0]
+    source = header.get("source", [""])[0]
+    match = re.fullmatch(r"cleanrl_plus agents/ppo\.py, run [^_ ]+__(.+?)__\d+ \((?:not )?finished\)", source)
+    if not match or "env_name" not in header:
+        raise UserError(f"{path} is not a CSV of one of our runs — pass files `export` wrote (benchmarks/released/ours/)")
+    return header["env_name"][0], match[1]
+
+
+def cells(paths: list[Path], published: Path = PUBLISHED_TABLE) -> list[str]:
+    """The paper's table in its layout, a row of ours above each of its rows: each cell of ours the mean ± s.e. over
+    seeds (commands/published.py mean_and_standard_error, as `report` computes it) of each finished run's Eq. 1
+    (level_means_and_score); bold where the two differ by more than their standard errors combined (`differs`, the
+    report's rule); then how many cells agree. Runs not finished are left out and counted."""
+    from commands.published import PublishedTable, differs, load_published, mean_and_standard_error
+
+    table = load_published(published)
+    if not isinstance(table, PublishedTable):
+        raise UserError(f"{published} holds curves, not a table — pass C-CHAIN's Table 1 ({PUBLISHED_TABLE.name})")
+    scores: dict[tuple[str, str], list[float]] = {}
+    unfinished = 0
+    for path in paths:
+        header, columns = read_csv(path)
+        if len(columns["iteration"]) != int(header["planned_iterations"][0]):
+            unfinished += 1
+            continue
+        scores.setdefault(group_of(path, header), []).append(level_means_and_score(path)[1])
+
+    def written(cell: tuple[float, float]) -> str:
+        return f"{signed(cell[0], 1)} ± {cell[1]:.1f}"  # one decimal, as the paper prints its table
+
+    lines = [f"| env | | {' | '.join(table.columns)} |", "|-|-" + "|-" * len(table.columns) + "|"]
+    agree = compared = 0
+    for row, env_id in table.rows.items():
+        ours, theirs = [], []
+        for column, exp_name in table.columns.items():
+            published_cell, seeds = table.values.get((row, column)), scores.get((env_id, exp_name), [])
+            theirs.append(written(published_cell) if published_cell else "—")
+            if not seeds:
+                ours.append("not run")
+                continue
+            cell = mean_and_standard_error(seeds)
+            text = written(cell) + ("" if len(seeds) == table.seeds else f" ({len(seeds)} seeds)")
+            if published_cell:
+                compared += 1
+                agree += not differs(cell, published_cell)
+                text = f"**{text}**" if differs(cell, published_cell) else text
+            ours.append(text)
+        lines += [f"| {row} | ours | {' | '.join(ours)} |", f"| | the paper | {' | '.join(theirs)} |"]
+    lines.append("")
+    lines.append(
+        f"{agree} of {compared} cells run agree within the standard errors combined (bold: beyond them); "
+        f"{len(table.rows) * len(table.columns) - compared} not run"
+        + (f"; {unfinished} unfinished runs left out" if unfinished else "")
+    )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -454,6 +519,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     table_parser = commands.add_parser("table", help="print the page's rows from CSVs")
     table_parser.add_argument("csvs", type=Path, nargs="+")
+    cells_parser = commands.add_parser("cells", help="Table 1 whole, ours beside the paper's, from our runs' CSVs")
+    cells_parser.add_argument("csvs", type=Path, nargs="*", help=f"default: every CSV under {OURS_DIR.relative_to(ROOT)}")
+    cells_parser.add_argument("--published", type=Path, default=PUBLISHED_TABLE, help="the paper's table (TOML)")
     options = parser.parse_args(argv)
     try:
         if options.command == "prepare":
@@ -476,8 +544,10 @@ def main(argv: list[str] | None = None) -> None:
             )
         elif options.command == "export":
             print(export(options.run_dir, options.out))
-        else:
+        elif options.command == "table":
             print("\n".join(table(options.csvs)))
+        else:
+            print("\n".join(cells(options.csvs or sorted(OURS_DIR.glob("*.csv")), options.published)))
     except (UserError, RunFailure) as error:
         exit_with(error)
 

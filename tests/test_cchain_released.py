@@ -308,3 +308,85 @@ def test_the_command_names_the_group_and_the_flags_as_the_command_line_takes_the
         "--no-compile",
         "--hidden-sizes 16 16",
     ]
+
+
+def write_our_csv(path: Path, env_id: str, exp_name: str, seed: int, score: float, done: int = 4, planned: int = 4):
+    """One of our runs' CSV as `export` heads it: levels of 2 iterations, every iteration's mean return `score`."""
+    header = {
+        "source": f"cleanrl_plus agents/ppo.py, run {env_id.replace(':', '-')}__{exp_name}__{seed} (finished)",
+        "env_name": env_id,
+        "seed": str(seed),
+        "iterations_per_level": "2",
+        "planned_iterations": str(planned),
+    }
+    rows = [[i, 800 * i, score, 100.0] for i in range(1, done + 1)]
+    released.write_csv(path, header, list(released.COLUMNS), rows)
+    return path
+
+
+PAPERS_TABLE = """source = "a paper"
+metric = "average-performance"
+seeds = 3
+[rows]
+"C-Acrobot" = "continual:cchain-acrobot"
+"C-CartPole" = "continual:cchain-cartpole"
+[columns]
+"Oracle" = "ppo-oracle"
+"Vanilla" = "ppo"
+[values."C-Acrobot"]
+"Oracle" = [-100.0, 1.0]
+"Vanilla" = [-100.0, 10.0]
+[values."C-CartPole"]
+"Vanilla" = [50.0, 2.0]
+"""
+
+
+def test_the_cells_are_the_papers_table_with_ours_by_hand(tmp_path):
+    """Vanilla: Eq. 1 of −100, −200, −300 → −200.0 ± 57.7 (s.d. 100 / √3), 100 from the paper's −100 ± 10, beyond
+    67.7: bold. Oracle: −100, −110 → −105.0 ± 5.0 over 2 seeds, 5 from −100 ± 1, within 6; its third seed stopped
+    halfway is left out and counted. C-CartPole: not run, and the paper's empty cell is a dash."""
+    published = tmp_path / "table.toml"
+    published.write_text(PAPERS_TABLE)
+    paths = [
+        write_our_csv(tmp_path / f"v{seed}.csv", "continual:cchain-acrobot", "ppo", seed, score)
+        for seed, score in enumerate((-100.0, -200.0, -300.0))
+    ]
+    paths += [
+        write_our_csv(tmp_path / f"o{seed}.csv", "continual:cchain-acrobot", "ppo-oracle", seed, score)
+        for seed, score in enumerate((-100.0, -110.0))
+    ]
+    paths.append(write_our_csv(tmp_path / "o2.csv", "continual:cchain-acrobot", "ppo-oracle", 2, -900.0, done=2))
+    assert released.cells(paths, published) == [
+        "| env | | Oracle | Vanilla |",
+        "|-|-|-|-|",
+        "| C-Acrobot | ours | −105.0 ± 5.0 (2 seeds) | **−200.0 ± 57.7** |",
+        "| | the paper | −100.0 ± 1.0 | −100.0 ± 10.0 |",
+        "| C-CartPole | ours | not run | not run |",
+        "| | the paper | — | 50.0 ± 2.0 |",
+        "",
+        "1 of 2 cells run agree within the standard errors combined (bold: beyond them); 2 not run; 1 unfinished runs "
+        "left out",
+    ]
+
+
+def test_a_cell_is_the_group_of_its_env_and_exp_name_read_from_what_export_writes(tiny_run, tmp_path, capsys):
+    """export writes the exp name (the run folder's name need not hold it: this one ends in a timestamp); files
+    exported before it did name a sweep's folder; the released script's files are refused in one line."""
+    path = released.export(tiny_run, tmp_path / "ours.csv")
+    header, _ = released.read_csv(path)
+    assert released.group_of(path, header) == ("continual:cchain-cartpole", "ppo")
+    older = write_our_csv(tmp_path / "older.csv", "continual:cchain-acrobot", "ppo-l2-init", 4, -90.0)
+    assert released.group_of(older, released.read_csv(older)[0]) == ("continual:cchain-acrobot", "ppo-l2-init")
+    theirs = write_released_csv(tmp_path / "theirs.csv", [-93.0, -401.0], 2, 2)
+    with pytest.raises(SystemExit) as exit_info:
+        released.main(["cells", str(theirs)])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "is not a CSV of one of our runs" in error and error.count("\n") == 1
+
+
+def test_the_pages_table_1_is_the_cells_of_the_committed_csvs():
+    """docs/benchmarks.md's Table 1 after round 2 is `cells` on benchmarks/released/ours/, line for line."""
+    printed = released.cells(sorted(released.OURS_DIR.glob("*.csv")))
+    page = (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
+    start = page.index(printed[0])
+    assert page[start : start + len(printed)] == printed
