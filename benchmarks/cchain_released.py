@@ -167,11 +167,13 @@ def read_csv(path: Path) -> tuple[dict[str, list[str]], dict[str, np.ndarray]]:
     return header, columns
 
 
-def level_means_and_score(path: Path) -> tuple[list[float], float]:
+def level_means_and_score(
+    path: Path, read: tuple[dict[str, list[str]], dict[str, np.ndarray]] | None = None
+) -> tuple[list[float], float]:
     """(each level's mean of itr_mean_return, Eq. 1 = the mean over all iterations), levels of the header's
     iterations_per_level from iteration 1 on. Levels of equal length average to Eq. 1; a run stopped early has a
-    shorter last level. Iterations must be 1, 2, … with none missing."""
-    header, columns = read_csv(path)
+    shorter last level. Iterations must be 1, 2, … with none missing. `read`: read_csv(path), where the caller has it."""
+    header, columns = read or read_csv(path)
     iterations, returns = columns["iteration"], columns["itr_mean_return"]
     if len(returns) == 0 or not np.array_equal(iterations, np.arange(1, len(returns) + 1)):
         raise UserError(f"{path} does not hold iterations 1, 2, … in order — regenerate it (README.md beside it)")
@@ -414,7 +416,7 @@ def table(paths: list[Path]) -> list[str]:
     rows, most_levels = [], 0
     for path in paths:
         header, columns = read_csv(path)
-        levels, score = level_means_and_score(path)
+        levels, score = level_means_and_score(path, (header, columns))
         most_levels = max(most_levels, len(levels))
         count, planned = len(columns["iteration"]), int(header["planned_iterations"][0])
         iterations = f"{count:,} iterations" if count == planned else f"the first {count:,} of {planned:,} iterations"
@@ -455,7 +457,7 @@ def cells(paths: list[Path], published: Path = PUBLISHED_TABLE) -> list[str]:
         if len(columns["iteration"]) != int(header["planned_iterations"][0]):
             unfinished += 1
             continue
-        scores.setdefault(group_of(path, header), []).append(level_means_and_score(path)[1])
+        scores.setdefault(group_of(path, header), []).append(level_means_and_score(path, (header, columns))[1])
 
     def written(cell: tuple[float, float]) -> str:
         return f"{signed(cell[0], 1)} ± {cell[1]:.1f}"  # one decimal, as the paper prints its table
@@ -473,9 +475,9 @@ def cells(paths: list[Path], published: Path = PUBLISHED_TABLE) -> list[str]:
             cell = mean_and_standard_error(seeds)
             text = written(cell) + ("" if len(seeds) == table.seeds else f" ({len(seeds)} seeds)")
             if published_cell:
-                compared += 1
-                agree += not differs(cell, published_cell)
-                text = f"**{text}**" if differs(cell, published_cell) else text
+                beyond = differs(cell, published_cell)
+                compared, agree = compared + 1, agree + (not beyond)
+                text = f"**{text}**" if beyond else text
             ours.append(text)
         lines += [f"| {row} | ours | {' | '.join(ours)} |", f"| | the paper | {' | '.join(theirs)} |"]
     lines.append("")
