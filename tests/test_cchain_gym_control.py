@@ -313,3 +313,83 @@ def test_the_lunarlander_level_adds_its_offset_to_the_real_env():
     np.testing.assert_allclose(env.shifts[0].offsets[1].numpy(), draws[1].astype(np.float32))
     assert env.single_observation_space.shape == (8,) and env.max_episode_steps == 400
     env.close()
+
+
+def _authors_episodes(actions, raw_starts, offsets, iterations: int, iteration_steps: int):
+    """control_train_aligned_vanilla.py's env loop (bluecontra/C-CHAIN @2f8bedf, lines 128-168) on gymnasium's own
+    MountainCar-v0: every iteration starts a fresh episode under its level's offset, `done` is the 5-tuple's first flag
+    (gym's 200-step truncation ignored), an episode is cut at `max_timesteps` 400 or at the iteration's end. Each reset
+    takes the initial state ours drew (`raw_starts`, in order) and each step the action ours took (`actions`), so the
+    two envs drive the same car. Yields per step
+    (level, observation acted on, reward, done, cut)."""
+    import gymnasium
+
+    env = gymnasium.make("MountainCar-v0")
+    env.reset(seed=0)
+    level_switch, level, starts, actions = 1, 0, iter(raw_starts), iter(actions)
+    for ite in range(iterations):
+        if ite % level_switch == 0:
+            random_perturbation, level = offsets[level], level + 1
+        ite_timestep = 0
+        while ite_timestep < iteration_steps:
+            env.reset()
+            env.unwrapped.state = np.array(next(starts), dtype=np.float64)
+            observation = np.array(env.unwrapped.state, dtype=np.float32) + random_perturbation
+            for timestep in range(AUTHORS_EPISODE_CAP):
+                new_observation, reward, done, _, _ = env.step(next(actions))
+                new_observation += random_perturbation
+                ite_timestep += 1
+                cut = not done and (timestep == AUTHORS_EPISODE_CAP - 1 or ite_timestep == iteration_steps)
+                yield level - 1, observation, reward, done, cut
+                observation = new_observation
+                if done or cut:
+                    break
+
+
+def test_c_mountaincar_steps_as_the_authors_loop_across_level_switches_and_the_400_step_cut():
+    """Ours beside the authors' loop on one seed, one iteration a level (steps_per_task 800 = one 800-step rollout):
+    level 0 acts at random (two 400-step episodes, the second ending on the level's last step), levels 1-2 pump
+    energy to the flag (episodes that terminate, the last cut by the iteration's end). Every step must act in the
+    same level on the same observation with the same reward, and both must end the same episodes the same way."""
+    rng = np.random.default_rng(0)
+
+    def actions_for(raw, ite):  # raw: the car's own (position, velocity)
+        return int(rng.integers(3)) if ite == 0 else (2 if raw[1] >= 0 else 0)
+
+    iterations, iteration_steps, seed = 3, AUTHORS_ITERATION_STEPS, 1
+    env = envs.make("continual:cchain-mountaincar", 1, seed=seed, continual=continual.ContinualArgs(steps_per_task=800))
+    offsets = env.shifts[0].offsets
+    np.random.seed(seed)  # get_peturbations: their draw for this seed, level 0 clean
+    theirs_offsets = [np.random.normal(0, 0.02, (2,)) for _ in range(5)]
+    theirs_offsets[0] = np.zeros(2)
+    np.testing.assert_allclose(offsets.numpy(), np.array(theirs_offsets, dtype=np.float32), rtol=0, atol=0)
+
+    ours, starts, actions, obs = [], [], [], env.reset(seed=seed)
+    new_episode = True
+    for step_count in range(iterations * iteration_steps):
+        level = int(env.switch_index[0])
+        raw = (obs[0] - offsets[level]).numpy()
+        if new_episode:
+            starts.append(raw.astype(np.float64))
+        action = actions_for(raw, step_count // iteration_steps)
+        actions.append(action)
+        step = env.step(torch.tensor([action]))
+        ours.append((level, obs[0].numpy().copy(), float(step.reward[0]), bool(step.terminated[0]), bool(step.truncated[0])))
+        obs, new_episode = step.obs, bool(step.terminated[0] | step.truncated[0])
+        if (step_count + 1) % iteration_steps == 0:  # PPO's --restart-episodes
+            running = ~(step.terminated | step.truncated)
+            obs, new_episode = env.cut_episodes(running, obs), True
+    env.close()
+
+    theirs = list(_authors_episodes(actions, starts, theirs_offsets, iterations, iteration_steps))
+    assert len(theirs) == len(ours) == iterations * iteration_steps
+    for t, ((level, o, r, done, cut), (their_level, their_o, their_r, their_done, their_cut)) in enumerate(zip(ours, theirs)):
+        assert level == their_level == t // iteration_steps, t
+        np.testing.assert_allclose(o, their_o, rtol=0, atol=2e-4, err_msg=f"step {t}")
+        assert (r, done) == (their_r, their_done), t
+        # ours marks the 400-step cap as truncation; an episode still running at an iteration's end is cut by the
+        # rollout's restart (theirs: the same `cut`), so ours' truncation is theirs' cap cut
+        assert cut == their_cut or (their_cut and (t + 1) % iteration_steps == 0), t
+    ends = [t for t, step in enumerate(theirs) if step[3] or step[4]]
+    assert ends[:2] == [399, 799]  # level 0: two episodes at the cap, the second on the level's last step
+    assert sum(step[3] for step in theirs[800:1600]) >= 3  # level 1: the pumping car reaches the flag
