@@ -87,12 +87,19 @@ def test_each_seed_meets_the_offsets_of_the_authors_same_seed(preset):
     _, sigma, levels, _ = AUTHORS_ENVS[preset]
     env = envs.make(f"continual:{preset}", 1, members=(2, 0, 7))
     for member, seed in enumerate([2, 0, 7]):
-        np.random.seed(seed)
-        theirs = [np.random.normal(0, sigma, env.single_observation_space.shape) for _ in range(levels)]
-        theirs[0] = np.zeros_like(theirs[0])
+        theirs = _authors_offsets(seed, sigma, levels, env.single_observation_space.shape)
         ours = env.shifts[member].offsets
         np.testing.assert_allclose(ours.numpy(), np.array(theirs, dtype=np.float32), rtol=0, atol=0)
     env.close()
+
+
+def _authors_offsets(seed: int, sigma: float, levels: int, shape) -> list[np.ndarray]:
+    """get_peturbations in control_train_aligned_*.py: numpy.random.seed(seed), one normal(0, σ) per level, level 0's
+    zeroed."""
+    np.random.seed(seed)
+    offsets = [np.random.normal(0, sigma, shape) for _ in range(levels)]
+    offsets[0] = np.zeros_like(offsets[0])
+    return offsets
 
 
 def test_the_plan_is_the_tables_six_columns_with_the_authors_remedy_settings():
@@ -326,10 +333,9 @@ def _authors_episodes(actions, raw_starts, offsets, iterations: int, iteration_s
 
     env = gymnasium.make("MountainCar-v0")
     env.reset(seed=0)
-    level_switch, level, starts, actions = 1, 0, iter(raw_starts), iter(actions)
+    starts, actions = iter(raw_starts), iter(actions)
     for ite in range(iterations):
-        if ite % level_switch == 0:
-            random_perturbation, level = offsets[level], level + 1
+        random_perturbation = offsets[ite]  # their --level_switch here is 1: a new level every iteration
         ite_timestep = 0
         while ite_timestep < iteration_steps:
             env.reset()
@@ -340,7 +346,7 @@ def _authors_episodes(actions, raw_starts, offsets, iterations: int, iteration_s
                 new_observation += random_perturbation
                 ite_timestep += 1
                 cut = not done and (timestep == AUTHORS_EPISODE_CAP - 1 or ite_timestep == iteration_steps)
-                yield level - 1, observation, reward, done, cut
+                yield ite, observation, reward, done, cut
                 observation = new_observation
                 if done or cut:
                     break
@@ -359,9 +365,8 @@ def test_c_mountaincar_steps_as_the_authors_loop_across_level_switches_and_the_4
     iterations, iteration_steps, seed = 3, AUTHORS_ITERATION_STEPS, 1
     env = envs.make("continual:cchain-mountaincar", 1, seed=seed, continual=continual.ContinualArgs(steps_per_task=800))
     offsets = env.shifts[0].offsets
-    np.random.seed(seed)  # get_peturbations: their draw for this seed, level 0 clean
-    theirs_offsets = [np.random.normal(0, 0.02, (2,)) for _ in range(5)]
-    theirs_offsets[0] = np.zeros(2)
+    _, sigma, levels, _ = AUTHORS_ENVS["cchain-mountaincar"]
+    theirs_offsets = _authors_offsets(seed, sigma, levels, (2,))
     np.testing.assert_allclose(offsets.numpy(), np.array(theirs_offsets, dtype=np.float32), rtol=0, atol=0)
 
     ours, starts, actions, obs = [], [], [], env.reset(seed=seed)
