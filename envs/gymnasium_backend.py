@@ -169,7 +169,74 @@ def make_single_env(env_id: str, **env_kwargs: Any) -> gym.Env:
         missing = next((name for name in OPTIONAL_PACKAGES if name in str(error)), None)
         fix = f'pip install -e ".[{OPTIONAL_PACKAGES[missing]}]"' if missing else "install the package gymnasium names"
         raise UserError(f"{env_id} needs {missing or 'a package'} that is not installed ({error}) — {fix}") from None
-    return NoRewardTimeout(env) if env_id in NO_REWARD_TIMEOUT_IDS else env
+    env = NoRewardTimeout(env) if env_id in NO_REWARD_TIMEOUT_IDS else env
+    return ReplayedEpisode(env) if _pickles_as_constructor_args(env.unwrapped) else env
+
+
+def _pickles_as_constructor_args(base: gym.Env) -> bool:
+    """gymnasium's EzPickle envs pickle as 'rebuild from constructor args'; MuJoCo's and ALE's state is saved apart
+    (_sub_env_state), which leaves Box2D's (LunarLander, BipedalWalker, CarRacing), whose simulator cannot be read out."""
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
+    return isinstance(base, gym.utils.EzPickle) and not isinstance(base, MujocoEnv) and not hasattr(base, "ale")
+
+
+# Box2D envs whose reset builds a new world (gymnasium's lunar_lander.py `reset`, after Gymnasium issue #728): their
+# episode is all their state. BipedalWalker and CarRacing keep one world for life, and its broad phase orders new
+# contacts by the history of every earlier episode, which no checkpoint holds.
+NEW_WORLD_EACH_EPISODE = {"LunarLander"}
+
+
+class ReplayedEpisode(gym.Wrapper):
+    """Keeps what rebuilds the running episode: the reset's arguments, the env's generator state before it, and every
+    action since. A pickled Box2D env comes back new and never reset; a resumed run replays its episode into it
+    (Box2D is deterministic) and checks that the replay lands on the observation and generator state it left. Exact
+    for the envs in NEW_WORLD_EACH_EPISODE; the others resume from the checkpointed state but warn that they may part
+    from a straight run by float rounding (contact order)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.reset_kwargs: dict[str, Any] = {}
+        self.generator_before_reset: dict[str, Any] | None = None
+        self.actions: list[np.ndarray] = []
+        self.last_obs: np.ndarray | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        generator = self.env.unwrapped._np_random  # None before the first seeding: reading np_random would seed one
+        self.generator_before_reset = None if generator is None else generator.bit_generator.state
+        self.reset_kwargs = {"seed": seed, "options": None if options is None else dict(options)}
+        self.actions = []
+        obs, info = self.env.reset(**self.reset_kwargs)
+        self.last_obs = obs
+        return obs, info
+
+    def step(self, action):
+        self.actions.append(np.array(action, copy=True))  # the vector env hands a view of its batch
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.last_obs = obs
+        return obs, reward, terminated, truncated, info
+
+    def replay(self, generator_after: dict[str, Any] | None) -> None:
+        """Rebuild the episode in this (unpickled, never reset) env; raise if it does not end where it was saved."""
+        if self.last_obs is None:  # saved before its first reset: nothing to rebuild
+            return
+        if self.generator_before_reset is not None:
+            self.env.unwrapped.np_random.bit_generator.state = self.generator_before_reset
+        obs, _ = self.env.reset(**self.reset_kwargs)
+        for action in self.actions:
+            obs = self.env.step(action)[0]
+        generator = self.env.unwrapped._np_random
+        if not np.array_equal(obs, self.last_obs) or generator.bit_generator.state != generator_after:
+            raise RuntimeError(
+                f"resuming {type(self.env.unwrapped).__name__}: replaying its episode's {len(self.actions)} actions did "
+                "not reproduce the checkpointed state (a nondeterministic simulator?)"
+            )
+        name = type(self.env.unwrapped).__name__
+        if name not in NEW_WORLD_EACH_EPISODE:
+            warnings.warn(
+                f"{name} resumes from its checkpointed state, but its Box2D world's contact order depends on earlier "
+                "episodes: the run may part from a straight run by float rounding"
+            )
 
 
 def _find_wrapper(env: gym.Env, wrapper_type: type) -> gym.Wrapper | None:
@@ -216,6 +283,14 @@ def _restore_sub_env(env: gym.Env, state: dict[str, Any]) -> gym.Env:
         if "ale_state" in state:  # ale-py pickles neither its emulator's RNG nor the env's own (no-op starts)
             restored.unwrapped.ale.restoreState(pickle.loads(state["ale_state"]))
             restored.unwrapped.np_random.bit_generator.state = state["np_random"]
+        replayed = _find_wrapper(restored, ReplayedEpisode)
+        if replayed is not None:
+            replayed.replay(state["np_random"])
+        elif _pickles_as_constructor_args(restored.unwrapped):
+            raise UserError(
+                f"this checkpoint holds a {type(restored.unwrapped).__name__} saved without its episode (written before "
+                "resume replayed Box2D episodes) and cannot resume exactly — start the run again without --resume"
+            )
         return restored
     base = env.unwrapped
     base.np_random.bit_generator.state = state["np_random"]

@@ -1,3 +1,5 @@
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -86,6 +88,82 @@ def test_state_dict_restores_mid_episode_exactly(env_id):
         assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward)
         assert torch.equal(a.terminated, b.terminated) and torch.equal(a.truncated, b.truncated)
     assert env.env_steps == restored_env.env_steps
+
+
+def random_actions(env, steps: int, generator: torch.Generator) -> torch.Tensor:
+    space = env.single_action_space
+    if isinstance(space, gym.spaces.Discrete):
+        return torch.randint(int(space.n), (steps, env.num_envs), generator=generator)
+    return torch.rand(steps, env.num_envs, space.shape[0], generator=generator) * 2 - 1
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"continuous": True}], ids=["discrete", "continuous"])
+def test_box2d_state_dict_restores_mid_episode_exactly(kwargs):
+    """A Box2D env pickles as its constructor's arguments: restored, it is new and never reset. Its episode is
+    replayed (envs/gymnasium_backend.py ReplayedEpisode); here past an autoreset, so the replayed reset has no seed."""
+    pytest.importorskip("Box2D")
+    env_id = "LunarLander-v3"
+    env = envs.make(env_id, num_envs=2, seed=5, **kwargs)
+    env.reset()
+    generator = torch.Generator().manual_seed(0)
+    buffer = random_actions(env, 1, generator)[0]  # one action buffer, refilled each step as an agent's may be
+    for action in random_actions(env, 150, generator):
+        env.step(buffer.copy_(action))
+    assert len(env.drain_episode_stats()) >= 1, "the window must cross an autoreset"
+    state = env.state_dict()
+    actions = random_actions(env, 60, generator)
+    original = [env.step(a) for a in actions]
+
+    reset_before, never_reset = (envs.make(env_id, num_envs=2, seed=99, **kwargs) for _ in range(2))
+    reset_before.reset()
+    for restored_env in (reset_before, never_reset):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # LunarLander builds a new world each episode: exact, no warning
+            restored_env.load_state_dict(state)
+        restored = [restored_env.step(a) for a in actions]
+        for a, b in zip(original, restored):
+            assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward)
+            assert torch.equal(a.terminated, b.terminated) and torch.equal(a.truncated, b.truncated)
+
+
+def box2d_bodies(env) -> list[tuple]:
+    walker = env.vec.envs[0].unwrapped
+    return [(tuple(body.position), body.angle, tuple(body.linearVelocity)) for body in [walker.hull, *walker.legs]]
+
+
+def test_a_box2d_world_kept_across_episodes_resumes_its_state_and_says_it_may_part():
+    """BipedalWalker keeps one Box2D world for life: the replay lands on the checkpointed bodies, and a warning says
+    that contact order, which depends on earlier episodes, may make the run part from a straight one."""
+    pytest.importorskip("Box2D")
+    env = envs.make("BipedalWalker-v3", num_envs=1, seed=5)
+    env.reset()
+    generator = torch.Generator().manual_seed(0)
+    for action in random_actions(env, 40, generator):
+        env.step(action)
+    with pytest.warns(UserWarning, match="BipedalWalker resumes from its checkpointed state, but its Box2D world"):
+        restored = envs.make("BipedalWalker-v3", num_envs=1, seed=99)
+        restored.load_state_dict(env.state_dict())
+    assert box2d_bodies(restored) == box2d_bodies(env)
+
+
+def test_box2d_resume_refuses_a_replay_that_misses_or_an_episode_never_saved():
+    pytest.importorskip("Box2D")
+    from envs.gymnasium_backend import ReplayedEpisode
+
+    env = envs.make("LunarLander-v3", num_envs=1, seed=5)
+    env.reset()
+    for _ in range(20):
+        env.step(torch.ones(1, dtype=torch.long))
+    replayed = env.vec.envs[0]
+    assert isinstance(replayed, ReplayedEpisode)
+    replayed.actions[3] = np.array(2)  # the main engine instead of the left one: the replay lands elsewhere
+    with pytest.raises(RuntimeError, match="replaying its episode's 20 actions did not reproduce"):
+        envs.make("LunarLander-v3", num_envs=1, seed=5).load_state_dict(env.state_dict())
+    replayed.actions[3] = np.array(1)
+    envs.make("LunarLander-v3", num_envs=1, seed=5).load_state_dict(env.state_dict())  # the true episode replays
+    env.vec.envs[0] = replayed.env  # as checkpoints written before the replay were: the bare env, pickled
+    with pytest.raises(UserError, match="LunarLander saved without its episode .* start the run again without --resume"):
+        envs.make("LunarLander-v3", num_envs=1, seed=5).load_state_dict(env.state_dict())
 
 
 def test_unknown_backend_is_a_clear_error():
