@@ -38,8 +38,16 @@ CASES = {
     "ALE/Breakout-v5": (300, {"backend": "envpool"}),  # one pool per member
     "warp:Hopper-v5": (100, {}),
     "continual:friction:warp:Hopper-v5": (80, {"continual": SHORT_TASKS}),  # per-world physics, per member's factors
+    "continual:cchain-lunarlander": (300, {"continual": SHORT_TASKS}),  # Box2D: restored by replaying each episode
 }
-NEEDS = {"MinAtar": "minatar", "continual:minatar": "minatar", "dmc:": "dm_control", "ALE/": "ale_py", "warp:": "mujoco_warp"}
+NEEDS = {
+    "MinAtar": "minatar",
+    "continual:minatar": "minatar",
+    "dmc:": "dm_control",
+    "ALE/": "ale_py",
+    "warp:": "mujoco_warp",
+    "continual:cchain-lunarlander": "Box2D",
+}
 RESETS_WHERE = ("torch:CartPole", "CartPole-v1", "continual:obs-offset", "continual:cartpole-permute", "MinAtar")  # LEAST's
 
 
@@ -186,6 +194,7 @@ CHECKPOINTED = [
     "MinAtar/Breakout-v1",
     "dmc:cartpole-swingup",
     "warp:Hopper-v5",
+    "continual:cchain-lunarlander",
 ]
 
 
