@@ -322,28 +322,26 @@ def test_the_lunarlander_level_adds_its_offset_to_the_real_env():
     env.close()
 
 
-def _authors_episodes(actions, raw_starts, offsets, iterations: int, iteration_steps: int):
+def _authors_episodes(env_id: str, start_episode, actions, starts, offsets, iterations: int, iteration_steps: int):
     """control_train_aligned_vanilla.py's env loop (bluecontra/C-CHAIN @2f8bedf, lines 128-168) on gymnasium's own
-    MountainCar-v0: every iteration starts a fresh episode under its level's offset, `done` is the 5-tuple's first flag
-    (gym's 200-step truncation ignored), an episode is cut at `max_timesteps` 400 or at the iteration's end. Each reset
-    takes the initial state ours drew (`raw_starts`, in order) and each step the action ours took (`actions`), so the
-    two envs drive the same car. Yields per step
+    `env_id`: every iteration starts a fresh episode under its level's offset, `done` is the 5-tuple's first flag (gym's
+    own truncation ignored), an episode is cut at `max_timesteps` 400 or at the iteration's end. Each reset starts the
+    episode ours started (`start_episode(env, start)` with the next of `starts`, returning the raw observation) and each
+    step takes the action ours took (`actions`), so the two envs drive the same simulator. Yields per step
     (level, observation acted on, reward, done, cut)."""
     import gymnasium
 
-    env = gymnasium.make("MountainCar-v0")
+    env = gymnasium.make(env_id)
     env.reset(seed=0)
-    starts, actions = iter(raw_starts), iter(actions)
+    starts, actions = iter(starts), iter(actions)
     for ite in range(iterations):
         random_perturbation = offsets[ite]  # their --level_switch here is 1: a new level every iteration
         ite_timestep = 0
         while ite_timestep < iteration_steps:
-            env.reset()
-            env.unwrapped.state = np.array(next(starts), dtype=np.float64)
-            observation = np.array(env.unwrapped.state, dtype=np.float32) + random_perturbation
+            observation = start_episode(env, next(starts)) + random_perturbation
             for timestep in range(AUTHORS_EPISODE_CAP):
                 new_observation, reward, done, _, _ = env.step(next(actions))
-                new_observation += random_perturbation
+                new_observation = new_observation + random_perturbation
                 ite_timestep += 1
                 cut = not done and (timestep == AUTHORS_EPISODE_CAP - 1 or ite_timestep == iteration_steps)
                 yield ite, observation, reward, done, cut
@@ -352,49 +350,114 @@ def _authors_episodes(actions, raw_starts, offsets, iterations: int, iteration_s
                     break
 
 
-def test_c_mountaincar_steps_as_the_authors_loop_across_level_switches_and_the_400_step_cut():
-    """Ours beside the authors' loop on one seed, one iteration a level (steps_per_task 800 = one 800-step rollout):
-    level 0 acts at random (two 400-step episodes, the second ending on the level's last step), levels 1-2 pump
-    energy to the flag (episodes that terminate, the last cut by the iteration's end). Every step must act in the
-    same level on the same observation with the same reward, and both must end the same episodes the same way."""
-    rng = np.random.default_rng(0)
-
-    def actions_for(raw, ite):  # raw: the car's own (position, velocity)
-        return int(rng.integers(3)) if ite == 0 else (2 if raw[1] >= 0 else 0)
-
-    iterations, iteration_steps, seed = 3, AUTHORS_ITERATION_STEPS, 1
-    env = envs.make("continual:cchain-mountaincar", 1, seed=seed, continual=continual.ContinualArgs(steps_per_task=800))
+def _our_episodes(preset: str, seed: int, iterations: int, act, episode_start):
+    """Ours on one seed, one 800-step rollout a level (steps_per_task 800), `act(raw observation, level)` choosing each
+    action; `episode_start(env)` records what the authors' loop needs to start the same episode. Returns our steps as
+    (level, observation acted on, reward, terminated, truncated), the episodes' starts, the actions and the offsets."""
+    env = envs.make(f"continual:{preset}", 1, seed=seed, continual=continual.ContinualArgs(steps_per_task=800))
     offsets = env.shifts[0].offsets
-    _, sigma, levels, _ = AUTHORS_ENVS["cchain-mountaincar"]
-    theirs_offsets = _authors_offsets(seed, sigma, levels, (2,))
+    _, sigma, levels, _ = AUTHORS_ENVS[preset]
+    theirs_offsets = _authors_offsets(seed, sigma, levels, tuple(offsets.shape[1:]))
     np.testing.assert_allclose(offsets.numpy(), np.array(theirs_offsets, dtype=np.float32), rtol=0, atol=0)
-
     ours, starts, actions, obs = [], [], [], env.reset(seed=seed)
     new_episode = True
-    for step_count in range(iterations * iteration_steps):
+    for step_count in range(iterations * AUTHORS_ITERATION_STEPS):
         level = int(env.switch_index[0])
         raw = (obs[0] - offsets[level]).numpy()
         if new_episode:
-            starts.append(raw.astype(np.float64))
-        action = actions_for(raw, step_count // iteration_steps)
+            starts.append(episode_start(env, raw))
+        action = act(raw, step_count // AUTHORS_ITERATION_STEPS)
         actions.append(action)
         step = env.step(torch.tensor([action]))
         ours.append((level, obs[0].numpy().copy(), float(step.reward[0]), bool(step.terminated[0]), bool(step.truncated[0])))
         obs, new_episode = step.obs, bool(step.terminated[0] | step.truncated[0])
-        if (step_count + 1) % iteration_steps == 0:  # PPO's --restart-episodes
+        if (step_count + 1) % AUTHORS_ITERATION_STEPS == 0:  # PPO's --restart-episodes
             running = ~(step.terminated | step.truncated)
             obs, new_episode = env.cut_episodes(running, obs), True
     env.close()
+    return ours, starts, actions, theirs_offsets
 
-    theirs = list(_authors_episodes(actions, starts, theirs_offsets, iterations, iteration_steps))
-    assert len(theirs) == len(ours) == iterations * iteration_steps
+
+def _assert_same_steps(ours, theirs, iterations: int, atol: float) -> list[int]:
+    """Every step in the same level on the same observation with the same reward, the same episodes ending the same
+    way; returns the steps where the authors' episodes end."""
+    assert len(theirs) == len(ours) == iterations * AUTHORS_ITERATION_STEPS
     for t, ((level, o, r, done, cut), (their_level, their_o, their_r, their_done, their_cut)) in enumerate(zip(ours, theirs)):
-        assert level == their_level == t // iteration_steps, t
-        np.testing.assert_allclose(o, their_o, rtol=0, atol=2e-4, err_msg=f"step {t}")
-        assert (r, done) == (their_r, their_done), t
+        assert level == their_level == t // AUTHORS_ITERATION_STEPS, t
+        np.testing.assert_allclose(o, their_o, rtol=0, atol=atol, err_msg=f"step {t}")
+        assert (r, done) == (pytest.approx(their_r, rel=1e-6, abs=1e-6), their_done), t
         # ours marks the 400-step cap as truncation; an episode still running at an iteration's end is cut by the
         # rollout's restart (theirs: the same `cut`), so ours' truncation is theirs' cap cut
-        assert cut == their_cut or (their_cut and (t + 1) % iteration_steps == 0), t
-    ends = [t for t, step in enumerate(theirs) if step[3] or step[4]]
+        assert cut == their_cut or (their_cut and (t + 1) % AUTHORS_ITERATION_STEPS == 0), t
+    return [t for t, step in enumerate(theirs) if step[3] or step[4]]
+
+
+def test_c_mountaincar_steps_as_the_authors_loop_across_level_switches_and_the_400_step_cut():
+    """Ours beside the authors' loop on one seed, one iteration a level: level 0 acts at random (two 400-step episodes,
+    the second ending on the level's last step), levels 1-2 pump energy to the flag (episodes that terminate, the last
+    cut by the iteration's end). Each of their resets takes the car's initial state ours drew."""
+    rng = np.random.default_rng(0)
+
+    def act(raw, level):  # raw: the car's own (position, velocity)
+        return int(rng.integers(3)) if level == 0 else (2 if raw[1] >= 0 else 0)
+
+    def start_from(env, raw_start):
+        env.reset()
+        env.unwrapped.state = np.array(raw_start, dtype=np.float64)
+        return np.array(env.unwrapped.state, dtype=np.float32)
+
+    iterations = 3
+    ours, starts, actions, offsets = _our_episodes("cchain-mountaincar", 1, iterations, act, lambda env, raw: raw)
+    theirs = list(_authors_episodes("MountainCar-v0", start_from, actions, starts, offsets, iterations, 800))
+    ends = _assert_same_steps(ours, theirs, iterations, atol=2e-4)  # float32 ours, float64 theirs
     assert ends[:2] == [399, 799]  # level 0: two episodes at the cap, the second on the level's last step
     assert sum(step[3] for step in theirs[800:1600]) >= 3  # level 1: the pumping car reaches the flag
+
+
+def _lander_hovers(s: np.ndarray) -> int:
+    """Gymnasium's `heuristic` (lunar_lander.py) with its hover target held at 0.8: the lander stays aloft."""
+    angle_todo = (np.clip(s[0] * 0.5 + s[2], -0.4, 0.4) - s[4]) * 0.5 - s[5]
+    hover_todo = (0.8 - s[1]) * 0.5 - s[3] * 0.5
+    if hover_todo > abs(angle_todo) and hover_todo > 0.05:
+        return 2
+    return 3 if angle_todo < -0.05 else (1 if angle_todo > 0.05 else 0)
+
+
+def test_c_lunarlander_steps_as_the_authors_loop_across_level_switches_and_the_400_step_cut():
+    """Ours beside the authors' loop on gymnasium's LunarLander-v3 (their LunarLander-v2), one seed, one iteration a
+    level: level 0 acts at random (crashes), level 1 hovers (two 400-step episodes, the second ending on the level's
+    last step, the boundary where a switch once leaked the old level), level 2 lands with gymnasium's heuristic. Each
+    of their resets starts from the generator state ours reset from, so the two draw the same terrain and push."""
+    pytest.importorskip("Box2D")
+    from gymnasium.envs.box2d.lunar_lander import heuristic
+
+    from envs.gymnasium_backend import ReplayedEpisode
+
+    rng = np.random.default_rng(0)
+    lander = None
+
+    def act(raw, level):
+        if level == 0:
+            return int(rng.integers(4))
+        return _lander_hovers(raw) if level == 1 else int(heuristic(lander, raw))
+
+    def episode_start(env, raw):
+        nonlocal lander
+        sub_env = env.inner.vec.envs[0]
+        assert isinstance(sub_env, ReplayedEpisode)
+        lander = sub_env.unwrapped
+        return sub_env.reset_kwargs["seed"], sub_env.generator_before_reset
+
+    def start_from(env, start):
+        seed, generator_state = start  # the first reset is seeded, the later ones go on from the generator's state
+        if seed is None:
+            env.unwrapped.np_random.bit_generator.state = generator_state
+        return env.reset(seed=seed)[0]
+
+    iterations = 3
+    ours, starts, actions, offsets = _our_episodes("cchain-lunarlander", 1, iterations, act, episode_start)
+    theirs = list(_authors_episodes("LunarLander-v3", start_from, actions, starts, offsets, iterations, 800))
+    ends = _assert_same_steps(ours, theirs, iterations, atol=1e-6)
+    assert sum(step[3] for step in theirs[:800]) >= 3  # level 0: random actions crash
+    assert [t for t in ends if 800 <= t < 1600] == [1199, 1599]  # level 1: the cap twice, on the level's last step
+    assert sum(step[3] for step in theirs[1600:]) >= 2  # level 2: the heuristic lands (the lander comes to rest)
