@@ -225,13 +225,12 @@ class ReplayedEpisode(gym.Wrapper):
         obs, _ = self.env.reset(**self.reset_kwargs)
         for action in self.actions:
             obs = self.env.step(action)[0]
-        generator = self.env.unwrapped._np_random
+        name, generator = type(self.env.unwrapped).__name__, self.env.unwrapped._np_random
         if not np.array_equal(obs, self.last_obs) or generator.bit_generator.state != generator_after:
             raise RuntimeError(
-                f"resuming {type(self.env.unwrapped).__name__}: replaying its episode's {len(self.actions)} actions did "
+                f"resuming {name}: replaying its episode's {len(self.actions)} actions did "
                 "not reproduce the checkpointed state (a nondeterministic simulator?)"
             )
-        name = type(self.env.unwrapped).__name__
         if name not in NEW_WORLD_EACH_EPISODE:
             warnings.warn(
                 f"{name} resumes from its checkpointed state, but its Box2D world's contact order depends on earlier "

@@ -322,7 +322,7 @@ def test_the_lunarlander_level_adds_its_offset_to_the_real_env():
     env.close()
 
 
-def _authors_episodes(env_id: str, start_episode, actions, starts, offsets, iterations: int, iteration_steps: int):
+def _authors_episodes(env_id: str, start_episode, actions, starts, offsets, iterations: int):
     """control_train_aligned_vanilla.py's env loop (bluecontra/C-CHAIN @2f8bedf, lines 128-168) on gymnasium's own
     `env_id`: every iteration starts a fresh episode under its level's offset, `done` is the 5-tuple's first flag (gym's
     own truncation ignored), an episode is cut at `max_timesteps` 400 or at the iteration's end. Each reset starts the
@@ -337,13 +337,13 @@ def _authors_episodes(env_id: str, start_episode, actions, starts, offsets, iter
     for ite in range(iterations):
         random_perturbation = offsets[ite]  # their --level_switch here is 1: a new level every iteration
         ite_timestep = 0
-        while ite_timestep < iteration_steps:
+        while ite_timestep < AUTHORS_ITERATION_STEPS:
             observation = start_episode(env, next(starts)) + random_perturbation
             for timestep in range(AUTHORS_EPISODE_CAP):
                 new_observation, reward, done, _, _ = env.step(next(actions))
                 new_observation = new_observation + random_perturbation
                 ite_timestep += 1
-                cut = not done and (timestep == AUTHORS_EPISODE_CAP - 1 or ite_timestep == iteration_steps)
+                cut = not done and (timestep == AUTHORS_EPISODE_CAP - 1 or ite_timestep == AUTHORS_ITERATION_STEPS)
                 yield ite, observation, reward, done, cut
                 observation = new_observation
                 if done or cut:
@@ -352,8 +352,9 @@ def _authors_episodes(env_id: str, start_episode, actions, starts, offsets, iter
 
 def _our_episodes(preset: str, seed: int, iterations: int, act, episode_start):
     """Ours on one seed, one 800-step rollout a level (steps_per_task 800), `act(raw observation, level)` choosing each
-    action; `episode_start(env)` records what the authors' loop needs to start the same episode. Returns our steps as
-    (level, observation acted on, reward, terminated, truncated), the episodes' starts, the actions and the offsets."""
+    action; `episode_start(env, raw observation)` records what the authors' loop needs to start the same episode.
+    Returns our steps as (level, observation acted on, reward, terminated, truncated), the episodes' starts, the actions
+    and the offsets."""
     env = envs.make(f"continual:{preset}", 1, seed=seed, continual=continual.ContinualArgs(steps_per_task=800))
     offsets = env.shifts[0].offsets
     _, sigma, levels, _ = AUTHORS_ENVS[preset]
@@ -408,7 +409,7 @@ def test_c_mountaincar_steps_as_the_authors_loop_across_level_switches_and_the_4
 
     iterations = 3
     ours, starts, actions, offsets = _our_episodes("cchain-mountaincar", 1, iterations, act, lambda env, raw: raw)
-    theirs = list(_authors_episodes("MountainCar-v0", start_from, actions, starts, offsets, iterations, 800))
+    theirs = list(_authors_episodes("MountainCar-v0", start_from, actions, starts, offsets, iterations))
     ends = _assert_same_steps(ours, theirs, iterations, atol=2e-4)  # float32 ours, float64 theirs
     assert ends[:2] == [399, 799]  # level 0: two episodes at the cap, the second on the level's last step
     assert sum(step[3] for step in theirs[800:1600]) >= 3  # level 1: the pumping car reaches the flag
@@ -427,7 +428,8 @@ def test_c_lunarlander_steps_as_the_authors_loop_across_level_switches_and_the_4
     """Ours beside the authors' loop on gymnasium's LunarLander-v3 (their LunarLander-v2), one seed, one iteration a
     level: level 0 acts at random (crashes), level 1 hovers (two 400-step episodes, the second ending on the level's
     last step, the boundary where a switch once leaked the old level), level 2 lands with gymnasium's heuristic. Each
-    of their resets starts from the generator state ours reset from, so the two draw the same terrain and push."""
+    of their resets is seeded as ours was, or starts from the generator state ours reset from, so the two draw the
+    same terrain and push."""
     pytest.importorskip("Box2D")
     from gymnasium.envs.box2d.lunar_lander import heuristic
 
@@ -456,7 +458,7 @@ def test_c_lunarlander_steps_as_the_authors_loop_across_level_switches_and_the_4
 
     iterations = 3
     ours, starts, actions, offsets = _our_episodes("cchain-lunarlander", 1, iterations, act, episode_start)
-    theirs = list(_authors_episodes("LunarLander-v3", start_from, actions, starts, offsets, iterations, 800))
+    theirs = list(_authors_episodes("LunarLander-v3", start_from, actions, starts, offsets, iterations))
     ends = _assert_same_steps(ours, theirs, iterations, atol=1e-6)
     assert sum(step[3] for step in theirs[:800]) >= 3  # level 0: random actions crash
     assert [t for t in ends if 800 <= t < 1600] == [1199, 1599]  # level 1: the cap twice, on the level's last step
