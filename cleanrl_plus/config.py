@@ -63,6 +63,11 @@ class RunArgs:
     """environment steps between checkpoints (0 = only at the end); checkpoints hold everything needed to resume"""
     resume: str = ""
     """resume a killed run from its directory (runs/<name>); its saved flags are reused unless given again"""
+    fork_from: str = ""
+    """start a new run from the last checkpoint (step S) of the finished run in this directory, its whole group:
+    networks, optimisers, replay, envs, RNG and evaluations; this run's flags apply from step S + 1 (give them all, as
+    for a fresh run), so it equals a straight run with these flags where the flags that differ do nothing up to S
+    (docs/experiments.md); the seeds are the source's"""
     runs_dir: str = "runs"
     """folder under which run directories are created"""
     run_name: str = ""
@@ -122,7 +127,7 @@ RESUMABLE_FLAGS = (
 # (`cleanrl-plus sweep` adopts, and `cleanrl-plus report` groups, only runs that agree on them), not the member
 # bookkeeping of a group (`seeds`, `group`), the agent (compared on its own), nor the run's name (where it lives, not
 # how it learns; a --resume still refuses another one).
-NOT_SETTINGS = (*RESUMABLE_FLAGS, "seed", "seeds", "group", "agent", "run_name")
+NOT_SETTINGS = (*RESUMABLE_FLAGS, "seed", "seeds", "group", "forked", "agent", "run_name")
 
 
 def run_settings(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -213,6 +218,7 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     argv = sys.argv[1:] if argv is None else argv
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--resume", default="")
+    pre.add_argument("--fork-from", "--fork_from", default="")
     pre.add_argument("--env-id", "--env_id", default=None)
     pre.add_argument(
         "--continual.steps-per-task", "--continual.steps_per_task", type=_int_or_0, default=0, dest="steps_per_task"
@@ -230,6 +236,8 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
                 env_id, ContinualArgs(steps_per_task=known.steps_per_task, num_tasks=known.num_tasks)
             )
             default = dataclasses.replace(default, total_timesteps=schedule.total_steps)
+        if known.fork_from:  # a fork trains its source's seeds (cleanrl_plus.run.fork_members checks any given)
+            default = dataclasses.replace(default, **_source_seeds(Path(known.fork_from)))
         recipe = recipes.find(agent_of(args_type), env_id, args_type)
         # --help names the file a default comes from, where the recipe's value is the one in force
         for flag in recipe.flags if recipe else ():
@@ -240,6 +248,17 @@ def parse_args(args_type: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     )
     validate_args(args)
     return args
+
+
+def _source_seeds(run_dir: Path) -> dict[str, Any]:
+    """The seed and group seeds of the run a --fork-from names, as defaults; none where its flags cannot be read yet
+    (a sweep plans a fork before its source exists; starting the fork says what is missing)."""
+    try:
+        saved = read_saved_args(run_dir, "--fork-from")
+        seeds = [read_saved_args(run_dir.parent / name, "--fork-from")["seed"] for name in saved.get("group") or ()]
+        return {"seed": seeds[0] if seeds else saved["seed"], "seeds": tuple(seeds) if len(seeds) > 1 else ()}
+    except (UserError, KeyError, TypeError):
+        return {}
 
 
 REMEDIES_HINT = " — `cleanrl-plus remedies` lists the remedies each agent takes (python agents/<agent>.py --help, its flags)"
@@ -266,34 +285,35 @@ def agent_of(args_type: type) -> str:
     return Path(inspect.getfile(args_type)).stem
 
 
-def read_saved_args(run_dir: Path) -> dict[str, Any]:
-    """A run's args.json as written (flags plus the `agent` that wrote it), for --resume."""
+def read_saved_args(run_dir: Path, flag: str = "--resume") -> dict[str, Any]:
+    """A run's args.json as written (flags plus the `agent` that wrote it), for --resume (or `flag`, --fork-from)."""
     path = run_dir / "args.json"
     if not path.is_file() and any((run_dir / name).is_file() for name in ("args.json.tmp", "run.lock")):
         raise UserError(
-            f"--resume {run_dir}: that run was killed before it recorded its flags, so before its first checkpoint: "
-            "nothing to resume — start it again without --resume (the same --run-name replaces what it left)"
+            f"{flag} {run_dir}: that run was killed before it recorded its flags, so before its first checkpoint: "
+            f"nothing to {'resume' if flag == '--resume' else 'fork from'} — start it again without --resume (the same "
+            "--run-name replaces what it left)"
         )
     if not path.is_file():
-        raise UserError(f"--resume {run_dir}: no args.json there — pass the directory of a run started by cleanrl_plus")
+        raise UserError(f"{flag} {run_dir}: no args.json there — pass the directory of a run started by cleanrl_plus")
     try:
         saved = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"--resume {run_dir}: args.json is corrupt ({error}) — fix or remove that run directory") from None
+        raise UserError(f"{flag} {run_dir}: args.json is corrupt ({error}) — fix or remove that run directory") from None
     if not isinstance(saved, dict):
-        raise UserError(f"--resume {run_dir}: args.json is not a table of flags — fix or remove that run directory")
+        raise UserError(f"{flag} {run_dir}: args.json is not a table of flags — fix or remove that run directory")
     return saved
 
 
-def check_agent(run_dir: Path, saved: dict[str, Any], agent: str) -> None:
+def check_agent(run_dir: Path, saved: dict[str, Any], agent: str, flag: str = "--resume") -> None:
     """Refuse a run that args.json says another agent wrote, or that names no agent (an older cleanrl_plus wrote it)."""
     recorded = saved.get("agent")
     if recorded is None:
-        raise UserError(f"--resume {run_dir}: its args.json names no agent (an older cleanrl_plus wrote it) — start a new run")
+        raise UserError(f"{flag} {run_dir}: its args.json names no agent (an older cleanrl_plus wrote it) — start a new run")
     if recorded != agent:
         raise UserError(
-            f"--resume {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent}.py — "
-            f"resume it with python agents/{recorded}.py --resume {run_dir}"
+            f"{flag} {run_dir}: that run was written by agents/{recorded}.py, not agents/{agent}.py — "
+            f"{'resume' if flag == '--resume' else 'fork'} it with python agents/{recorded}.py {flag} {run_dir}"
         )
 
 
@@ -346,6 +366,7 @@ def load_saved_args(args_type: type[ArgsT], run_dir: Path) -> ArgsT:
     check_agent(run_dir, saved, agent_of(args_type))
     saved.pop("agent", None)
     saved.pop("group", None)  # the member directories of a group run (cleanrl_plus.run.group_of), not a flag
+    saved.pop("forked", None)  # where a --fork-from run started (cleanrl_plus.run.fork_members), not a flag
     fields = {field.name for field in dataclasses.fields(args_type)}
     unknown = sorted(set(saved) - fields)
     if unknown:

@@ -35,9 +35,11 @@ from cleanrl_plus.checkpoint import (
 from cleanrl_plus.config import (
     RunArgs,
     agent_of,
+    check_agent,
     check_resume,
     check_resume_seeds,
     describe_run,
+    differing_settings,
     parse_args,
     read_saved_args,
     validate_args,
@@ -148,6 +150,7 @@ class MemberRun:
     lock_fd: int | None = None  # the run directory's lock, held until close()
     args_to_record: dict[str, Any] | None = None  # a resume's flags: args.json is rewritten with the first checkpoint
     checkpoint_step: int | None = None  # the step of the last checkpoint written or resumed from
+    forked_from: Path | None = None  # the source member's directory of a --fork-from run, until its directory exists
     recorded_args: dict[str, Any] | None = None  # the flags args.json records
     opened: bool = False  # whether the run has started writing (open)
     diverged: bool = False  # stopped by a NaN/inf: its summary says where, its checkpoint is the last good one
@@ -160,12 +163,19 @@ class MemberRun:
         if self.opened:
             return
         self.opened = True
-        if not self.resumed:
+        if not self.resumed or self.forked_from:
             _make_run_dir(self.dir, self.args.runs_dir)
             _fresh_run_dirs.append(self.dir)
             self.lock_fd = lock_run_dir(self.dir)
             _remove_leftovers(self.dir)
             write_json(self.dir / "args.json", self.recorded_args)
+        if self.forked_from:  # the source's curves up to the fork: TensorBoard drops its points after it (purge_step)
+            for name in sorted(path.name for path in self.forked_from.glob(EVENTS_GLOB)) + ["schedule.json"]:
+                if (self.forked_from / name).is_file():
+                    try:
+                        shutil.copy2(self.forked_from / name, self.dir / name)
+                    except OSError as error:
+                        raise file_system_error(self.dir, error) from None
         if self.args.track:  # before the TensorBoard writer exists: W&B hooks it when it is made
             self.wandb_run = start_wandb(self.args, self.dir, self.resumed is not None)
 
@@ -252,12 +262,25 @@ class Run:
     def start_step(self) -> int:
         return self.members[0].resumed["global_step"] if self.resumed else 0
 
+    @property
+    def resumed_from(self) -> str:
+        """Where the checkpoints a resumed group loads come from, as the flag that named them (for errors)."""
+        forked_from = self.members[0].forked_from
+        if forked_from:
+            return f"--fork-from {forked_from}"
+        return f"--resume {self.members[0].dir if len(self.members) == 1 else self.members[0].dir.parent}"
+
     def open(self, announce: bool = True) -> None:
         """Start every member's run (once: each member's first TensorBoard event asks too) and say where it logs."""
         if self.opened:
             return
         self.opened = True
-        lost = [member.dir for member in self.members if member.resumed and not list(member.dir.glob(EVENTS_GLOB))]
+        forked_from = self.members[0].forked_from
+        lost = [
+            member.dir
+            for member in self.members
+            if member.resumed and not forked_from and not list(member.dir.glob(EVENTS_GLOB))
+        ]
         for member in self.members:
             member.open()
         if lost:  # TensorBoard would show a curve that starts at the resume, as if the run had started there
@@ -271,6 +294,9 @@ class Run:
         if not announce:
             return
         action = f"resuming from step {self.start_step} in" if self.resumed else "logging to"
+        if forked_from:
+            group = f" and its group of {len(self.members)}" if len(self.members) > 1 else ""
+            action = f"forking {forked_from}{group} at step {self.start_step} into"
         where = self.members[0].dir if len(self.members) == 1 else f"{len(self.members)} runs in {self.members[0].dir.parent}"
         print(f"{action} {where} (device {self.device}, {torch.get_num_threads()} threads)", flush=True)
         if self.recipe:
@@ -413,6 +439,8 @@ def prepare_run(args: RunArgs) -> Run:
             abandoned.close()  # an earlier run of this process that an exception left open (tests run agents in-process)
         args.seeds = tuple(member_args.seed for member_args, _, _ in members) if len(members) > 1 else ()
         args.seed = members[0][0].seed
+    elif args.fork_from:
+        members = fork_members(args, device)
     else:
         members = [
             (member_args, Path(args.runs_dir) / run_name_for(member_args, len(group_seeds(args)) > 1), None)
@@ -421,22 +449,29 @@ def prepare_run(args: RunArgs) -> Run:
         for _, run_dir, _ in members:
             _refuse_existing(run_dir)
     names = [run_dir.name for _, run_dir, _ in members]
+    sources = group_of(Path(args.fork_from), "--fork-from") if args.fork_from and not args.resume else [None] * len(members)
     runs = []
-    for member_args, run_dir, resumed in members:
+    for (member_args, run_dir, resumed), source in zip(members, sources):
         if member_args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
             member_args.continual.schedule_seed = member_args.seed
         recorded = dataclasses.asdict(member_args) | {"resume": "", "agent": agent_of(type(args))}
         if len(members) > 1:  # a --resume of any of them resumes them all
             recorded["group"] = names
+        if source:
+            recorded["forked"] = {"from": str(source), "step": resumed["global_step"]}
+        elif args.resume and "forked" in read_saved_args(run_dir):  # a fork resumed stays one
+            recorded["forked"] = read_saved_args(run_dir)["forked"]
+        continued = resumed is not None and source is None  # a resume: its own directory, locked now
         member = MemberRun(
             args=member_args,
             dir=run_dir,
             logger=None,
             resumed=resumed,
             recorded_args=recorded,
-            args_to_record=recorded if resumed else None,
-            checkpoint_step=resumed["global_step"] if resumed else None,
-            lock_fd=lock_run_dir(run_dir) if resumed else None,
+            args_to_record=recorded if continued else None,
+            checkpoint_step=resumed["global_step"] if continued else None,
+            lock_fd=lock_run_dir(run_dir) if continued else None,
+            forked_from=source,
         )
         runs.append(member)
     seed_everything(runs[0].args.seed, args.torch_deterministic)
@@ -465,10 +500,73 @@ def member_flags(args: RunArgs) -> list[RunArgs]:
     ]
 
 
-def group_of(run_dir: Path) -> list[Path]:
-    """The run directories a --resume continues: the run's whole group (its args.json names them), or the run alone."""
-    names = read_saved_args(run_dir).get("group") or [run_dir.name]
+def group_of(run_dir: Path, flag: str = "--resume") -> list[Path]:
+    """The run directories a --resume continues (or a --fork-from starts from): the run's whole group (its args.json
+    names them), or the run alone."""
+    names = read_saved_args(run_dir, flag).get("group") or [run_dir.name]
     return [run_dir.parent / name for name in names]
+
+
+def fork_members(args: RunArgs, device: torch.device) -> list[tuple[RunArgs, Path, dict[str, Any]]]:
+    """(flags, new directory, the source's checkpoint) for each member of a --fork-from run: one per member of the
+    source's group, in its order, each with its source's seed. Everything is checked before anything is written: the
+    source finished (its last checkpoint is its last step, so the fork point is its --total-timesteps), no process
+    writes it, and this run trains beyond that step."""
+    flag = f"--fork-from {args.fork_from}"
+    source_dirs = group_of(Path(args.fork_from), "--fork-from")
+    saved_args = [read_saved_args(run_dir, "--fork-from") for run_dir in source_dirs]
+    for run_dir, saved in zip(source_dirs, saved_args):
+        check_agent(run_dir, saved, agent_of(type(args)), "--fork-from")
+    source_seeds = tuple(saved["seed"] for saved in saved_args)
+    if tuple(group_seeds(args)) != source_seeds:
+        listed = " ".join(map(str, source_seeds))
+        raise UserError(
+            f"{flag}: the seeds {' '.join(map(str, group_seeds(args)))} differ from the run's {listed} — a fork trains "
+            "its source's seeds; drop --seed/--seeds"
+        )
+    steps = []
+    for run_dir in source_dirs:
+        holder = run_dir_holder(run_dir)
+        if holder is not None:
+            raise UserError(f"{flag}: {run_dir} is being written by process {holder} — fork it once it has finished")
+        summary = _read_summary(run_dir)
+        if not (summary.get("finished") and (run_dir / CHECKPOINT_NAME).is_file()):
+            raise UserError(
+                f"{flag}: {run_dir} has not finished — resume it to its end first (a fork starts from a finished "
+                "run's last step; resuming with --total-timesteps N ends it at N)"
+            )
+        if pending_path(run_dir / CHECKPOINT_NAME).exists():
+            raise UserError(f"{flag}: {run_dir} holds an unfinished group checkpoint — resume it once to settle it")
+        steps.append(summary.get("global_step"))
+    if len(set(steps)) > 1:
+        raise UserError(f"{flag}: the group's members finished at different steps {steps} — fork a consistent group")
+    if args.total_timesteps <= steps[0]:
+        raise UserError(
+            f"{flag}: --total-timesteps {args.total_timesteps} is not beyond the run's last step {steps[0]} — raise it"
+        )
+    members = []
+    for member_args, source_dir in zip(member_flags(args), source_dirs):
+        run_dir = Path(args.runs_dir) / run_name_for(member_args, len(source_dirs) > 1)
+        _refuse_existing(run_dir)
+        checkpoint = load_checkpoint(source_dir / CHECKPOINT_NAME, map_location=device)
+        if checkpoint["global_step"] != steps[0]:
+            raise UserError(
+                f"{flag}: {source_dir}'s checkpoint is at step {checkpoint['global_step']}, its summary at {steps[0]} "
+                "— fix or remove that run directory"
+            )
+        members.append((member_args, run_dir, checkpoint))
+    changed = differing_settings(dataclasses.asdict(members[0][0]), saved_args[0])  # "--flag NEW (not THE SOURCE'S)"
+    shown = [change for change in changed if not change.startswith(("--fork-from", "--exp-name"))]
+    print(f"fork: from step {steps[0]} on, " + (", ".join(shown) if shown else "no setting differs"), flush=True)
+    return members
+
+
+def _read_summary(run_dir: Path) -> dict[str, Any]:
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
 
 
 def _purge_step(resumed: dict[str, Any] | None) -> int | None:

@@ -29,16 +29,22 @@ class RunState:
         self.objects = objects | {"env": env} | members
         self.count = count
 
-    def resume(self, checkpoints: list[dict[str, Any]], device: torch.device, where: Path) -> tuple[torch.Tensor, int, int]:
+    def resume(self, checkpoints: list[dict[str, Any]], device: torch.device, source: str) -> tuple[torch.Tensor, int, int]:
         """Load every object from the members' `checkpoints`, in order, then the RNG states; returns (obs, global_step,
-        num_updates) to go on from. A checkpoint that does not fit (another run's networks) is a UserError naming `where`."""
+        num_updates) to go on from. A checkpoint that does not fit (another run's networks) is a UserError naming
+        `source`, the flag and directory it came from (`--resume runs/x`, or `--fork-from runs/x`)."""
         for name, thing in self.objects.items():
             try:
                 load_members(thing, [checkpoint[name] for checkpoint in checkpoints])
             except (RuntimeError, KeyError, ValueError, IndexError) as error:
+                fix = (
+                    "a fork keeps every network, buffer and env as the source has them; change only flags that do not "
+                    "reshape them"
+                    if source.startswith("--fork-from")
+                    else "was checkpoint.pt copied from another run? Resume each run with its own checkpoint"
+                )
                 raise UserError(
-                    f"--resume {where}: its checkpoint does not fit this run: {load_error_detail(error, name)} — "
-                    "was checkpoint.pt copied from another run? Resume each run with its own checkpoint"
+                    f"{source}: its checkpoint does not fit this run: {load_error_detail(error, name)} — {fix}"
                 ) from None
         restore_rng_state(checkpoints[0]["rng"])
         obs = group_state([checkpoint["obs"] for checkpoint in checkpoints]).to(device)

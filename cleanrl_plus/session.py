@@ -53,7 +53,7 @@ class TrainingSession:
         group, its checkpoints', with every registered state and the RNG restored. Starts the clocks and the records."""
         run, counters = self.run, (obs, 0, 0)
         if run.resumed:
-            counters = self.state.resume(run.resumed, run.device, self._where())
+            counters = self.state.resume(run.resumed, run.device, run.resumed_from)
         start_step = counters[1]
         # a finished run resumed: nothing to train, evaluate or write (finish says so)
         self.finished_before = (

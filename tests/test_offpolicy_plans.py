@@ -218,17 +218,19 @@ RESETS_AUTHORS = {
     "eval_every": 5_000,  # train_dense.py --eval_interval
     "eval_episodes": 10,  # train_dense.py --eval_episodes
 }
+RESETS_PREFIX = "runs/resets-dmc/dmc-cheetah-run__sac_simba-sac-rr1-prefix__1"  # both arms fork from its step 199,999
 RESETS_CONFIGS = {
-    "sac-rr1": {"reset.method": "off"},  # train_dense.py without --resets
+    "sac-rr1-prefix": {"reset.method": "off", "total_timesteps": 199_999, "fork_from": ""},
+    "sac-rr1": {"reset.method": "off", "fork_from": RESETS_PREFIX},  # train_dense.py without --resets
     # train_dense.py --resets: a new SACLearner every --reset_interval 2e5 steps, the replay buffer kept
-    "sac-rr1-reset": {"reset.method": "full", "reset.networks": "both", "reset.every": 200_000},
+    "sac-rr1-reset": {"reset.method": "full", "reset.networks": "both", "reset.every": 200_000, "fork_from": RESETS_PREFIX},
 }
 RESETS_CHOSEN = {"total_timesteps": 300_000, "checkpoint_every": 25_000, "threads": 1}  # said in resets-dmc.toml
 
 DMC_TABLES = {
     "sac-simba-dmc.toml": lambda config: SIMBA_COMMON | SIMBA_AGENTS[config] | SIMBA_CHOSEN,
     "cir-dmc.toml": lambda config: CIR_AUTHORS | CIR_CHOSEN,
-    "resets-dmc.toml": lambda config: RESETS_AUTHORS | RESETS_CONFIGS[config] | RESETS_CHOSEN,
+    "resets-dmc.toml": lambda config: RESETS_AUTHORS | RESETS_CHOSEN | RESETS_CONFIGS[config],
 }
 DMC_CONFIGS = {"sac-simba-dmc.toml": {"sac", "simba"}, "cir-dmc.toml": {"cir"}, "resets-dmc.toml": set(RESETS_CONFIGS)}
 
