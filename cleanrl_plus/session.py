@@ -166,6 +166,9 @@ class TrainingSession:
                 self.progress.set(ret=_mean(returns))
         if crossed(previous_step, global_step, args.eval_every):
             self._evaluate_unless_done(policy, global_step)
+        for thing in self.state.objects.values():  # a reset due at this step, once it was evaluated (plasticity)
+            if hasattr(thing, "at_step_end"):
+                thing.at_step_end(num_updates, global_step)
         if crossed(previous_step, global_step, args.checkpoint_every):
             self._log_episodes()  # episodes that ended up to here are logged before, not after, the checkpoint
             self._save(self._checkpoints(global_step, num_updates, obs), global_step, num_updates, False, time.perf_counter())

@@ -8,8 +8,9 @@ plasticity injection and CBP.
   declares in `restarts_with` starts afresh too — SAC's temperature α and its Adam state, since
   the authors' reset builds a completely new agent, temperature included [code]. F = 200,000
   environment steps per member, counted from the run's start (`i % reset_interval == 0` after step
-  i's updates, `reset_interval` 2·10⁵) [code]: ours lands after the last update of the
-  environment step that reaches each multiple of F (PPO: after the first update of its iteration).
+  i's updates and evaluation, `reset_interval` 2·10⁵) [code]: ours falls due after the last update
+  of the environment step that reaches each multiple of F and lands at that step's end, after its
+  evaluation and before its checkpoint (PPO: after the first update of its iteration).
 - Shrink & perturb (Ash & Adams, "On Warm-Starting Neural Network Training", NeurIPS 2020, arXiv
   1910.08475, shrink the weights and add noise; the RL form of D'Oro, Schwarzer, Nikishin, Bacon,
   Bellemare, Courville, "Sample-Efficient Reinforcement Learning by Breaking the Replay Ratio
@@ -703,6 +704,8 @@ class Resetter:
         self.count = 0
         # full and layer resets: the last multiple of F environment steps reset at
         self.reset_period = 0
+        # an off-policy step's due full or layer reset, made at the step's end (`at_step_end`)
+        self.due_at_step_end = False
         self.injected: list[str] = []
         for name, net in self.networks.items():
             if args.method == "inject" and net.head is None:
@@ -767,14 +770,30 @@ class Resetter:
         return num_updates % self.every == 0
 
     def after_update(
-        self, num_updates: int, replay, logger, global_step: int, last_of_step: bool = True
+        self, num_updates: int, replay, logger, global_step: int, last_of_step: bool | None = None
     ) -> None:
         """`last_of_step`: no more updates follow at this environment step (where the full and layer
-        resets land)."""
-        if self.args.method == "off" or not self.due(num_updates, global_step, last_of_step):
+        resets fall due); None for an update outside the env loop's steps (PPO's epochs), where a due
+        reset lands at once. In an off-policy step it lands at the step's end (`at_step_end`), after
+        the step's evaluation: Nikishin et al.'s train_dense.py evaluates at step i, then builds the
+        new agent."""
+        if self.args.method == "off" or not self.due(num_updates, global_step, last_of_step is not False):
             return
         if self.counts_env_steps:
             self.reset_period = global_step // self.every
+            if last_of_step is not None:
+                self.due_at_step_end = True
+                return
+        self.apply(num_updates, replay, logger, global_step)
+
+    def at_step_end(self, num_updates: int, logger, global_step: int) -> None:
+        """The full or layer reset that fell due in this off-policy step, once it was evaluated."""
+        if self.due_at_step_end:
+            self.due_at_step_end = False
+            self.apply(num_updates, None, logger, global_step)
+
+    def apply(self, num_updates: int, replay, logger, global_step: int) -> None:
+        """The configured method, now (the schedule is `after_update`'s)."""
         if self.args.method == "cbp":
             for cbp in self.cbp.values():
                 cbp.step()

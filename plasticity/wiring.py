@@ -112,14 +112,20 @@ class Plasticity:
         return [storage.gather(indices) for indices in storage.minibatch_indices(num_minibatches)]
 
     def after_update(
-        self, num_updates: int, source: Any, global_step: int, last_of_step: bool = True
+        self, num_updates: int, source: Any, global_step: int, last_of_step: bool | None = None
     ) -> None:
         """After each gradient update: the diagnostics that are due, then the reset that is due
         (`last_of_step`: no more updates follow at this environment step; full and layer resets wait
-        for it)."""
+        for it and land at its end, `at_step_end`; None: an update outside the env loop's steps,
+        PPO's, where they land at once)."""
         if self.monitor is not None:
             self.monitor.after_update(num_updates, source, self.logger, global_step)
         self.resetter.after_update(num_updates, source, self.logger, global_step, last_of_step)
+
+    def at_step_end(self, num_updates: int, global_step: int) -> None:
+        """After the step's evaluation, before its checkpoint (TrainingSession.after_step): a full or
+        layer reset that fell due in the step."""
+        self.resetter.at_step_end(num_updates, self.logger, global_step)
 
     def after_env_step(
         self, env: Any, step: Any, obs: torch.Tensor, actions: torch.Tensor, global_step: int

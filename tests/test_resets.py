@@ -265,3 +265,43 @@ def test_injection_where_it_cannot_apply_is_a_clear_error(runs_dir):
         )
     with pytest.raises(UserError, match="anchor snapshots"):
         gtr.main(gtr.Args(env_id="CartPole-v1", runs_dir=runs_dir, reset=ResetArgs(method="inject")))
+
+
+@pytest.mark.parametrize("agent", ["td3", "sac_simba"])
+def test_a_full_reset_lands_after_its_steps_evaluation_and_before_its_checkpoint(agent, runs_dir):
+    """Nikishin et al.'s train_dense.py evaluates at step i, then builds the new agent: the reset arm's evaluation at
+    the reset step is the trained agent's, equal to the no-reset arm's (their curves part only at the next one). The
+    checkpoint at that step holds the reset networks, so a run stopped there resumes as the straight one."""
+    import importlib
+    from pathlib import Path
+
+    from cleanrl_plus.checkpoint import load_checkpoint
+    from plasticity.resets import ResetArgs
+
+    module = importlib.import_module(f"agents.{agent}")
+    small = (
+        dict(hidden_sizes=(16, 16))
+        if agent == "td3"
+        else dict(actor_width=16, critic_width=16, critic_blocks=1, buffer_size=10_000)
+    )
+    common = dict(
+        env_id="Pendulum-v1", learning_starts=100, eval_every=100, eval_episodes=2, runs_dir=runs_dir, progress=False
+    )
+    common |= dict(batch_size=32, **small)
+    reset = ResetArgs(method="full", networks="both", every=200)
+    kept = module.main(module.Args(total_timesteps=300, exp_name="kept", **common))
+    straight = module.main(module.Args(total_timesteps=300, exp_name="reset", reset=reset, **common))
+    stopped = module.main(module.Args(total_timesteps=200, exp_name="split", reset=reset, **common))
+    resumed = module.main(
+        module.Args(total_timesteps=300, exp_name="split", reset=reset, resume=stopped["run_dir"], **common)
+    )
+    evaluations = {run: dict(map(tuple, summary["eval_history"])) for run, summary in [("kept", kept), ("reset", straight)]}
+    assert evaluations["reset"][200] == evaluations["kept"][200]  # the trained agent, evaluated before the reset
+    assert evaluations["reset"][300] != evaluations["kept"][300]
+    assert dict(map(tuple, resumed["eval_history"])) == evaluations["reset"]
+    a = load_checkpoint(Path(straight["run_dir"]) / "checkpoint.pt")
+    b = load_checkpoint(Path(resumed["run_dir"]) / "checkpoint.pt")
+    assert a["plasticity"]["resets"]["count"] == b["plasticity"]["resets"]["count"] == 1
+    for name in ("actor", "critic", "critic_target"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs after resume"
