@@ -777,7 +777,9 @@ class Resetter:
         reset lands at once. In an off-policy step it lands at the step's end (`at_step_end`), after
         the step's evaluation: Nikishin et al.'s train_dense.py evaluates at step i, then builds the
         new agent."""
-        if self.args.method == "off" or not self.due(num_updates, global_step, last_of_step is not False):
+        if self.args.method == "off" or not self.due(
+            num_updates, global_step, last_of_step is not False
+        ):
             return
         if self.counts_env_steps:
             self.reset_period = global_step // self.every

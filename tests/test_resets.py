@@ -292,9 +292,7 @@ def test_a_full_reset_lands_after_its_steps_evaluation_and_before_its_checkpoint
     kept = module.main(module.Args(total_timesteps=300, exp_name="kept", **common))
     straight = module.main(module.Args(total_timesteps=300, exp_name="reset", reset=reset, **common))
     stopped = module.main(module.Args(total_timesteps=200, exp_name="split", reset=reset, **common))
-    resumed = module.main(
-        module.Args(total_timesteps=300, exp_name="split", reset=reset, resume=stopped["run_dir"], **common)
-    )
+    resumed = module.main(module.Args(total_timesteps=300, exp_name="split", reset=reset, resume=stopped["run_dir"], **common))
     evaluations = {run: dict(map(tuple, summary["eval_history"])) for run, summary in [("kept", kept), ("reset", straight)]}
     assert evaluations["reset"][200] == evaluations["kept"][200]  # the trained agent, evaluated before the reset
     assert evaluations["reset"][300] != evaluations["kept"][300]
