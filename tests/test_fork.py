@@ -109,3 +109,50 @@ def test_fork_flags_default_to_the_source_seeds_and_parse_before_the_source_exis
     planned = parse_args(Args, ["--env-id", "Pendulum-v1", "--fork-from", str(Path(runs_dir) / "later"), "--seed", "4"])
     assert (planned.seed, planned.seeds, planned.fork_from) == (4, (), str(Path(runs_dir) / "later"))
     assert dataclasses.asdict(planned)["fork_from"].endswith("later")
+
+
+def test_a_plan_runs_its_prefix_then_forks_both_arms_from_it_and_a_rerun_skips_them(tmp_path):
+    """benchmarks/resets-dmc.toml's shape, small: with --workers 1 the sweep runs the prefix configuration first, then
+    the two forks from it; both arms carry the prefix's evaluations and agree at the reset step's."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    (tmp_path / "plan.toml").write_text(
+        """agent = ["td3"]
+env_id = ["Pendulum-v1"]
+seeds = [1, 2]
+runs_dir = "runs"
+members_per_process = 2
+flags = "--total-timesteps 300 --learning-starts 100 --hidden-sizes 16 16 --batch-size 32 --eval-every 100 --eval-episodes 2"
+[config]
+prefix = "--total-timesteps 199"
+kept = "--fork-from runs/Pendulum-v1__td3-prefix__1"
+reset = "--fork-from runs/Pendulum-v1__td3-prefix__1 --reset.method full --reset.networks both --reset.every 200"
+"""
+    )
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-P", "-m", "commands.cli", "sweep", "plan.toml", "--workers", "1"]
+    first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    summaries = {path.parent.name: json.loads(path.read_text()) for path in sorted((tmp_path / "runs").glob("*/summary.json"))}
+    assert sorted(summaries) == [
+        f"Pendulum-v1__td3-{config}__{seed}" for config in ("kept", "prefix", "reset") for seed in (1, 2)
+    ]
+    for seed in (1, 2):
+        history = {
+            config: dict(map(tuple, summaries[f"Pendulum-v1__td3-{config}__{seed}"]["eval_history"]))
+            for config in ("prefix", "kept", "reset")
+        }
+        assert all(summaries[f"Pendulum-v1__td3-{config}__{seed}"]["finished"] for config in history)
+        assert list(history["kept"]) == list(history["reset"]) == [100, 199, 200, 300]
+        assert (
+            {step: history["kept"][step] for step in (100, 199)}
+            == history["prefix"]
+            == {step: history["reset"][step] for step in (100, 199)}
+        )
+        assert history["kept"][200] == history["reset"][200] and history["kept"][300] != history["reset"][300]
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "6 finished already" in again.stdout + again.stderr, again.stdout + again.stderr
