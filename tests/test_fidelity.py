@@ -540,8 +540,9 @@ def _authors_reset_steps(total_steps: int, reset_interval: int) -> list[int]:
 @pytest.mark.parametrize("updates_per_step", [1, 2])
 def test_sac_resets_land_on_the_authors_environment_steps_not_on_counts_of_updates(method, updates_per_step):
     """SAC's loop (agents/sac_simba.py): the environment step, then `updates_per_step` updates once learning has
-    started, each followed by after_update(num_updates, …, global_step, last_of_step); the reset follows the step's
-    last update, as the authors' follows step i's updates."""
+    started, each followed by after_update(num_updates, …, global_step, last_of_step), then the session's after_step
+    (its evaluation, then at_step_end); the reset falls due after the step's last update and lands at the step's end,
+    as the authors' follows step i's updates and evaluation."""
     net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     network = Network(
         "critic", net, adam(net.parameters(), 1e-3, CPU), lambda b: net(b), lambda: copy.deepcopy(net), heads=(net[2],)
@@ -555,6 +556,8 @@ def test_sac_resets_land_on_the_authors_environment_steps_not_on_counts_of_updat
             for update_index in range(updates_per_step):
                 num_updates += 1
                 resetter.after_update(num_updates, None, logger, global_step, update_index == updates_per_step - 1)
+        assert not logged or logged[-1][0] < global_step  # nothing reset before the step's evaluation
+        resetter.at_step_end(num_updates, logger, global_step)
     authors = _authors_reset_steps(130, 40)
     assert authors == [40, 80, 120]
     assert logged == [(step, (step - 10) * updates_per_step) for step in authors]  # after the step's last update
