@@ -72,7 +72,7 @@ def test_a_resume_loads_every_object_the_observations_the_counters_and_the_rng(t
     expected_draw = torch.rand(3)
     torch.rand(5)  # the RNG moves on after the checkpoint
     resumed = RunState({"actor": Net([0.0] * 4)}, Counter([0, 0]), 2)
-    obs, global_step, num_updates = resumed.resume(checkpoints, torch.device("cpu"), tmp_path)
+    obs, global_step, num_updates = resumed.resume(checkpoints, torch.device("cpu"), f"--resume {tmp_path}")
     assert torch.equal(torch.rand(3), expected_draw)
     assert (global_step, num_updates, obs.flatten().tolist()) == (40, 9, [0.0, 1.0, 2.0, 3.0])
     assert resumed.objects["actor"].weight.tolist() == [1.0, 2.0, 3.0, 4.0] and resumed.objects["env"].counts == [5, 6]
@@ -81,7 +81,7 @@ def test_a_resume_loads_every_object_the_observations_the_counters_and_the_rng(t
 def test_a_checkpoint_of_other_networks_is_refused_in_one_line_naming_the_run(tmp_path):
     checkpoints = RunState({"actor": Net([1.0, 2.0])}, Counter([5]), 1).checkpoints(1, 1, torch.zeros(1, 1), [MemberRecord()])
     with pytest.raises(UserError) as refused:
-        RunState({"actor": Net([0.0] * 3)}, Counter([0]), 1).resume(checkpoints, torch.device("cpu"), tmp_path)
+        RunState({"actor": Net([0.0] * 3)}, Counter([0]), 1).resume(checkpoints, torch.device("cpu"), f"--resume {tmp_path}")
     message = str(refused.value)
     assert (
         message.startswith(f"--resume {tmp_path}: its checkpoint does not fit this run: actor.weight") and "\n" not in message
