@@ -440,7 +440,7 @@ def prepare_run(args: RunArgs) -> Run:
         args.seeds = tuple(member_args.seed for member_args, _, _ in members) if len(members) > 1 else ()
         args.seed = members[0][0].seed
     elif args.fork_from:
-        members = fork_members(args, device)
+        members, sources = fork_members(args, device)
     else:
         members = [
             (member_args, Path(args.runs_dir) / run_name_for(member_args, len(group_seeds(args)) > 1), None)
@@ -449,7 +449,8 @@ def prepare_run(args: RunArgs) -> Run:
         for _, run_dir, _ in members:
             _refuse_existing(run_dir)
     names = [run_dir.name for _, run_dir, _ in members]
-    sources = group_of(Path(args.fork_from), "--fork-from") if args.fork_from and not args.resume else [None] * len(members)
+    if args.resume or not args.fork_from:
+        sources = [None] * len(members)
     runs = []
     for (member_args, run_dir, resumed), source in zip(members, sources):
         if member_args.continual.schedule_seed < 0:  # recorded with the flags, so the evaluation env draws the same schedule
@@ -459,8 +460,8 @@ def prepare_run(args: RunArgs) -> Run:
             recorded["group"] = names
         if source:
             recorded["forked"] = {"from": str(source), "step": resumed["global_step"]}
-        elif args.resume and "forked" in read_saved_args(run_dir):  # a fork resumed stays one
-            recorded["forked"] = read_saved_args(run_dir)["forked"]
+        elif args.resume and (forked := read_saved_args(run_dir).get("forked")):  # a fork resumed stays one
+            recorded["forked"] = forked
         continued = resumed is not None and source is None  # a resume: its own directory, locked now
         member = MemberRun(
             args=member_args,
@@ -507,11 +508,11 @@ def group_of(run_dir: Path, flag: str = "--resume") -> list[Path]:
     return [run_dir.parent / name for name in names]
 
 
-def fork_members(args: RunArgs, device: torch.device) -> list[tuple[RunArgs, Path, dict[str, Any]]]:
-    """(flags, new directory, the source's checkpoint) for each member of a --fork-from run: one per member of the
-    source's group, in its order, each with its source's seed. Everything is checked before anything is written: the
-    source finished (its last checkpoint is its last step, so the fork point is its --total-timesteps), no process
-    writes it, and this run trains beyond that step."""
+def fork_members(args: RunArgs, device: torch.device) -> tuple[list[tuple[RunArgs, Path, dict[str, Any]]], list[Path]]:
+    """(flags, new directory, the source's checkpoint) for each member of a --fork-from run, and each member's source
+    directory: one per member of the source's group, in its order, each with its source's seed. Everything is
+    checked before anything is written: the source finished (its last checkpoint is its last step, so the fork point
+    is its --total-timesteps), no process writes it, and this run trains beyond that step."""
     flag = f"--fork-from {args.fork_from}"
     source_dirs = group_of(Path(args.fork_from), "--fork-from")
     saved_args = [read_saved_args(run_dir, "--fork-from") for run_dir in source_dirs]
@@ -558,7 +559,7 @@ def fork_members(args: RunArgs, device: torch.device) -> list[tuple[RunArgs, Pat
     changed = differing_settings(dataclasses.asdict(members[0][0]), saved_args[0])  # "--flag NEW (not THE SOURCE'S)"
     shown = [change for change in changed if not change.startswith(("--fork-from", "--exp-name"))]
     print(f"fork: from step {steps[0]} on, " + (", ".join(shown) if shown else "no setting differs"), flush=True)
-    return members
+    return members, source_dirs
 
 
 def _read_summary(run_dir: Path) -> dict[str, Any]:

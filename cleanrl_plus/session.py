@@ -46,6 +46,8 @@ class TrainingSession:
         self.run, self.agent, self.env, self.evaluator, self.args = run, agent, env, evaluator, run.args
         self.count = len(run.members)
         self.state = RunState(state, env, self.count)
+        # what runs at each step's end, after its evaluation: a reset due at that step (plasticity)
+        self.step_end = [thing.at_step_end for thing in self.state.objects.values() if hasattr(thing, "at_step_end")]
 
     # ---- start and resume -------------------------------------------------------------------------------------
     def open_or_resume(self, obs: torch.Tensor) -> tuple[torch.Tensor, int, int]:
@@ -166,9 +168,8 @@ class TrainingSession:
                 self.progress.set(ret=_mean(returns))
         if crossed(previous_step, global_step, args.eval_every):
             self._evaluate_unless_done(policy, global_step)
-        for thing in self.state.objects.values():  # a reset due at this step, once it was evaluated (plasticity)
-            if hasattr(thing, "at_step_end"):
-                thing.at_step_end(num_updates, global_step)
+        for at_step_end in self.step_end:
+            at_step_end(num_updates, global_step)
         if crossed(previous_step, global_step, args.checkpoint_every):
             self._log_episodes()  # episodes that ended up to here are logged before, not after, the checkpoint
             self._save(self._checkpoints(global_step, num_updates, obs), global_step, num_updates, False, time.perf_counter())
