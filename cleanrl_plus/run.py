@@ -439,6 +439,10 @@ def prepare_run(args: RunArgs) -> Run:
             abandoned.close()  # an earlier run of this process that an exception left open (tests run agents in-process)
         args.seeds = tuple(member_args.seed for member_args, _, _ in members) if len(members) > 1 else ()
         args.seed = members[0][0].seed
+        # the flags' defaults are the args.json of the directory named, which records the schedule seed that member
+        # defaulted to (its own seed); the group's envs draw each member's schedule from its own seed again
+        if all(member_args.continual.schedule_seed == member_args.seed for member_args, _, _ in members):
+            args.continual = dataclasses.replace(args.continual, schedule_seed=-1)
     elif args.fork_from:
         members, sources = fork_members(args, device)
     else:

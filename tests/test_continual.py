@@ -323,6 +323,22 @@ def test_ppo_oracle_restarts_the_networks_at_each_switch_and_resumes_exactly(run
     assert not all(torch.equal(a["agent"][k], c["agent"][k]) for k in a["agent"])
 
 
+def test_a_group_resumed_from_the_command_line_keeps_each_members_schedule(runs_dir):
+    # --resume takes its flags from the args.json of the directory named, which records the schedule seed that member
+    # defaulted to (its own): the other member must still draw its schedule from its own seed, as the straight run did
+    # (a constant learning rate: an annealed one follows each part's --total-timesteps)
+    common = dict(env_id="continual:cartpole-offset-small", runs_dir=runs_dir, seeds=(1, 2), anneal_lr=False, **TINY)
+    oracle = ContinualArgs(steps_per_task=128, num_tasks=2, oracle=True)
+    ppo.main(ppo.Args(total_timesteps=256, exp_name="straight", continual=oracle, **common))
+    ppo.main(ppo.Args(total_timesteps=192, exp_name="split", continual=oracle, **common))  # stops in task 1
+    first, second = sorted(Path(runs_dir).glob("*split*"))
+    ppo.main(parse_args(ppo.Args, ["--resume", str(second), "--total-timesteps", "256"]))
+    for a, b in zip(sorted(Path(runs_dir).glob("*straight*")), (first, second)):
+        assert json.loads((b / "schedule.json").read_text()) == json.loads((a / "schedule.json").read_text())
+        x, y = load_checkpoint(a / "checkpoint.pt"), load_checkpoint(b / "checkpoint.pt")
+        assert all(torch.equal(x["agent"][k], y["agent"][k]) for k in x["agent"]), b.name
+
+
 def test_reset_exploration_restarts_the_epsilon_schedule_at_each_switch(runs_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
