@@ -8,6 +8,7 @@ import json
 from typing import Any, Callable, Sequence
 
 from cleanrl_plus.records import MemberRecord
+from envs.errors import UserError
 
 
 class TaskSchedule:
@@ -68,3 +69,22 @@ class TaskSchedule:
         learn = schedule_step + self.env.envs_per_member > learning_starts and not warmup
         random_steps = learning_starts if random_steps is None else random_steps
         return schedule_step < random_steps or warmup, learn
+
+
+def check_resumed_schedules(env: Any, members: Sequence[Any]) -> None:
+    """Refuse a resume whose env would give a member another task schedule than the schedule.json its run began with,
+    before anything is written: that member would train on tasks its record does not show (as a resumed group did
+    until 2026-12-01, when every member drew the named member's offsets). A stationary env has no schedule."""
+    if getattr(env, "scheduled_task", None) is None:
+        return
+    for k, member in enumerate(members):
+        recorded = member.dir / "schedule.json"
+        if not recorded.exists():  # stopped before its first task opened
+            continue
+        drawn, saved = json.loads(json.dumps(env.describe(member=k))), json.loads(recorded.read_text())
+        if drawn != saved:
+            task = next((i for i, (ours, theirs) in enumerate(zip(drawn, saved)) if ours != theirs), len(saved))
+            raise UserError(
+                f"--resume {member.dir}: its env would draw task {task} unlike the run's schedule.json — resume with "
+                "the cleanrl_plus version and flags that started it, or start a new run"
+            )

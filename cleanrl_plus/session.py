@@ -31,7 +31,7 @@ from cleanrl_plus.progress import Progress
 from cleanrl_plus.records import MemberRecord, split_episodes
 from cleanrl_plus.run import Run
 from cleanrl_plus.run_state import RunState, finished_already
-from cleanrl_plus.schedule import TaskSchedule
+from cleanrl_plus.schedule import TaskSchedule, check_resumed_schedules
 from cleanrl_plus.video import VideoRecorder, log_video
 from envs.base import TorchVecEnv
 
@@ -63,6 +63,8 @@ class TrainingSession:
             and start_step >= self.args.total_timesteps
             and finished_already([member.dir for member in run.members], start_step)
         )
+        if run.resumed:
+            check_resumed_schedules(self.env, run.members)
         run.open(announce=not self.finished_before)  # everything is built and checked: the runs start writing
         self.progress = Progress(self.args.total_timesteps, start_step, f"{self.agent} {self.args.env_id}", self.args.progress)
         self.clocks = Clocks(start_step)

@@ -339,6 +339,21 @@ def test_a_group_resumed_from_the_command_line_keeps_each_members_schedule(runs_
         assert all(torch.equal(x["agent"][k], y["agent"][k]) for k in x["agent"]), b.name
 
 
+def test_a_resume_whose_env_draws_another_schedule_than_a_members_record_is_refused_and_writes_nothing(runs_dir):
+    # the guard that would have stopped the resumed-group bug: each member's env schedule must be its schedule.json
+    common = dict(env_id="continual:cartpole-offset-small", runs_dir=runs_dir, seeds=(1, 2), **TINY)
+    ppo.main(ppo.Args(total_timesteps=192, continual=ContinualArgs(steps_per_task=128, num_tasks=2), **common))
+    first, second = sorted(Path(runs_dir).iterdir())
+    schedule = json.loads((second / "schedule.json").read_text())
+    schedule[1]["offset"][0] += 0.5  # as if the member had been drawn another seed's task 1
+    (second / "schedule.json").write_text(json.dumps(schedule, indent=2))
+    before = {path: path.read_bytes() for path in Path(runs_dir).rglob("*") if path.is_file() and path.name != "run.lock"}
+    with pytest.raises(UserError, match=f"--resume {second}: its env would draw task 1 unlike the run's schedule.json"):
+        ppo.main(parse_args(ppo.Args, ["--resume", str(first), "--total-timesteps", "256"]))
+    after = {path: path.read_bytes() for path in Path(runs_dir).rglob("*") if path.is_file() and path.name != "run.lock"}
+    assert after == before
+
+
 def test_reset_exploration_restarts_the_epsilon_schedule_at_each_switch(runs_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
