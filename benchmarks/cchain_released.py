@@ -225,9 +225,11 @@ def run(
     level_switch: int = 0,
     opt: str = "base",
     out: Path | None = None,
+    lr: float | None = None,
 ) -> Path:
     """Run one patched script (OMP_NUM_THREADS=1, CPU) and write its CSV; levels and offset σ are the preset's unless
-    given. Its output goes to a log beside the scripts; a failed run writes no CSV."""
+    given, the learning rate the script's default (1e-3) unless `lr`. Its output goes to a log beside the scripts; a
+    failed run writes no CSV."""
     try:
         manifest = json.loads((scripts / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -249,7 +251,10 @@ def run(
     name = f"control_train_aligned_{script}.py"
     arguments = [name, *f"--env_name {env_name} --seed {seed} --level_num {level_num}".split()]
     arguments += [*f"--level_switch {level_switch} --obs_perturb_range {sigma} --opt {opt}".split()]
+    rate = "" if lr is None else f" --lr {lr:g}"
+    arguments += rate.split()
     shortened = "" if (level_num, level_switch) == (preset.num_tasks, preset_switch) else f"__levels{level_num}x{level_switch}"
+    shortened += "" if lr is None else f"__lr{lr:g}"
     seeded = manifest.get("env_seeded", False)
     out = out or RELEASED_DIR / f"{script}__{env_name}__seed{seed}{shortened}{'__env-seeded' if seeded else ''}.csv"
     log_path, stdout_path = scripts / f"{out.stem}.wandb.jsonl", scripts / f"{out.stem}.log"
@@ -292,7 +297,7 @@ def run(
         "command": f"OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= python {shlex.join(arguments)}",
         "made_by": ("python benchmarks/cchain_released.py prepare CHECKOUT --into DIR --seed-env, then " if seeded else "")
         + f"python benchmarks/cchain_released.py run --scripts DIR --script {script} --env_name {env_name} "
-        f"--seed {seed} --level_num {level_num} --level_switch {level_switch} --opt {opt}",
+        f"--seed {seed} --level_num {level_num} --level_switch {level_switch} --opt {opt}{rate}",
         "patched": [f"{name}:{number}: {old!r} -> {new!r}" for number, old, new in patched],
         "unpatched": f"{', '.join(HELPERS)}; wandb is {WANDB_STAND_IN}.py, written by benchmarks/cchain_released.py",
         "env_name": env_name,
@@ -511,6 +516,7 @@ def main(argv: list[str] | None = None) -> None:
         "--level_switch", type=int, default=0, help="iterations per level (0: the preset's, 200; MountainCar 400)"
     )
     run_parser.add_argument("--opt", default="base", choices=["base", "TRAC"])
+    run_parser.add_argument("--lr", type=float, default=None, help="the script's --lr (default: its own, 1e-3)")
     run_parser.add_argument(
         "--out", type=Path, help=f"the CSV (default: {RELEASED_DIR.relative_to(ROOT)}/<script>__<env>__seed<s>.csv)"
     )
@@ -532,6 +538,8 @@ def main(argv: list[str] | None = None) -> None:
         elif options.command == "run":
             if options.seed < 0 or options.level_num < 0 or options.level_switch < 0:
                 raise UserError("--seed, --level_num and --level_switch must be ≥ 0")
+            if options.lr is not None and not options.lr > 0:
+                raise UserError(f"--lr {options.lr} must be > 0 (leave it out for the script's own 1e-3)")
             print(
                 run(
                     options.scripts,
@@ -542,6 +550,7 @@ def main(argv: list[str] | None = None) -> None:
                     options.level_switch,
                     options.opt,
                     options.out,
+                    options.lr,
                 )
             )
         elif options.command == "export":

@@ -132,6 +132,7 @@ from trac_optimizer import start_trac
 parser = argparse.ArgumentParser()
 for name in ("--env_name", "--opt"):
     parser.add_argument(name)
+parser.add_argument("--lr", type=float, default=0.001)
 for name in ("--seed", "--level_num", "--level_switch"):
     parser.add_argument(name, type=int)
 parser.add_argument("--obs_perturb_range", type=float)
@@ -140,7 +141,7 @@ if __name__ == '__main__':
     import wandb
     env = gym.make(args.env_name, render_mode="rgb_array")
     for iteration in range(1, args.level_num * args.level_switch + 1):
-        first = float(env.reset()[0][0])
+        first = float(env.reset()[0][0]) + args.lr
         logged = {"global_timestep": 800 * iteration, "itr_mean_return": first, "itr_mean_step": 1.0}
         wandb.log(logged | {"stats/auto_p_reg_coef": 1.0}, step=iteration)
         print(f"- Iteration num: {iteration}, Avg Return: {first}, Avg Step: 1.0, P Loss: 0.0")
@@ -166,7 +167,23 @@ def test_a_run_replays_exactly_only_with_the_env_seeded(tmp_path, seed_env):
     assert np.array_equal(runs[0], runs[1]) is seed_env
     env = gym.make("Acrobot-v1")  # what the patch relies on: a seed given once carries on into later unseeded resets
     env.reset(seed=3)
-    assert runs[0][0] == float(env.reset()[0][0]) if seed_env else True
+    assert runs[0][0] == float(env.reset()[0][0]) + 0.001 if seed_env else True  # the stand-in adds its --lr
+
+
+def test_a_run_passes_its_learning_rate_to_the_script_and_names_it(tmp_path):
+    """--lr reaches the script (the page's 1e-2 rows); its file name and both commands say so; no --lr: the default."""
+    checkout = fake_checkout(tmp_path / "C-CHAIN", STAND_IN_RUN)
+    released.prepare(checkout, tmp_path / "scripts", seed_env=True)
+    default = released.run(tmp_path / "scripts", "vanilla", "Acrobot-v1", 3, 1, 2, out=tmp_path / "default.csv")
+    with_rate = released.run(tmp_path / "scripts", "vanilla", "Acrobot-v1", 3, 1, 2, lr=0.01)
+    try:
+        assert with_rate.name == "vanilla__Acrobot-v1__seed3__levels1x2__lr0.01__env-seeded.csv"
+        (header, columns), (default_header, default_columns) = released.read_csv(with_rate), released.read_csv(default)
+        assert header["command"][0].endswith("--opt base --lr 0.01") and header["made_by"][0].endswith("--lr 0.01")
+        assert "--lr" not in default_header["command"][0] + default_header["made_by"][0]
+        assert np.allclose(columns["itr_mean_return"] - default_columns["itr_mean_return"], 0.01 - 0.001)
+    finally:
+        with_rate.unlink()
 
 
 def test_run_refuses_bad_input_in_one_line(tmp_path, capsys):
@@ -179,6 +196,7 @@ def test_run_refuses_bad_input_in_one_line(tmp_path, capsys):
         (["--env_name", "Acrobot-v2"], "did you mean 'Acrobot-v1'"),
         (["--script", "cchain"], "did you mean 'c_chain'"),
         (["--opt", "TRAC"], "--opt TRAC needs TRAC's import"),
+        (["--lr", "0"], "--lr 0.0 must be > 0"),
     ]
     for extra, words in cases:
         if extra:  # the first case has no manifest
