@@ -170,20 +170,18 @@ def test_a_run_replays_exactly_only_with_the_env_seeded(tmp_path, seed_env):
     assert runs[0][0] == float(env.reset()[0][0]) + 0.001 if seed_env else True  # the stand-in adds its --lr
 
 
-def test_a_run_passes_its_learning_rate_to_the_script_and_names_it(tmp_path):
+def test_a_run_passes_its_learning_rate_to_the_script_and_names_it(tmp_path, monkeypatch):
     """--lr reaches the script (the page's 1e-2 rows); its file name and both commands say so; no --lr: the default."""
+    monkeypatch.setattr(released, "RELEASED_DIR", tmp_path / "released")  # the default file lands here, not in the repo
     checkout = fake_checkout(tmp_path / "C-CHAIN", STAND_IN_RUN)
     released.prepare(checkout, tmp_path / "scripts", seed_env=True)
     default = released.run(tmp_path / "scripts", "vanilla", "Acrobot-v1", 3, 1, 2, out=tmp_path / "default.csv")
     with_rate = released.run(tmp_path / "scripts", "vanilla", "Acrobot-v1", 3, 1, 2, lr=0.01)
-    try:
-        assert with_rate.name == "vanilla__Acrobot-v1__seed3__levels1x2__lr0.01__env-seeded.csv"
-        (header, columns), (default_header, default_columns) = released.read_csv(with_rate), released.read_csv(default)
-        assert header["command"][0].endswith("--opt base --lr 0.01") and header["made_by"][0].endswith("--lr 0.01")
-        assert "--lr" not in default_header["command"][0] + default_header["made_by"][0]
-        assert np.allclose(columns["itr_mean_return"] - default_columns["itr_mean_return"], 0.01 - 0.001)
-    finally:
-        with_rate.unlink()
+    assert with_rate == tmp_path / "released" / "vanilla__Acrobot-v1__seed3__levels1x2__lr0.01__env-seeded.csv"
+    (header, columns), (default_header, default_columns) = released.read_csv(with_rate), released.read_csv(default)
+    assert header["command"][0].endswith("--opt base --lr 0.01") and header["made_by"][0].endswith("--lr 0.01")
+    assert "--lr" not in default_header["command"][0] + default_header["made_by"][0]
+    assert np.allclose(columns["itr_mean_return"] - default_columns["itr_mean_return"], 0.01 - 0.001)
 
 
 def test_run_refuses_bad_input_in_one_line(tmp_path, capsys):
