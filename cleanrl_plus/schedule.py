@@ -34,7 +34,7 @@ class TaskSchedule:
         self.run.logger.scalar("continual/task", task, global_step)
         if not resumed and task == 0:
             for k, member in enumerate(self.run.members):
-                schedule = self.env.describe(member=k) if len(self.records) > 1 else self.env.describe()
+                schedule = self.env.describe(member=k)
                 (member.dir / "schedule.json").write_text(json.dumps(schedule, indent=2))
                 text = "\n".join(f"    {entry}" for entry in schedule)
                 member.logger.writer.add_text("continual/schedule", text, global_step)
