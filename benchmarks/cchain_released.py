@@ -449,7 +449,8 @@ def cells(paths: list[Path], published: Path = PUBLISHED_TABLE) -> list[str]:
     """The paper's table in its layout, a row of ours above each of its rows: each cell of ours the mean ± s.e. over
     seeds (commands/published.py mean_and_standard_error, as `report` computes it) of each finished run's Eq. 1
     (level_means_and_score); bold where the two differ by more than their standard errors combined (`differs`, the
-    report's rule); then how many cells agree. Runs not finished are left out and counted."""
+    report's rule); then how many cells agree and how many are not run (said only when some are). Runs not finished
+    are left out and counted."""
     from commands.published import PublishedTable, differs, load_published, mean_and_standard_error
 
     table = load_published(published)
@@ -468,7 +469,7 @@ def cells(paths: list[Path], published: Path = PUBLISHED_TABLE) -> list[str]:
         return f"{signed(cell[0], 1)} ± {cell[1]:.1f}"  # one decimal, as the paper prints its table
 
     lines = [f"| env | | {' | '.join(table.columns)} |", "|-|-" + "|-" * len(table.columns) + "|"]
-    agree = compared = 0
+    agree = compared = not_run = 0
     for row, env_id in table.rows.items():
         ours, theirs = [], []
         for column, exp_name in table.columns.items():
@@ -476,6 +477,7 @@ def cells(paths: list[Path], published: Path = PUBLISHED_TABLE) -> list[str]:
             theirs.append(written(published_cell) if published_cell else "—")
             if not seeds:
                 ours.append("not run")
+                not_run += 1
                 continue
             cell = mean_and_standard_error(seeds)
             text = written(cell) + ("" if len(seeds) == table.seeds else f" ({len(seeds)} seeds)")
@@ -487,8 +489,8 @@ def cells(paths: list[Path], published: Path = PUBLISHED_TABLE) -> list[str]:
         lines += [f"| {row} | ours | {' | '.join(ours)} |", f"| | the paper | {' | '.join(theirs)} |"]
     lines.append("")
     lines.append(
-        f"{agree} of {compared} cells run agree within the standard errors combined (bold: beyond them); "
-        f"{len(table.rows) * len(table.columns) - compared} not run"
+        f"{agree} of {compared} cells run agree within the standard errors combined (bold: beyond them)"
+        + (f"; {not_run} not run" if not_run else "")
         + (f"; {unfinished} unfinished runs left out" if unfinished else "")
     )
     return lines
