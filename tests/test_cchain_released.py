@@ -385,7 +385,6 @@ def test_the_cells_are_the_papers_table_with_ours_by_hand(tmp_path):
     ]
 
 
-
 def test_a_table_run_whole_says_nothing_is_left_and_a_cell_the_paper_lacks_is_run_not_compared(tmp_path):
     """Every cell run: no "not run" in the count line. C-CartPole's oracle has no published value (a dash): it is run,
     so it is neither "not run" nor among the cells compared (3 compared: Acrobot's two within, CartPole vanilla's 60
@@ -406,6 +405,7 @@ def test_a_table_run_whole_says_nothing_is_left_and_a_cell_the_paper_lacks_is_ru
     lines = released.cells(paths, published)
     assert lines[4] == "| C-CartPole | ours | 70.0 ± 0.0 | **60.0 ± 0.0** |"
     assert lines[-1] == "2 of 3 cells run agree within the standard errors combined (bold: beyond them)"
+
 
 def test_a_cell_is_the_group_of_its_env_and_exp_name_read_from_what_export_writes(tiny_run, tmp_path, capsys):
     """export writes the exp name (the run folder's name need not hold it: this one ends in a timestamp); files
