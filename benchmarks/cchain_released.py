@@ -417,19 +417,29 @@ def signed(value: float, digits: int) -> str:
 
 def table(paths: list[Path]) -> list[str]:
     """Markdown rows: who ran it (theirs: the released script, its iterations and CPU seconds; ours: the seed), the
-    per-level means (whole numbers) and Eq. 1, each from level_means_and_score."""
-    rows, most_levels = [], 0
+    per-level means (whole numbers) and Eq. 1, each from level_means_and_score; then, for each side with two or more
+    finished runs, the mean ± s.e. of their Eq. 1 over seeds (mean_and_standard_error, as `cells` computes a cell)."""
+    from commands.published import mean_and_standard_error
+
+    rows, most_levels, finished = [], 0, {"theirs": [], "ours": []}
     for path in paths:
         header, columns = read_csv(path)
         levels, score = level_means_and_score(path, (header, columns))
         most_levels = max(most_levels, len(levels))
         count, planned = len(columns["iteration"]), int(header["planned_iterations"][0])
         iterations = f"{count:,} iterations" if count == planned else f"the first {count:,} of {planned:,} iterations"
-        if "cpu_seconds" in header:
+        side = "theirs" if "cpu_seconds" in header else "ours"
+        if side == "theirs":
             label = f"theirs, `--seed {header['seed'][0]}` ({iterations}, {int(header['cpu_seconds'][0]):,} CPU-s)"
         else:
             label = f"ours, seed {header['seed'][0]}" + ("" if count == planned else f" ({iterations})")
         rows.append(f"| {label} | {', '.join(signed(m, 0) for m in levels)} | {signed(score, 1)} |")
+        if count == planned:
+            finished[side].append(score)
+    for side, scores in finished.items():
+        if len(scores) >= 2:
+            mean, error = mean_and_standard_error(scores)
+            rows.append(f"| {side}, {len(scores)} finished runs, mean ± s.e. | | {signed(mean, 1)} ± {error:.1f} |")
     return [f"| run | level means, levels 0–{most_levels - 1} | Eq. 1 |", "|-|-|-|", *rows]
 
 

@@ -241,6 +241,20 @@ def test_the_table_prints_both_columns_from_the_same_statistic(tmp_path):
     ]
 
 
+def test_the_table_ends_with_each_sides_mean_and_standard_error_over_finished_runs(tmp_path):
+    """Eq. 1 of theirs −167.0 and −100.0 (by hand: mean −133.5, s.d. 47.376, s.e. 33.5); one run of ours gets no
+    summary, and a run not finished is not in it."""
+    theirs = [
+        write_released_csv(tmp_path / "t1.csv", [-93.0, -401.0, -90.0, -84.0], 2, 4),
+        write_released_csv(tmp_path / "t2.csv", [-100.0, -100.0, -100.0, -100.0], 2, 4),
+        write_released_csv(tmp_path / "t3.csv", [-400.0], 2, 4),
+    ]
+    ours = write_released_csv(tmp_path / "o.csv", [-88.0, -400.0, -90.25, -90.0], 2, 4, cpu_seconds=None)
+    rows = released.table([*theirs, ours])
+    assert rows[-1] == "| theirs, 2 finished runs, mean ± s.e. | | −133.5 ± 33.5 |"
+    assert sum("mean ± s.e." in row for row in rows) == 1
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A real PPO run of continual:cchain-cartpole: 5 iterations of 64 steps, levels of 2 iterations."""
@@ -425,6 +439,19 @@ def test_a_cell_is_the_group_of_its_env_and_exp_name_read_from_what_export_write
 def test_the_pages_table_1_is_the_cells_of_the_committed_csvs():
     """docs/benchmarks.md's Table 1 after round 2 is `cells` on benchmarks/released/ours/, line for line."""
     printed = released.cells(sorted(released.OURS_DIR.glob("*.csv")))
+    page = (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
+    start = page.index(printed[0])
+    assert page[start : start + len(printed)] == printed
+
+
+def test_the_pages_released_c_acrobot_table_is_the_table_of_the_committed_csvs():
+    """docs/benchmarks.md's C-CHAIN on C-Acrobot, the released script's seeds beside ours, is `table` on the committed
+    CSVs line for line (its first cell renamed), so neither column can drift from the data."""
+    theirs = sorted(released.RELEASED_DIR.glob("c_chain__Acrobot-v1__seed*__env-seeded.csv"))
+    ours = sorted(released.OURS_DIR.glob("ppo-c-chain__cchain-acrobot__seed*.csv"))
+    assert len(theirs) >= 4 and len(ours) == 6
+    printed = released.table([*theirs, *ours])
+    printed[0] = printed[0].replace("| run |", "| C-CHAIN, C-Acrobot |")
     page = (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
     start = page.index(printed[0])
     assert page[start : start + len(printed)] == printed
