@@ -436,12 +436,17 @@ def test_a_cell_is_the_group_of_its_env_and_exp_name_read_from_what_export_write
     assert exit_info.value.code == 2 and "is not a CSV of one of our runs" in error and error.count("\n") == 1
 
 
-def test_the_pages_table_1_is_the_cells_of_the_committed_csvs():
-    """docs/benchmarks.md's Table 1 after round 2 is `cells` on benchmarks/released/ours/, line for line."""
-    printed = released.cells(sorted(released.OURS_DIR.glob("*.csv")))
+def assert_the_page_holds(printed: list[str]):
+    """docs/benchmarks.md holds `printed` as consecutive lines, from the line equal to its first."""
     page = (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
     start = page.index(printed[0])
     assert page[start : start + len(printed)] == printed
+
+
+def test_the_pages_table_1_is_the_cells_of_the_committed_csvs():
+    """docs/benchmarks.md's Table 1 after round 2 is `cells` on benchmarks/released/ours/, line for line."""
+    printed = released.cells(sorted(released.OURS_DIR.glob("*.csv")))
+    assert_the_page_holds(printed)
 
 
 def test_the_pages_released_c_acrobot_table_is_the_table_of_the_committed_csvs():
@@ -452,6 +457,4 @@ def test_the_pages_released_c_acrobot_table_is_the_table_of_the_committed_csvs()
     assert len(theirs) >= 4 and len(ours) == 6
     printed = released.table([*theirs, *ours])
     printed[0] = printed[0].replace("| run |", "| C-CHAIN, C-Acrobot |")
-    page = (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
-    start = page.index(printed[0])
-    assert page[start : start + len(printed)] == printed
+    assert_the_page_holds(printed)
