@@ -2,6 +2,7 @@
 a remedy that first acts after S equals a straight run with that remedy, so two arms can share their common prefix
 (benchmarks/resets-dmc.toml runs its no-reset and reset arms from one 199,999-step prefix)."""
 
+import csv
 import dataclasses
 import hashlib
 import json
@@ -156,3 +157,10 @@ reset = "--fork-from runs/Pendulum-v1__td3-prefix__1 --reset.method full --reset
         assert history["kept"][200] == history["reset"][200] and history["kept"][300] != history["reset"][300]
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "6 finished already" in again.stdout + again.stderr, again.stdout + again.stderr
+    # each seed of an arm forked from its own prefix directory (args.json's forked.from): the report still pools them
+    from commands.report import write_report
+
+    write_report([tmp_path / "runs"], tmp_path / "report", reps=50)
+    with (tmp_path / "report" / "report.csv").open() as file:
+        seeds = {row["group"]: row["seeds"] for row in csv.DictReader(file) if row["table"] == "per_env"}
+    assert seeds == {"td3-kept": "2", "td3-prefix": "2", "td3-reset": "2"}, seeds
